@@ -1,0 +1,5 @@
+import sys
+
+from dynamiq.cli import main
+
+sys.exit(main())

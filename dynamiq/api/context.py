@@ -1,0 +1,31 @@
+"""What handlers reach through the app: one typed key holding the node's services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from dynamiq.config import LimitsSettings
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.janitor import Janitor
+from dynamiq.core.queues import QueueService
+from dynamiq.core.topics import TopicService
+
+__all__ = ["SERVICES", "Services"]
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The engine as the HTTP layer sees it."""
+
+    catalog: Catalog
+    queues: QueueService
+    topics: TopicService
+    janitor: Janitor
+    limits: LimitsSettings
+    node_name: str
+    node_host: str
+
+
+SERVICES = web.AppKey("services", Services)

@@ -1,0 +1,159 @@
+"""The v2 JSON bodies, as msgspec structs: decoded, validated and documented from one source.
+
+Message ids travel as decimal strings: they are 63-bit integers, beyond what
+JSON numbers carry exactly in many languages. Bodies travel as UTF-8 text
+(``"encoding": "utf-8"``) or as base64 (``"encoding": "base64"``) for bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = [
+    "DeleteRequest",
+    "DeleteResponse",
+    "ErrorBody",
+    "OutgoingMessage",
+    "PeekResponse",
+    "PublishRequest",
+    "PublishResponse",
+    "QueueInfo",
+    "QueueList",
+    "QueueSettingsBody",
+    "QueueStatsBody",
+    "ReceiveRequest",
+    "ReceiveResponse",
+    "ReceivedMessage",
+    "TopicInfo",
+    "TopicList",
+    "TopicPublishResponse",
+]
+
+Encoding = Literal["utf-8", "base64"]
+IdText = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,19}$", description="a message id")]
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of request bodies: unknown fields are an error, not silently ignored."""
+
+
+class OutgoingMessage(_Body):
+    """One message to publish."""
+
+    body: str
+    encoding: Encoding = "utf-8"
+
+
+class PublishRequest(_Body):
+    """Publish a batch of messages."""
+
+    messages: Annotated[list[OutgoingMessage], msgspec.Meta(min_length=1)]
+
+
+class PublishResponse(msgspec.Struct):
+    """The ids of the published messages, in request order."""
+
+    ids: list[str]
+
+
+class TopicPublishResponse(msgspec.Struct):
+    """Per subscribed queue, the ids of its copies, in request order."""
+
+    ids: dict[str, list[str]]
+
+
+class ReceiveRequest(_Body):
+    """Lease up to ``max_messages`` messages."""
+
+    max_messages: Annotated[int, msgspec.Meta(ge=1)] = 1
+    wait_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    visibility_timeout: Annotated[float, msgspec.Meta(gt=0, le=43200)] | None = None
+    encoding: Literal["auto", "base64"] = "auto"
+
+
+class ReceivedMessage(msgspec.Struct):
+    """A leased message. With ``encoding: auto`` a body that is valid UTF-8 comes as text."""
+
+    id: str
+    body: str
+    encoding: Encoding
+    published_at: int
+
+
+class ReceiveResponse(msgspec.Struct):
+    """The leased messages, oldest first per partition; empty when none was visible."""
+
+    messages: list[ReceivedMessage]
+
+
+class PeekResponse(msgspec.Struct):
+    """One message read without leasing it."""
+
+    message: ReceivedMessage
+
+
+class DeleteRequest(_Body):
+    """Delete messages by id."""
+
+    ids: Annotated[list[IdText], msgspec.Meta(min_length=1)]
+
+
+class DeleteResponse(msgspec.Struct):
+    """Which ids were deleted and which were not stored."""
+
+    deleted: list[str]
+    missing: list[str]
+
+
+class QueueSettingsBody(_Body):
+    """A queue's settings; in a create or update request every field is optional."""
+
+    visibility_timeout: float | None = None
+    min_partitions: int | None = None
+    max_partitions: int | None = None
+    max_partition_age: float | None = None
+    compressed_messages: bool | None = None
+
+
+class QueueStatsBody(msgspec.Struct):
+    """A queue's contents as this node sees them."""
+
+    depth: int
+    in_flight: int
+    partitions: int
+
+
+class QueueInfo(msgspec.Struct):
+    """A queue: its settings and contents."""
+
+    name: str
+    settings: QueueSettingsBody
+    stats: QueueStatsBody
+
+
+class QueueList(msgspec.Struct):
+    """Every queue, sorted by name."""
+
+    queues: list[str]
+
+
+class TopicInfo(msgspec.Struct):
+    """A topic and its subscribed queues, sorted."""
+
+    name: str
+    queues: list[str]
+
+
+class TopicList(msgspec.Struct):
+    """Every topic, sorted by name."""
+
+    topics: list[str]
+
+
+class ErrorBody(msgspec.Struct):
+    """Every v2 error: a stable code and a sentence."""
+
+    error: str
+    message: str

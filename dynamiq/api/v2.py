@@ -1,0 +1,231 @@
+"""The v2 JSON batch API: publish many, receive with long polling, delete many."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from dynamiq.api.bodies import decode_body, encode_message, json_response, read_json
+from dynamiq.api.context import SERVICES, Services
+from dynamiq.api.openapi import openapi_document
+from dynamiq.api.schemas import (
+    DeleteRequest,
+    DeleteResponse,
+    PeekResponse,
+    PublishRequest,
+    PublishResponse,
+    QueueInfo,
+    QueueList,
+    QueueSettingsBody,
+    QueueStatsBody,
+    ReceiveRequest,
+    ReceiveResponse,
+    TopicInfo,
+    TopicList,
+    TopicPublishResponse,
+)
+from dynamiq.errors import Invalid
+from dynamiq.models import QueueSettings, parse_id
+
+__all__ = ["routes"]
+
+
+def routes() -> list[web.RouteDef]:
+    """Return the v2 route table."""
+    return [
+        web.get("/v2/openapi.json", openapi),
+        web.get("/v2/queues", list_queues),
+        web.put("/v2/queues/{queue}", create_queue),
+        web.get("/v2/queues/{queue}", get_queue),
+        web.patch("/v2/queues/{queue}", configure_queue),
+        web.delete("/v2/queues/{queue}", delete_queue),
+        web.post("/v2/queues/{queue}/messages", publish),
+        web.get("/v2/queues/{queue}/messages/{id}", peek),
+        web.post("/v2/queues/{queue}/receive", receive),
+        web.post("/v2/queues/{queue}/delete", delete),
+        web.get("/v2/topics", list_topics),
+        web.put("/v2/topics/{topic}", create_topic),
+        web.get("/v2/topics/{topic}", get_topic),
+        web.delete("/v2/topics/{topic}", delete_topic),
+        web.put("/v2/topics/{topic}/subscriptions/{queue}", subscribe),
+        web.delete("/v2/topics/{topic}/subscriptions/{queue}", unsubscribe),
+        web.post("/v2/topics/{topic}/messages", publish_topic),
+    ]
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """Serve the OpenAPI document of this API."""
+    return json_response(openapi_document())
+
+
+# -- queues -------------------------------------------------------------------
+
+
+async def _queue_info(svc: Services, name: str) -> QueueInfo:
+    record = svc.catalog.queue(name)
+    stats = await svc.queues.stats(name)
+    return QueueInfo(
+        name=name,
+        settings=QueueSettingsBody(**record.settings.to_dict()),
+        stats=QueueStatsBody(stats.depth, stats.in_flight, stats.partitions),
+    )
+
+
+def _changes(body: QueueSettingsBody) -> dict[str, Any]:
+    fields = QueueSettingsBody.__struct_fields__
+    return {f: getattr(body, f) for f in fields if getattr(body, f) is not None}
+
+
+async def list_queues(request: web.Request) -> web.Response:
+    """List queues."""
+    return json_response(QueueList(request.app[SERVICES].catalog.queues()))
+
+
+async def create_queue(request: web.Request) -> web.Response:
+    """Create a queue, with optional settings: 201, or 409 when it exists."""
+    svc = request.app[SERVICES]
+    body = await read_json(request, QueueSettingsBody, optional=True)
+    settings = QueueSettings().updated(_changes(body))
+    name = request.match_info["queue"]
+    await svc.catalog.create_queue(name, settings)
+    return json_response(await _queue_info(svc, name), status=201)
+
+
+async def get_queue(request: web.Request) -> web.Response:
+    """Return a queue's settings and stats."""
+    svc = request.app[SERVICES]
+    return json_response(await _queue_info(svc, request.match_info["queue"]))
+
+
+async def configure_queue(request: web.Request) -> web.Response:
+    """Change some settings; validated, effective at once."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    body = await read_json(request, QueueSettingsBody)
+    await svc.catalog.configure_queue(name, _changes(body))
+    return json_response(await _queue_info(svc, name))
+
+
+async def delete_queue(request: web.Request) -> web.Response:
+    """Delete a queue and its messages."""
+    svc = request.app[SERVICES]
+    await svc.catalog.delete_queue(request.match_info["queue"])
+    svc.queues.forget_dropped()
+    svc.janitor.kick()
+    return json_response({"deleted": True})
+
+
+# -- messages -----------------------------------------------------------------
+
+
+async def publish(request: web.Request) -> web.Response:
+    """Publish a batch; 200 with the ids once every message is durable."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    body = await read_json(request, PublishRequest)
+    _check_batch(len(body.messages), svc.limits.maxbatch)
+    ids = await svc.queues.publish(name, [decode_body(m) for m in body.messages])
+    return json_response(PublishResponse([str(i) for i in ids]))
+
+
+async def receive(request: web.Request) -> web.Response:
+    """Lease up to ``max_messages``, waiting up to ``wait_seconds`` for one to arrive."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    body = await read_json(request, ReceiveRequest, optional=True)
+    _check_batch(body.max_messages, svc.limits.maxbatch)
+    if body.wait_seconds > svc.limits.maxwaitseconds:
+        raise Invalid(f"wait_seconds must be <= {svc.limits.maxwaitseconds:g}", "wait_seconds")
+    messages = await svc.queues.receive(
+        name, body.max_messages, body.visibility_timeout, body.wait_seconds
+    )
+    force = body.encoding == "base64"
+    return json_response(ReceiveResponse([encode_message(m, force) for m in messages]))
+
+
+async def delete(request: web.Request) -> web.Response:
+    """Delete a batch of ids; say which existed."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    body = await read_json(request, DeleteRequest)
+    _check_batch(len(body.ids), svc.limits.maxbatch)
+    ids = [parse_id(i) for i in body.ids]
+    existed = await svc.queues.delete(name, ids)
+    return json_response(
+        DeleteResponse(
+            deleted=[t for t, ok in zip(body.ids, existed, strict=True) if ok],
+            missing=[t for t, ok in zip(body.ids, existed, strict=True) if not ok],
+        )
+    )
+
+
+async def peek(request: web.Request) -> web.Response:
+    """Read one message without leasing it."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    message = await svc.queues.peek(name, parse_id(request.match_info["id"]))
+    return json_response(PeekResponse(encode_message(message)))
+
+
+def _check_batch(size: int, limit: int) -> None:
+    if size > limit:
+        raise Invalid(f"at most {limit} messages per request", field="batch")
+
+
+# -- topics -------------------------------------------------------------------
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    """List topics."""
+    return json_response(TopicList(request.app[SERVICES].catalog.topics()))
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    """Create a topic: 201, or 409 when it exists."""
+    catalog = request.app[SERVICES].catalog
+    name = request.match_info["topic"]
+    await catalog.create_topic(name)
+    return json_response(TopicInfo(name, []), status=201)
+
+
+async def get_topic(request: web.Request) -> web.Response:
+    """Return a topic and its subscribers."""
+    name = request.match_info["topic"]
+    return json_response(TopicInfo(name, request.app[SERVICES].catalog.topic(name)))
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    """Delete a topic (its queues stay)."""
+    await request.app[SERVICES].catalog.delete_topic(request.match_info["topic"])
+    return json_response({"deleted": True})
+
+
+async def subscribe(request: web.Request) -> web.Response:
+    """Subscribe a queue to a topic (idempotent)."""
+    topic, queue = request.match_info["topic"], request.match_info["queue"]
+    queues = await request.app[SERVICES].catalog.subscribe(topic, queue)
+    return json_response(TopicInfo(topic, queues))
+
+
+async def unsubscribe(request: web.Request) -> web.Response:
+    """Unsubscribe a queue (idempotent)."""
+    topic, queue = request.match_info["topic"], request.match_info["queue"]
+    queues = await request.app[SERVICES].catalog.unsubscribe(topic, queue)
+    return json_response(TopicInfo(topic, queues))
+
+
+async def publish_topic(request: web.Request) -> web.Response:
+    """Publish a batch to every subscriber; ids per queue."""
+    svc = request.app[SERVICES]
+    name = request.match_info["topic"]
+    svc.catalog.topic(name)
+    body = await read_json(request, PublishRequest)
+    _check_batch(len(body.messages), svc.limits.maxbatch)
+    ids = await svc.topics.publish(name, [decode_body(m) for m in body.messages])
+    return json_response(TopicPublishResponse({q: [str(i) for i in v] for q, v in ids.items()}))

@@ -1,0 +1,119 @@
+"""A blocking client: the asyncio client run on a private event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from dynamiq.client.aio import DEFAULT_URL, AsyncClient, Body
+from dynamiq.models import Message
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+
+class Client:
+    """Blocking twin of ``AsyncClient``; use it where no event loop runs.
+
+    Every method has the meaning, arguments and errors of the ``AsyncClient``
+    method of the same name.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0) -> None:
+        """Prepare a client for the node at ``url``."""
+        self._loop = asyncio.new_event_loop()
+        self._client = AsyncClient(url, timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool and the private loop; idempotent."""
+        if not self._loop.is_closed():
+            self._loop.run_until_complete(self._client.close())
+            self._loop.close()
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coro)
+
+    def create_queue(self, name: str, **settings: Any) -> dict[str, Any]:
+        """Create a queue."""
+        return self._run(self._client.create_queue(name, **settings))
+
+    def configure_queue(self, name: str, **changes: Any) -> dict[str, Any]:
+        """Change some settings of a queue."""
+        return self._run(self._client.configure_queue(name, **changes))
+
+    def queue(self, name: str) -> dict[str, Any]:
+        """Return a queue's settings and stats."""
+        return self._run(self._client.queue(name))
+
+    def queues(self) -> list[str]:
+        """Return every queue name."""
+        return self._run(self._client.queues())
+
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue and its messages."""
+        self._run(self._client.delete_queue(name))
+
+    def create_topic(self, name: str) -> None:
+        """Create a topic."""
+        self._run(self._client.create_topic(name))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic."""
+        self._run(self._client.delete_topic(name))
+
+    def topics(self) -> list[str]:
+        """Return every topic name."""
+        return self._run(self._client.topics())
+
+    def subscribe(self, topic: str, queue: str) -> list[str]:
+        """Subscribe a queue to a topic."""
+        return self._run(self._client.subscribe(topic, queue))
+
+    def unsubscribe(self, topic: str, queue: str) -> list[str]:
+        """Unsubscribe a queue from a topic."""
+        return self._run(self._client.unsubscribe(topic, queue))
+
+    def publish(self, queue: str, bodies: Sequence[Body]) -> list[int]:
+        """Publish messages durably; return their ids."""
+        return self._run(self._client.publish(queue, bodies))
+
+    def publish_topic(self, topic: str, bodies: Sequence[Body]) -> dict[str, list[int]]:
+        """Publish to every subscribed queue; return ids per queue."""
+        return self._run(self._client.publish_topic(topic, bodies))
+
+    def receive(
+        self,
+        queue: str,
+        max_messages: int = 1,
+        *,
+        wait_seconds: float = 0.0,
+        visibility_timeout: float | None = None,
+    ) -> list[Message]:
+        """Lease up to ``max_messages`` messages."""
+        return self._run(
+            self._client.receive(
+                queue,
+                max_messages,
+                wait_seconds=wait_seconds,
+                visibility_timeout=visibility_timeout,
+            )
+        )
+
+    def delete(self, queue: str, ids: Sequence[int]) -> list[int]:
+        """Delete messages; return the ids that existed."""
+        return self._run(self._client.delete(queue, ids))
+
+    def peek(self, queue: str, message_id: int) -> Message:
+        """Read a message without leasing it."""
+        return self._run(self._client.peek(queue, message_id))

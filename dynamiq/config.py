@@ -1,0 +1,255 @@
+"""Settings: every default in one place, read from a gcfg/INI file, the environment and flags.
+
+Precedence, lowest first: the defaults below, the config file, environment
+variables ``DYNAMIQ_<SECTION>_<KEY>``, command-line flags ``--<section>-<key>``.
+Every value is validated once, here; a bad one raises ``ConfigError`` naming the
+key and where the value came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dynamiq.errors import ConfigError
+
+__all__ = [
+    "CoreSettings",
+    "LimitsSettings",
+    "Settings",
+    "StatsSettings",
+    "StorageSettings",
+    "load_settings",
+    "parse_gcfg",
+]
+
+LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
+STATS_TYPES = ("statsd", "prometheus", "none")
+BACKENDS = ("lmdb",)
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    """``[core]``: the original Dynamiq's node settings, plus ``httpaddress``."""
+
+    name: str = "dynamiq1"
+    port: int = 7946
+    seedserver: str = ""
+    seedport: int = 7946
+    httpport: int = 8081
+    httpaddress: str = "127.0.0.1"
+    riaknodes: str = ""
+    backendconnectionpool: int = 16
+    syncconfiginterval: int = 2000
+    loglevelstring: str = "info"
+
+    def __post_init__(self) -> None:
+        _require(bool(self.name.strip()), "core.name", "must not be empty")
+        for key in ("port", "seedport", "httpport"):
+            _require(0 <= getattr(self, key) <= 65535, f"core.{key}", "must be a port (0-65535)")
+        _require(self.backendconnectionpool >= 1, "core.backendconnectionpool", "must be >= 1")
+        _require(self.syncconfiginterval >= 10, "core.syncconfiginterval", "must be >= 10 (ms)")
+        _require(
+            self.loglevelstring.lower() in LOG_LEVELS,
+            "core.loglevelstring",
+            f"must be one of {', '.join(LOG_LEVELS)}",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StatsSettings:
+    """``[stats]``: where metrics go."""
+
+    type: str = "none"
+    flushinterval: float = 1.0
+    address: str = "127.0.0.1:8125"
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        _require(self.type in STATS_TYPES, "stats.type", f"must be one of {', '.join(STATS_TYPES)}")
+        _require(self.flushinterval > 0, "stats.flushinterval", "must be > 0 (seconds)")
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """``[storage]``: which store holds messages and configuration."""
+
+    backend: str = "lmdb"
+    path: str = "./data"
+    mapsize: int = 64 << 30
+
+    def __post_init__(self) -> None:
+        _require(
+            self.backend in BACKENDS, "storage.backend", f"must be one of {', '.join(BACKENDS)}"
+        )
+        _require(bool(self.path), "storage.path", "must not be empty")
+        _require(self.mapsize >= 1 << 20, "storage.mapsize", "must be >= 1048576 (bytes)")
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsSettings:
+    """``[limits]``: what one request may ask for."""
+
+    maxbodybytes: int = 1 << 20
+    maxbatch: int = 1000
+    maxwaitseconds: float = 20.0
+    shutdowntimeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        _require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")
+        _require(self.maxbatch >= 1, "limits.maxbatch", "must be >= 1")
+        _require(0 <= self.maxwaitseconds <= 3600, "limits.maxwaitseconds", "must be in [0, 3600]")
+        _require(self.shutdowntimeout > 0, "limits.shutdowntimeout", "must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a node is configured with."""
+
+    core: CoreSettings = field(default_factory=CoreSettings)
+    stats: StatsSettings = field(default_factory=StatsSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    limits: LimitsSettings = field(default_factory=LimitsSettings)
+
+
+SECTIONS: dict[str, type[Any]] = {f.name: f.default_factory for f in dataclasses.fields(Settings)}  # type: ignore[misc]
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(message, key=key)
+
+
+def keys() -> dict[str, type]:
+    """Return every setting as ``section.key`` with its type."""
+    out: dict[str, type] = {}
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            out[f"{section}.{f.name}"] = type(f.default)
+    return out
+
+
+def parse_gcfg(text: str, source: str) -> dict[str, tuple[str, str]]:
+    """Parse gcfg/INI text into ``{"section.key": (raw value, "file:line")}``.
+
+    Raises:
+        ConfigError: on a line that is neither a section, a setting nor a comment.
+    """
+    values: dict[str, tuple[str, str]] = {}
+    section = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        where = f"{source}:{number}"
+        line = _strip_comment(raw).strip()
+        if not line:
+            continue
+        if line.startswith("["):
+            if not line.endswith("]") or len(line) < 3:
+                raise ConfigError(f"bad section header {raw.strip()!r}", source=where)
+            section = line[1:-1].strip().lower()
+            continue
+        key, eq, value = line.partition("=")
+        if not section:
+            raise ConfigError("setting outside of any [section]", source=where)
+        value = value.strip() if eq else "true"
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        values[f"{section}.{key.strip().lower()}"] = (value, where)
+    return values
+
+
+def _strip_comment(line: str) -> str:
+    quoted = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch in ";#" and not quoted:
+            return line[:i]
+    return line
+
+
+def _convert(key: str, kind: type, raw: str, source: str) -> Any:
+    try:
+        if kind is bool:
+            return {
+                "true": True,
+                "yes": True,
+                "on": True,
+                "1": True,
+                "false": False,
+                "no": False,
+                "off": False,
+                "0": False,
+            }[raw.strip().lower()]
+        if kind is int:
+            return _parse_size(raw)
+        if kind is float:
+            return float(raw)
+    except (KeyError, ValueError):
+        word = {bool: "a boolean", int: "an integer", float: "a number"}[kind]
+        raise ConfigError(f"{raw!r} is not {word}", key=key, source=source) from None
+    return raw
+
+
+def _parse_size(raw: str) -> int:
+    text = raw.strip().lower().replace("_", "")
+    for suffix, factor in (("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("tib", 1 << 40)):
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) * factor
+    return int(text)
+
+
+def load_settings(
+    path: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build validated ``Settings`` from a file, the environment and flags.
+
+    Args:
+        path: a gcfg/INI file, or None for defaults only.
+        env: environment variables (``os.environ`` when None); only
+            ``DYNAMIQ_<SECTION>_<KEY>`` names are read.
+        flags: ``{"section.key": value}`` from the command line.
+
+    Raises:
+        ConfigError: naming the key and its source, for an unreadable file,
+            an unknown key or a bad value.
+    """
+    known = keys()
+    raw: dict[str, tuple[str, str]] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file: {exc}", source=str(path)) from None
+        raw.update(parse_gcfg(text, str(path)))
+    environ = os.environ if env is None else env
+    for key in known:
+        name = "DYNAMIQ_" + key.replace(".", "_").upper()
+        if name in environ:
+            raw[key] = (environ[name], f"environment variable {name}")
+    for key, value in (flags or {}).items():
+        raw[key] = (value, f"flag --{key.replace('.', '-')}")
+    return _build(raw, known)
+
+
+def _build(raw: dict[str, tuple[str, str]], known: dict[str, type]) -> Settings:
+    by_section: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    sources: dict[str, str] = {}
+    for key, (value, source) in raw.items():
+        if key not in known:
+            raise ConfigError("unknown setting", key=key, source=source)
+        section, name = key.split(".", 1)
+        by_section[section][name] = _convert(key, known[key], value, source)
+        sources[key] = source
+    parts: dict[str, Any] = {}
+    for section, cls in SECTIONS.items():
+        try:
+            parts[section] = cls(**by_section[section])
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, key=exc.key, source=sources.get(exc.key or "")) from None
+    return Settings(**parts)

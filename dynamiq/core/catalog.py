@@ -1,0 +1,177 @@
+"""Queues, topics and subscriptions: kept in the store, cached in memory.
+
+Store layout (``meta`` keys): ``q/<queue>`` holds the queue's settings and the
+uid of its message bucket; ``t/<topic>`` marks a topic; ``s/<topic>/<queue>``
+marks a subscription; ``drop/<uid>`` marks a bucket whose deletion is under
+way. A queue re-created under an old name gets a new uid, so it starts empty
+even while the old bucket is still being dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from dynamiq.errors import (
+    QueueExists,
+    QueueNotFound,
+    TopicExists,
+    TopicNotFound,
+)
+from dynamiq.models import QueueSettings, validate_name
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["Catalog", "QueueRecord"]
+
+log = logging.getLogger("dynamiq.core")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """A queue as the engine sees it."""
+
+    name: str
+    uid: str
+    settings: QueueSettings
+
+
+def _encode_queue(record: QueueRecord) -> bytes:
+    return json.dumps({"uid": record.uid, "settings": record.settings.to_dict()}).encode()
+
+
+def _decode_queue(name: str, raw: bytes) -> QueueRecord:
+    data: dict[str, Any] = json.loads(raw)
+    return QueueRecord(name, data["uid"], QueueSettings(**data["settings"]))
+
+
+class Catalog:
+    """The names this node knows, read through to the store on every change."""
+
+    def __init__(self, store: StorageBackend) -> None:
+        self._store = store
+        self._queues: dict[str, QueueRecord] = {}
+        self._topics: dict[str, frozenset[str]] = {}
+
+    # -- reading (from the cache) ------------------------------------------
+
+    def queue(self, name: str) -> QueueRecord:
+        """Return a queue, or raise ``QueueNotFound``."""
+        record = self._queues.get(name)
+        if record is None:
+            raise QueueNotFound(name)
+        return record
+
+    def queues(self) -> list[str]:
+        """Return every queue name, sorted."""
+        return sorted(self._queues)
+
+    def topic(self, name: str) -> list[str]:
+        """Return a topic's subscribed queues, sorted, or raise ``TopicNotFound``."""
+        subscribers = self._topics.get(name)
+        if subscribers is None:
+            raise TopicNotFound(name)
+        return sorted(subscribers)
+
+    def topics(self) -> list[str]:
+        """Return every topic name, sorted."""
+        return sorted(self._topics)
+
+    def uids(self) -> set[str]:
+        """Return the bucket uid of every live queue."""
+        return {r.uid for r in self._queues.values()}
+
+    # -- loading -------------------------------------------------------------
+
+    async def reload(self) -> None:
+        """Replace the cache with what the store holds now."""
+        entries = await self._store.meta_scan("")
+        queues: dict[str, QueueRecord] = {}
+        topics: dict[str, set[str]] = {}
+        for key, raw in entries.items():
+            kind, _, rest = key.partition("/")
+            if kind == "q":
+                queues[rest] = _decode_queue(rest, raw)
+            elif kind == "t":
+                topics.setdefault(rest, set())
+        for key in entries:
+            kind, _, rest = key.partition("/")
+            topic, _, queue = rest.partition("/")
+            if kind == "s" and topic in topics and queue in queues:
+                topics[topic].add(queue)
+        self._queues = queues
+        self._topics = {t: frozenset(q) for t, q in topics.items()}
+
+    async def pending_drops(self) -> list[str]:
+        """Return the uids of buckets whose deletion has not finished."""
+        return [key.partition("/")[2] for key in await self._store.meta_scan("drop/")]
+
+    async def finish_drop(self, uid: str) -> None:
+        """Delete a dropped queue's messages, then forget the drop."""
+        await self._store.drop(uid)
+        await self._store.meta_delete([f"drop/{uid}"])
+
+    # -- queues --------------------------------------------------------------
+
+    async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueRecord:
+        """Create a queue; raise ``QueueExists`` if the name is taken."""
+        validate_name("queue", name)
+        record = QueueRecord(name, secrets.token_hex(8), settings or QueueSettings())
+        if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
+            raise QueueExists(name)
+        self._queues[name] = record
+        return record
+
+    async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
+        """Change some settings of a queue, validated; effective at once."""
+        current = self.queue(name)
+        record = QueueRecord(name, current.uid, current.settings.updated(changes))
+        await self._store.meta_put({f"q/{name}": _encode_queue(record)})
+        self._queues[name] = record
+        return record
+
+    async def delete_queue(self, name: str) -> str:
+        """Delete a queue and its subscriptions; return the uid of the bucket to drop."""
+        record = self.queue(name)
+        await self._store.meta_put({f"drop/{record.uid}": b""})
+        subs = [f"s/{t}/{name}" for t, queues in self._topics.items() if name in queues]
+        await self._store.meta_delete([f"q/{name}", *subs])
+        self._queues.pop(name, None)
+        self._topics = {t: q - {name} for t, q in self._topics.items()}
+        return record.uid
+
+    # -- topics --------------------------------------------------------------
+
+    async def create_topic(self, name: str) -> None:
+        """Create a topic; raise ``TopicExists`` if the name is taken."""
+        validate_name("topic", name)
+        if not await self._store.meta_create(f"t/{name}", b"{}"):
+            raise TopicExists(name)
+        self._topics[name] = frozenset()
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic and its subscriptions (not the queues)."""
+        subscribers = self.topic(name)
+        await self._store.meta_delete([f"t/{name}", *(f"s/{name}/{q}" for q in subscribers)])
+        self._topics.pop(name, None)
+
+    async def subscribe(self, topic: str, queue: str) -> list[str]:
+        """Subscribe a queue to a topic (idempotent); return the subscribers."""
+        subscribers = self._topics.get(topic)
+        if subscribers is None:
+            raise TopicNotFound(topic)
+        self.queue(queue)
+        await self._store.meta_put({f"s/{topic}/{queue}": b""})
+        self._topics[topic] = subscribers | {queue}
+        return sorted(self._topics[topic])
+
+    async def unsubscribe(self, topic: str, queue: str) -> list[str]:
+        """Unsubscribe a queue (idempotent); return the remaining subscribers."""
+        subscribers = self._topics.get(topic)
+        if subscribers is None:
+            raise TopicNotFound(topic)
+        await self._store.meta_delete([f"s/{topic}/{queue}"])
+        self._topics[topic] = subscribers - {queue}
+        return sorted(self._topics[topic])

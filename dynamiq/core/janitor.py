@@ -1,0 +1,47 @@
+"""Background upkeep of the engine: reload configuration, finish queue deletions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.queues import QueueService
+from dynamiq.errors import DynamiqError
+
+__all__ = ["Janitor"]
+
+log = logging.getLogger("dynamiq.core")
+
+
+class Janitor:
+    """Keeps the cached catalog fresh and drops deleted queues' messages."""
+
+    def __init__(self, catalog: Catalog, queues: QueueService, interval: float) -> None:
+        self._catalog = catalog
+        self._queues = queues
+        self._interval = interval
+        self._kicked = asyncio.Event()
+
+    def kick(self) -> None:
+        """Ask for a round now (a queue was deleted)."""
+        self._kicked.set()
+
+    async def run_once(self) -> None:
+        """Reload the catalog, forget deleted queues, drop their messages."""
+        await self._catalog.reload()
+        self._queues.forget_dropped()
+        for uid in await self._catalog.pending_drops():
+            await self._catalog.finish_drop(uid)
+
+    async def janitor_loop(self) -> None:
+        """Run rounds every ``interval`` seconds or when kicked, until cancelled."""
+        while True:
+            try:
+                await self.run_once()
+            except DynamiqError as exc:
+                log.warning("upkeep round failed, will retry: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kicked.wait(), self._interval)
+            self._kicked.clear()

@@ -1,0 +1,224 @@
+"""Partitions of a node's slice, the least-recently-used choice, and the stripe merge (pure).
+
+A partition is a contiguous id range made of whole stripes (clipped to the
+node's slice). A queue has between ``min_partitions`` and ``max_partitions`` of
+them on each node: one more is opened when a receive finds every partition busy
+serving another receive, and partitions idle for ``max_partition_age`` seconds
+are retired down to the minimum. A receive takes the least-recently-used
+partition that is not known to be empty.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Container, Iterable, Sequence
+from dataclasses import dataclass
+
+from dynamiq.core.ids import STRIPE_BITS, seq_of, stripe_of, stripe_range
+from dynamiq.models import QueueSettings
+
+__all__ = ["EMPTY_HINT_SECONDS", "Partition", "PartitionSet", "StripeMerge", "layout"]
+
+# How long a partition found empty is skipped unless a local publish or an
+# expired lease says otherwise. Bounds how late a publish through another
+# process is noticed.
+EMPTY_HINT_SECONDS = 1.0
+
+KeyRange = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """One partition: its id bounds (inclusive) and one scan range per stripe."""
+
+    index: int
+    generation: int
+    lo: int
+    hi: int
+    ranges: tuple[KeyRange, ...]
+
+    def __contains__(self, message_id: object) -> bool:
+        return isinstance(message_id, int) and self.lo <= message_id <= self.hi
+
+
+def layout(lo: int, hi: int, count: int, generation: int = 0) -> tuple[Partition, ...]:
+    """Split ``[lo, hi]`` into at most ``count`` partitions of whole stripes."""
+    first, last = stripe_of(lo), stripe_of(hi)
+    stripes = last - first + 1
+    count = max(1, min(count, stripes))
+    parts: list[Partition] = []
+    for index in range(count):
+        begin = first + stripes * index // count
+        end = first + stripes * (index + 1) // count  # exclusive
+        ranges = tuple(
+            (max(lo, stripe_range(s)[0]), min(hi, stripe_range(s)[1])) for s in range(begin, end)
+        )
+        parts.append(Partition(index, generation, ranges[0][0], ranges[-1][1], ranges))
+    return tuple(parts)
+
+
+class PartitionSet:
+    """The partitions of one queue on one node, with their use times and hints."""
+
+    def __init__(self, lo: int, hi: int, settings: QueueSettings, now: float) -> None:
+        self._lo, self._hi = lo, hi
+        self._settings = settings
+        self._generation = 0
+        self._relayout(settings.min_partitions, now)
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        """Return the current partitions."""
+        return self._parts
+
+    def configure(self, settings: QueueSettings, now: float) -> None:
+        """Apply new settings, clamping the partition count into the new bounds."""
+        self._settings = settings
+        count = min(max(len(self._parts), settings.min_partitions), settings.max_partitions)
+        if count != len(self._parts):
+            self._relayout(count, now)
+
+    def set_slice(self, lo: int, hi: int, now: float) -> None:
+        """Move to a new slice of the keyspace (membership changed)."""
+        if (lo, hi) != (self._lo, self._hi):
+            self._lo, self._hi = lo, hi
+            self._relayout(len(self._parts), now)
+
+    def acquire(self, now: float, skip: Container[int] = ()) -> Partition | None:
+        """Take the least-recently-used free partition that may hold messages.
+
+        Opens a new partition when every partition is busy and the maximum
+        allows it; returns None when nothing is worth scanning.
+        """
+        self._retire(now)
+        free = [
+            i
+            for i in range(len(self._parts))
+            if i not in skip and not self._busy[i] and self._empty_until[i] <= now
+        ]
+        if not free:
+            if all(self._busy) and len(self._parts) < self._max_count():
+                self._relayout(len(self._parts) + 1, now, keep_busy=True)
+                free = [len(self._parts) - 1]
+            else:
+                return None
+        index = min(free, key=self._last_used.__getitem__)
+        self._busy[index] += 1
+        return self._parts[index]
+
+    def release(self, part: Partition, now: float, found: bool) -> None:
+        """Give back a partition after a receive; ``found`` says it had messages."""
+        if part.generation != self._generation:
+            return
+        i = part.index
+        self._busy[i] = max(0, self._busy[i] - 1)
+        self._last_used[i] = now
+        self._empty_until[i] = 0.0 if found else now + EMPTY_HINT_SECONDS
+
+    def wake(self, ids: Iterable[int] | None = None) -> None:
+        """Forget empty hints: for the partitions holding ``ids``, or all."""
+        if ids is None:
+            self._empty_until = [0.0] * len(self._parts)
+            return
+        for message_id in ids:
+            for part in self._parts:
+                if message_id in part:
+                    self._empty_until[part.index] = 0.0
+                    break
+
+    def _max_count(self) -> int:
+        return min(self._settings.max_partitions, stripe_of(self._hi) - stripe_of(self._lo) + 1)
+
+    def _retire(self, now: float) -> None:
+        minimum = self._settings.min_partitions
+        if len(self._parts) <= minimum:
+            return
+        age = self._settings.max_partition_age
+        idle = sum(1 for i, t in enumerate(self._last_used) if now - t >= age and not self._busy[i])
+        if idle:
+            self._relayout(max(minimum, len(self._parts) - idle), now)
+
+    def _relayout(self, count: int, now: float, keep_busy: bool = False) -> None:
+        old_busy = list(getattr(self, "_busy", []))
+        old_used = list(getattr(self, "_last_used", []))
+        self._generation += 1
+        self._parts = layout(self._lo, self._hi, count, self._generation)
+        n = len(self._parts)
+        # Receives in progress hold partitions of the old generation; their
+        # release is ignored, so busy counts restart at zero (or carry over when
+        # only growing, so the new partition is the one handed out).
+        self._busy = (old_busy + [0] * n)[:n] if keep_busy else [0] * n
+        self._last_used = (old_used + [now] * n)[:n] if keep_busy else [now] * n
+        self._empty_until = [0.0] * n
+        if keep_busy:
+            self._last_used[n - 1] = -math.inf
+
+
+class _Lane:
+    __slots__ = ("buf", "exhausted", "hi", "limit", "next_lo")
+
+    def __init__(self, lo: int, hi: int, limit: int) -> None:
+        self.buf: deque[int] = deque()
+        self.next_lo, self.hi = lo, hi
+        self.limit = limit
+        self.exhausted = False
+
+
+class StripeMerge:
+    """Find the oldest ``want`` ids of a partition that are not in ``skip``.
+
+    Each range lies in one stripe, where id order is age order; the merge
+    takes the oldest head across ranges (a heap of lane heads). It is fed by
+    range scans: call ``requests()`` for the scans it needs, ``feed()`` their
+    results, and repeat until ``requests()`` is empty; ``result`` is then the
+    answer. A lane that runs dry must be refilled before anything else is
+    taken, since its next key may be the oldest.
+    """
+
+    def __init__(self, ranges: Sequence[KeyRange], skip: Container[int], want: int) -> None:
+        first = max(2, math.ceil(2 * want / max(1, len(ranges))))
+        self._lanes = [_Lane(lo, hi, first) for lo, hi in ranges]
+        self._hungry = set(range(len(ranges)))
+        self._heads: list[tuple[int, int, int]] = []  # (seq, id, lane)
+        self._skip = skip
+        self._want = want
+        self.result: list[int] = []
+
+    def requests(self) -> list[tuple[int, int, int, int]]:
+        """Advance the merge; return ``(lane, lo, hi, limit)`` scans still needed."""
+        heads, out = self._heads, self.result
+        while len(out) < self._want and not self._hungry and heads:
+            _, message_id, index = heapq.heappop(heads)
+            lane = self._lanes[index]
+            lane.buf.popleft()
+            self._push_head(index)
+            if message_id not in self._skip:
+                out.append(message_id)
+        if len(out) >= self._want:
+            return []
+        lanes = self._lanes
+        return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in sorted(self._hungry)]
+
+    def feed(self, lane_index: int, keys: Sequence[int]) -> None:
+        """Hand the merge the ascending keys one requested scan returned."""
+        lane = self._lanes[lane_index]
+        lane.buf.extend(keys)
+        lane.exhausted = len(keys) < lane.limit
+        if keys:
+            lane.next_lo = keys[-1] + 1
+        lane.limit = min(lane.limit * 2, 1 << 14)
+        self._hungry.discard(lane_index)
+        self._push_head(lane_index)
+
+    def _push_head(self, index: int) -> None:
+        lane = self._lanes[index]
+        if lane.buf:
+            head = lane.buf[0]
+            heapq.heappush(self._heads, (seq_of(head), head, index))
+        elif not lane.exhausted:
+            self._hungry.add(index)
+
+
+assert STRIPE_BITS <= 16  # layout() walks stripes one by one

@@ -1,0 +1,236 @@
+"""QueueService: publish, receive under leases, delete, peek, stats."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.clock import Clock
+from dynamiq.core.ids import ID_MAX, IdGenerator
+from dynamiq.core.leases import LeaseTable
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, StripeMerge
+from dynamiq.core.records import decode, encode
+from dynamiq.errors import MessageNotFound, ServerError
+from dynamiq.models import Message
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["QueueService", "QueueStats"]
+
+log = logging.getLogger("dynamiq.core")
+
+INSERT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """What a queue holds, as this node sees it."""
+
+    depth: int
+    in_flight: int
+    partitions: int
+
+
+class _QueueState:
+    """The in-memory side of one queue on this node: partitions, leases, waiters."""
+
+    def __init__(self, record: QueueRecord, lo: int, hi: int, now: float) -> None:
+        self.settings = record.settings
+        self.partitions = PartitionSet(lo, hi, record.settings, now)
+        self.leases = LeaseTable()
+        self.waiters: set[asyncio.Future[None]] = set()
+
+    def notify(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+    async def wait(self, seconds: float) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.add(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, seconds)
+        finally:
+            self.waiters.discard(waiter)
+
+
+class QueueService:
+    """The queue engine of one node."""
+
+    def __init__(
+        self,
+        store: StorageBackend,
+        catalog: Catalog,
+        clock: Clock,
+        ids: IdGenerator | None = None,
+        keyspace: tuple[int, int] = (0, ID_MAX),
+    ) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._clock = clock
+        self._ids = ids or IdGenerator()
+        self._keyspace = keyspace
+        self._states: dict[str, _QueueState] = {}
+        self._closing = False
+
+    # -- publishing ----------------------------------------------------------
+
+    async def publish(self, queue: str, bodies: Sequence[bytes]) -> list[int]:
+        """Store messages durably in a queue; return their ids in order."""
+        record = self._catalog.queue(queue)
+        return await self.store_messages([(record, body) for body in bodies])
+
+    async def store_messages(self, items: Sequence[tuple[QueueRecord, bytes]]) -> list[int]:
+        """Store messages into (possibly different) queues in one commit; return ids."""
+        now_ms = self._clock.wall_ms()
+        rows = [(r.uid, encode(body, now_ms, r.settings.compressed_messages)) for r, body in items]
+        ids = [0] * len(rows)
+        todo = list(range(len(rows)))
+        for _ in range(INSERT_ATTEMPTS):
+            fresh = self._ids.many(len(todo))
+            stored = await self._store.insert(
+                [(rows[i][0], mid, rows[i][1]) for i, mid in zip(todo, fresh, strict=True)]
+            )
+            for i, mid, ok in zip(todo, fresh, stored, strict=True):
+                if ok:
+                    ids[i] = mid
+            todo = [i for i, ok in zip(todo, stored, strict=True) if not ok]
+            if not todo:
+                break
+        else:
+            raise ServerError("could not find free message ids; nothing was lost, retry")
+        self._announce(items, ids)
+        return ids
+
+    def _announce(self, items: Sequence[tuple[QueueRecord, bytes]], ids: list[int]) -> None:
+        by_uid: dict[str, list[int]] = {}
+        for (record, _), mid in zip(items, ids, strict=True):
+            by_uid.setdefault(record.uid, []).append(mid)
+        for uid, mids in by_uid.items():
+            state = self._states.get(uid)
+            if state is not None:
+                state.partitions.wake(mids)
+                state.notify()
+
+    # -- receiving -----------------------------------------------------------
+
+    async def receive(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float | None = None,
+        wait_seconds: float = 0.0,
+    ) -> list[Message]:
+        """Lease and return up to ``max_messages`` visible messages, oldest first.
+
+        With ``wait_seconds``, wait for a publish (or an expiring lease) when
+        nothing is visible now.
+        """
+        deadline = self._clock.now() + wait_seconds
+        while True:
+            record = self._catalog.queue(queue)
+            state = self._state(record)
+            lease = visibility_timeout or record.settings.visibility_timeout
+            got = await self._receive_once(record, state, max_messages, lease)
+            now = self._clock.now()
+            if got or now >= deadline or self._closing:
+                return got
+            next_expiry = state.leases.next_deadline()
+            pause = min(deadline - now, EMPTY_HINT_SECONDS)
+            if next_expiry is not None:
+                pause = min(pause, max(0.0, next_expiry - now))
+            await state.wait(pause)
+
+    async def _receive_once(
+        self, record: QueueRecord, state: _QueueState, want: int, lease_seconds: float
+    ) -> list[Message]:
+        now = self._clock.now()
+        expired = state.leases.expire(now)
+        if expired:
+            state.partitions.wake(expired)
+        if state.settings != record.settings:
+            state.settings = record.settings
+            state.partitions.configure(record.settings, now)
+        out: list[Message] = []
+        tried: set[int] = set()
+        while len(out) < want:
+            part = state.partitions.acquire(now, skip=tried)
+            if part is None:
+                break
+            tried.add(part.index)
+            got: list[Message] = []
+            try:
+                got = await self._take(record.uid, state, part, want - len(out), lease_seconds)
+            finally:
+                state.partitions.release(part, self._clock.now(), found=bool(got))
+            out.extend(got)
+        return out
+
+    async def _take(
+        self, uid: str, state: _QueueState, part: Partition, want: int, lease_seconds: float
+    ) -> list[Message]:
+        merge = StripeMerge(part.ranges, state.leases, want)
+        while wanted := merge.requests():
+            found = await self._store.scan(
+                uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
+            )
+            for (lane, *_), keys in zip(wanted, found, strict=True):
+                merge.feed(lane, keys)
+        if not merge.result:
+            return []
+        records = await self._store.get(uid, merge.result)
+        present = {mid: rec for mid, rec in zip(merge.result, records, strict=True) if rec}
+        taken = state.leases.acquire(present, self._clock.now(), lease_seconds)
+        return [Message(mid, *decode(present[mid])) for mid in taken]
+
+    # -- deleting and reading ------------------------------------------------
+
+    async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
+        """Delete messages by id; per id, whether it existed."""
+        record = self._catalog.queue(queue)
+        existed = await self._store.delete(record.uid, ids)
+        state = self._states.get(record.uid)
+        if state is not None:
+            state.leases.release(ids)
+        return existed
+
+    async def peek(self, queue: str, message_id: int) -> Message:
+        """Return a message without leasing it, or raise ``MessageNotFound``."""
+        record = self._catalog.queue(queue)
+        (raw,) = await self._store.get(record.uid, [message_id])
+        if raw is None:
+            raise MessageNotFound(queue, message_id)
+        return Message(message_id, *decode(raw))
+
+    async def stats(self, queue: str) -> QueueStats:
+        """Return the queue's depth (real count), leases in flight and partitions."""
+        record = self._catalog.queue(queue)
+        state = self._state(record)
+        depth = await self._store.count(record.uid)
+        return QueueStats(depth, len(state.leases), len(state.partitions.partitions))
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def forget_dropped(self) -> None:
+        """Drop the in-memory state of queues that no longer exist."""
+        live = self._catalog.uids()
+        for uid in [u for u in self._states if u not in live]:
+            self._states.pop(uid).notify()
+
+    def close(self) -> None:
+        """Wake every waiting receive so that it returns now; idempotent."""
+        self._closing = True
+        for state in self._states.values():
+            state.notify()
+
+    def _state(self, record: QueueRecord) -> _QueueState:
+        state = self._states.get(record.uid)
+        if state is None:
+            lo, hi = self._keyspace
+            state = self._states[record.uid] = _QueueState(record, lo, hi, self._clock.now())
+        return state

@@ -1,0 +1,136 @@
+"""The composition root: build a node from Settings, serve it, stop it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+
+from aiohttp import web
+
+from dynamiq.api.app import build_app
+from dynamiq.api.context import Services
+from dynamiq.config import Settings, StorageSettings
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.core.janitor import Janitor
+from dynamiq.core.queues import QueueService
+from dynamiq.core.topics import TopicService
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["create_app", "open_store", "serve"]
+
+log = logging.getLogger("dynamiq.daemon")
+
+
+def open_store(settings: StorageSettings) -> StorageBackend:
+    """Open the configured store (backends are imported only when chosen)."""
+    from dynamiq.storage.lmdb import LmdbBackend
+
+    return LmdbBackend(Path(settings.path).resolve(), map_size=settings.mapsize)
+
+
+async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
+    """Open the store, load the catalog and return the node's application."""
+    store = open_store(settings.storage)
+    catalog = Catalog(store)
+    try:
+        await catalog.reload()
+    except BaseException:
+        await store.close()
+        raise
+    queues = QueueService(store, catalog, clock or MonotonicClock())
+    janitor = Janitor(catalog, queues, settings.core.syncconfiginterval / 1000)
+    app = build_app(
+        Services(
+            catalog=catalog,
+            queues=queues,
+            topics=TopicService(catalog, queues),
+            janitor=janitor,
+            limits=settings.limits,
+            node_name=settings.core.name,
+            node_host=settings.core.httpaddress,
+        )
+    )
+
+    async def on_shutdown(_: web.Application) -> None:
+        queues.close()  # long polls return now instead of holding the shutdown
+
+    async def store_ctx(_: web.Application) -> AsyncIterator[None]:
+        yield
+        await store.close()
+
+    app.on_shutdown.append(on_shutdown)
+    app.cleanup_ctx.append(store_ctx)  # exits last: after the tasks below stop
+    app.cleanup_ctx.append(_task_ctx(janitor.janitor_loop))
+    return app
+
+
+def _task_ctx(
+    loop_fn: Callable[[], Coroutine[None, None, None]],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(loop_fn())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return ctx
+
+
+async def serve(settings: Settings, ready: Callable[[str], None] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; a second signal exits at once."""
+    app = await create_app(settings)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=settings.limits.shutdowntimeout, handle_signals=False
+    )
+    await runner.setup()
+    sock = _listen(settings.core.httpaddress, settings.core.httpport)
+    site = web.SockSite(runner, sock)
+    await site.start()
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host}:{port}"
+    _announce(settings, url)
+    if ready:
+        ready(url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            os._exit(1)
+        log.info("stopping: finishing in-flight requests (signal again to exit at once)")
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+    log.info("stopped")
+
+
+def _announce(settings: Settings, url: str) -> None:
+    log.info("node %s serving %s", settings.core.name, url)
+    data = Path(settings.storage.path).resolve()
+    print(
+        f"dynamiq: node {settings.core.name} serving {url}; "
+        f"{settings.storage.backend} data in {data}",
+        flush=True,
+    )
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock

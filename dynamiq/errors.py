@@ -1,0 +1,209 @@
+"""The one exception tree: every error has a stable code and an HTTP status."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "BadRequest",
+    "ClientError",
+    "ConfigError",
+    "DynamiqError",
+    "Invalid",
+    "MessageNotFound",
+    "NotFound",
+    "PayloadTooLarge",
+    "QueueExists",
+    "QueueNotFound",
+    "ServerError",
+    "TopicExists",
+    "TopicNotFound",
+    "error_for_code",
+]
+
+
+class DynamiqError(Exception):
+    """Root of every error Dynamiq raises on purpose.
+
+    Attributes:
+        code: a stable UPPER_SNAKE identifier, sent as ``error`` in HTTP bodies.
+        status: the HTTP status this error is rendered with.
+        message: a sentence for people.
+    """
+
+    code = "INTERNAL"
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ClientError(DynamiqError):
+    """Raised when a request is wrong; retrying it unchanged cannot succeed."""
+
+    code = "BAD_REQUEST"
+    status = 400
+
+
+class BadRequest(ClientError):
+    """Raised when a body cannot be parsed at all (malformed JSON)."""
+
+    code = "BAD_REQUEST"
+    status = 400
+
+
+class Invalid(ClientError):
+    """Raised when input parses but breaks a rule (type, range, name, batch size).
+
+    Attributes:
+        field: the offending field or path segment, when one is to blame.
+    """
+
+    code = "INVALID"
+    status = 422
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class PayloadTooLarge(ClientError):
+    """Raised when a request body is larger than ``limits.maxbodybytes``."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    status = 413
+
+
+class NotFound(ClientError):
+    """Raised when a named thing does not exist."""
+
+    code = "NOT_FOUND"
+    status = 404
+
+
+class QueueNotFound(NotFound):
+    """Raised when a queue is named that was never created (or was deleted)."""
+
+    code = "QUEUE_NOT_FOUND"
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(f"There is no queue named {queue}")
+        self.queue = queue
+
+
+class TopicNotFound(NotFound):
+    """Raised when a topic is named that was never created (or was deleted)."""
+
+    code = "TOPIC_NOT_FOUND"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"There is no topic named {topic}")
+        self.topic = topic
+
+
+class MessageNotFound(NotFound):
+    """Raised when a message id is not stored in the queue."""
+
+    code = "MESSAGE_NOT_FOUND"
+
+    def __init__(self, queue: str, message_id: int) -> None:
+        super().__init__(f"There is no message {message_id} in queue {queue}")
+        self.queue = queue
+        self.message_id = message_id
+
+
+class QueueExists(ClientError):
+    """Raised when creating a queue whose name is taken."""
+
+    code = "QUEUE_EXISTS"
+    status = 409
+
+    def __init__(self, queue: str) -> None:
+        super().__init__("Queue already exists.")
+        self.queue = queue
+
+
+class TopicExists(ClientError):
+    """Raised when creating a topic whose name is taken."""
+
+    code = "TOPIC_EXISTS"
+    status = 409
+
+    def __init__(self, topic: str) -> None:
+        super().__init__("Topic already exists.")
+        self.topic = topic
+
+
+class ServerError(DynamiqError):
+    """Raised when Dynamiq itself fails; the request may succeed later."""
+
+    code = "INTERNAL"
+    status = 500
+
+
+class BackendUnavailable(ServerError):
+    """Raised when the store cannot take or serve a request right now.
+
+    Attributes:
+        retry_after: seconds a client should wait before retrying.
+    """
+
+    code = "BACKEND_UNAVAILABLE"
+    status = 503
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ConfigError(DynamiqError):
+    """Raised at start-up when a setting is unknown or has a bad value.
+
+    Attributes:
+        detail: what is wrong, without the key and source.
+        key: ``section.key`` of the setting, when one is to blame.
+        source: where the value came from (``file:line``, an env var, a flag).
+    """
+
+    code = "CONFIG"
+    status = 500
+
+    def __init__(self, message: str, key: str | None = None, source: str | None = None) -> None:
+        where = f"{source}: " if source else ""
+        what = f"{key}: " if key else ""
+        super().__init__(f"{where}{what}{message}")
+        self.detail = message
+        self.key = key
+        self.source = source
+
+
+def _all_codes() -> dict[str, type[DynamiqError]]:
+    found: dict[str, type[DynamiqError]] = {}
+    stack: list[type[DynamiqError]] = [DynamiqError]
+    while stack:
+        cls = stack.pop()
+        found.setdefault(cls.code, cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def error_for_code(code: str, message: str, status: int) -> DynamiqError:
+    """Rebuild an error received over HTTP.
+
+    Args:
+        code: the ``error`` field of the envelope.
+        message: the ``message`` field.
+        status: the HTTP status of the response.
+
+    Returns:
+        An instance of the class that owns ``code`` carrying ``message`` (its
+        structured fields are not sent over HTTP), or of ``ClientError`` /
+        ``ServerError`` by ``status`` when the code is unknown.
+    """
+    cls = _all_codes().get(code)
+    if cls is None:
+        cls = ClientError if 400 <= status < 500 else ServerError
+    err = cls.__new__(cls)
+    DynamiqError.__init__(err, message)
+    err.code, err.status = code, status
+    return err

@@ -1,0 +1,98 @@
+"""Frozen value types shared by the server and the client."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from dynamiq.errors import Invalid
+
+__all__ = [
+    "ID_MAX",
+    "NAME_PATTERN",
+    "Message",
+    "QueueSettings",
+    "parse_id",
+    "validate_name",
+]
+
+ID_MAX = (1 << 63) - 1
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,80}")
+MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
+MAX_PARTITIONS_LIMIT = 256
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Return ``name`` if it is a safe queue or topic name, else raise ``Invalid``."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise Invalid(
+            f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-'", field="name"
+        )
+    return name
+
+
+def parse_id(text: str) -> int:
+    """Return the message id written in ``text`` (decimal), else raise ``Invalid``."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 19):
+        raise Invalid(f"message ids are decimal integers in [0, {ID_MAX}]", field="id")
+    value = int(text)
+    if value > ID_MAX:
+        raise Invalid(f"message ids are decimal integers in [0, {ID_MAX}]", field="id")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue's settings, with the original Dynamiq's names and defaults."""
+
+    visibility_timeout: float = 30.0
+    min_partitions: int = 1
+    max_partitions: int = 10
+    max_partition_age: float = 432000.0
+    compressed_messages: bool = False
+
+    def __post_init__(self) -> None:
+        _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
+        _check_int("min_partitions", self.min_partitions)
+        _check_int("max_partitions", self.max_partitions)
+        _check_number("max_partition_age", self.max_partition_age, float(10**9))
+        if not isinstance(self.compressed_messages, bool):
+            raise Invalid("compressed_messages must be true or false", "compressed_messages")
+        if self.min_partitions > self.max_partitions:
+            raise Invalid("min_partitions must not exceed max_partitions", "min_partitions")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the settings as a JSON-ready dict."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def updated(self, changes: dict[str, Any]) -> QueueSettings:
+        """Return a copy with ``changes`` applied, validated; unknown keys raise ``Invalid``."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise Invalid(f"unknown queue setting {unknown[0]!r}", field=unknown[0])
+        return replace(self, **changes)
+
+
+def _check_number(name: str, value: object, upper: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Invalid(f"{name} must be a number", field=name)
+    if not 0 < value <= upper:
+        raise Invalid(f"{name} must be > 0 and <= {upper:g}", field=name)
+
+
+def _check_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(f"{name} must be an integer", field=name)
+    if not 1 <= value <= MAX_PARTITIONS_LIMIT:
+        raise Invalid(f"{name} must be between 1 and {MAX_PARTITIONS_LIMIT}", field=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message as a consumer sees it."""
+
+    id: int
+    body: bytes
+    published_ms: int = 0

@@ -1,0 +1,375 @@
+"""The embedded store on LMDB: no server to run, fsync before every acknowledgement.
+
+Reads run on the caller's thread in short read transactions (microseconds,
+memory-mapped). Writes go to one writer thread, which takes every write that is
+waiting, applies them in one transaction and commits once: concurrent requests
+share one fsync (group commit) and the event loop never waits on the disk.
+Several processes may open one directory; LMDB serialises their writers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import struct
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from dynamiq.errors import BackendUnavailable, ServerError
+from dynamiq.storage.base import KeyRange
+
+__all__ = ["LmdbBackend"]
+
+log = logging.getLogger("dynamiq.storage")
+
+T = TypeVar("T")
+_KEY = struct.Struct(">Q")
+_COUNT = struct.Struct(">q")
+MAX_OPS_PER_COMMIT = 4096
+DROP_CHUNK = 10_000
+
+
+class _Gate:
+    """Many transactions at once, or one map resize alone (LMDB requires it)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._resizing = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing or self._active:
+                self._cond.wait()
+            self._resizing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+class _Op:
+    __slots__ = ("apply", "future")
+
+    def __init__(self, apply: Callable[[Any], Any], future: asyncio.Future[Any]) -> None:
+        self.apply = apply
+        self.future = future
+
+
+def _prefix(bucket: str) -> bytes:
+    raw = bucket.encode()
+    return bytes([len(raw)]) + raw
+
+
+class LmdbBackend:
+    """``StorageBackend`` on an LMDB environment in ``path``."""
+
+    def __init__(self, path: str | Path, map_size: int = 64 << 30) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        try:
+            self._env = lmdb.open(
+                str(path),
+                map_size=map_size,
+                max_dbs=4,
+                max_readers=512,
+                subdir=True,
+                sync=True,
+                metasync=True,
+                readahead=False,
+                lock=True,
+            )
+            self._env.reader_check()
+            self._messages = self._env.open_db(b"messages")
+            self._counts = self._env.open_db(b"counts")
+            self._meta = self._env.open_db(b"meta")
+        except lmdb.Error as exc:
+            raise BackendUnavailable(f"cannot open LMDB store at {path}: {exc}") from exc
+        self.path = Path(path)
+        self._gate = _Gate()
+        self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._writer_loop, name="lmdb-writer", daemon=True)
+        self._writer.start()
+        self._closed = False
+        self.commits = 0
+
+    # -- messages ------------------------------------------------------------
+
+    async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
+        """Create objects durably, never overwriting; per item, whether it was stored."""
+        rows = [(_prefix(b), _prefix(b) + _KEY.pack(k), v) for b, k, v in items]
+
+        def apply(txn: Any) -> list[bool]:
+            stored = [
+                txn.put(key, value, overwrite=False, db=self._messages) for _, key, value in rows
+            ]
+            added: dict[bytes, int] = {}
+            for (prefix, _, _), ok in zip(rows, stored, strict=True):
+                added[prefix] = added.get(prefix, 0) + ok
+            for prefix, n in added.items():
+                self._add_count(txn, prefix, n)
+            return stored
+
+        return await self._write(apply)
+
+    async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
+        """Return the value of each key, None where absent."""
+        prefix = _prefix(bucket)
+
+        def read(txn: Any) -> list[bytes | None]:
+            return [txn.get(prefix + _KEY.pack(k), db=self._messages) for k in keys]
+
+        return self._read(read)
+
+    async def delete(self, bucket: str, keys: Sequence[int]) -> list[bool]:
+        """Delete keys durably; per key, whether it existed."""
+        prefix = _prefix(bucket)
+        raw = [prefix + _KEY.pack(k) for k in keys]
+
+        def apply(txn: Any) -> list[bool]:
+            existed = [txn.delete(key, db=self._messages) for key in raw]
+            self._add_count(txn, prefix, -sum(existed))
+            return existed
+
+        return await self._write(apply)
+
+    async def scan(
+        self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
+    ) -> list[list[int]]:
+        """Return, per inclusive range, its first keys in ascending order."""
+        prefix = _prefix(bucket)
+        limits = [limit] * len(ranges) if isinstance(limit, int) else list(limit)
+        plen = len(prefix)
+
+        def read(txn: Any) -> list[list[int]]:
+            out: list[list[int]] = []
+            cursor = txn.cursor(db=self._messages)
+            unpack = _KEY.unpack_from
+            for (lo, hi), n in zip(ranges, limits, strict=True):
+                keys: list[int] = []
+                end = prefix + _KEY.pack(hi)
+                if n > 0 and cursor.set_range(prefix + _KEY.pack(lo)):
+                    for key in cursor.iternext(keys=True, values=False):
+                        if key > end:
+                            break
+                        keys.append(unpack(key, plen)[0])
+                        if len(keys) >= n:
+                            break
+                out.append(keys)
+            return out
+
+        return self._read(read)
+
+    async def count(self, bucket: str) -> int:
+        """Return how many objects the bucket holds."""
+        prefix = _prefix(bucket)
+
+        def read(txn: Any) -> int:
+            raw = txn.get(prefix, db=self._counts)
+            return _COUNT.unpack(raw)[0] if raw else 0
+
+        return self._read(read)
+
+    async def drop(self, bucket: str) -> None:
+        """Delete every object of a bucket, a chunk per commit."""
+        prefix = _prefix(bucket)
+
+        def apply(txn: Any) -> bool:
+            cursor = txn.cursor(db=self._messages)
+            removed = 0
+            if cursor.set_range(prefix):
+                while removed < DROP_CHUNK and cursor.key().startswith(prefix):
+                    if not cursor.delete():
+                        break
+                    removed += 1
+            if removed < DROP_CHUNK:
+                txn.delete(prefix, db=self._counts)
+                return True
+            self._add_count(txn, prefix, -removed)
+            return False
+
+        while not await self._write(apply):
+            pass
+
+    # -- configuration -------------------------------------------------------
+
+    async def meta_get(self, key: str) -> bytes | None:
+        """Return a configuration value, None if absent."""
+        raw = key.encode()
+
+        def read(txn: Any) -> bytes | None:
+            value: bytes | None = txn.get(raw, db=self._meta)
+            return value
+
+        return self._read(read)
+
+    async def meta_scan(self, prefix: str) -> dict[str, bytes]:
+        """Return every configuration entry whose key starts with ``prefix``."""
+        start = prefix.encode()
+
+        def read(txn: Any) -> dict[str, bytes]:
+            cursor = txn.cursor(db=self._meta)
+            out: dict[str, bytes] = {}
+            if cursor.set_range(start):
+                for key, value in cursor:
+                    if not key.startswith(start):
+                        break
+                    out[key.decode()] = value
+            return out
+
+        return self._read(read)
+
+    async def meta_create(self, key: str, value: bytes) -> bool:
+        """Store a configuration value only if the key is absent."""
+        raw = key.encode()
+        return await self._write(lambda txn: txn.put(raw, value, overwrite=False, db=self._meta))
+
+    async def meta_put(self, entries: dict[str, bytes]) -> None:
+        """Store configuration values, overwriting."""
+        rows = [(k.encode(), v) for k, v in entries.items()]
+
+        def apply(txn: Any) -> None:
+            for key, value in rows:
+                txn.put(key, value, db=self._meta)
+
+        await self._write(apply)
+
+    async def meta_delete(self, keys: Sequence[str]) -> int:
+        """Delete configuration keys; return how many existed."""
+        rows = [k.encode() for k in keys]
+        return await self._write(lambda txn: sum(txn.delete(k, db=self._meta) for k in rows))
+
+    async def close(self) -> None:
+        """Commit what is queued, stop the writer and close the environment."""
+        if self._closed:
+            return
+        self._closed = True
+        self._ops.put(None)
+        await asyncio.to_thread(self._writer.join)
+        self._env.close()
+
+    # -- machinery -----------------------------------------------------------
+
+    def _add_count(self, txn: Any, prefix: bytes, delta: int) -> None:
+        if delta:
+            raw = txn.get(prefix, db=self._counts)
+            total = (_COUNT.unpack(raw)[0] if raw else 0) + delta
+            txn.put(prefix, _COUNT.pack(total), db=self._counts)
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        if self._closed:
+            raise BackendUnavailable("the store is closed")
+        for _ in range(3):
+            try:
+                with self._gate.shared(), self._env.begin(buffers=False) as txn:
+                    return fn(txn)
+            except lmdb.MapResizedError:
+                self._adopt_map_size()
+            except lmdb.Error as exc:
+                raise BackendUnavailable(f"LMDB read failed: {exc}") from exc
+        raise BackendUnavailable("LMDB map kept resizing under this read")
+
+    async def _write(self, apply: Callable[[Any], T]) -> T:
+        if self._closed:
+            raise BackendUnavailable("the store is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._ops.put(_Op(apply, future))
+        return await future
+
+    def _writer_loop(self) -> None:
+        stop = False
+        while not stop:
+            first = self._ops.get()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < MAX_OPS_PER_COMMIT:
+                try:
+                    op = self._ops.get_nowait()
+                except queue.Empty:
+                    break
+                if op is None:
+                    stop = True
+                    break
+                batch.append(op)
+            self._commit(batch)
+
+    def _commit(self, batch: list[_Op]) -> None:
+        outcome: list[Any] | BaseException
+        for _ in range(20):
+            try:
+                with self._gate.shared(), self._env.begin(write=True) as txn:
+                    outcome = [op.apply(txn) for op in batch]
+                self.commits += 1
+                break
+            except lmdb.MapFullError:
+                if not self._grow_map():
+                    outcome = BackendUnavailable("the LMDB map is full", retry_after=5)
+                    break
+            except lmdb.MapResizedError:
+                self._adopt_map_size()
+            except lmdb.Error as exc:
+                log.error("LMDB commit failed: %s", exc)
+                outcome = BackendUnavailable(f"LMDB write failed: {exc}")
+                break
+            except Exception as exc:  # a bug in an op must not kill the writer
+                log.exception("LMDB commit crashed")
+                outcome = ServerError(f"storage write crashed: {exc!r}")
+                break
+        else:
+            outcome = BackendUnavailable("LMDB commit kept failing")
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for index, op in enumerate(batch):
+            result = outcome if isinstance(outcome, BaseException) else outcome[index]
+            by_loop.setdefault(op.future.get_loop(), []).append((op.future, result))
+        for loop, settled in by_loop.items():
+            # A closed loop raises RuntimeError: nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, settled)
+
+    def _grow_map(self) -> bool:
+        with self._gate.exclusive():
+            size = self._env.info()["map_size"]
+            try:
+                self._env.set_mapsize(size * 2)
+            except lmdb.Error as exc:
+                log.error("cannot grow the LMDB map beyond %d bytes: %s", size, exc)
+                return False
+        log.warning("LMDB map grown to %d bytes", size * 2)
+        return True
+
+    def _adopt_map_size(self) -> None:
+        with self._gate.exclusive():
+            self._env.set_mapsize(0)
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, result in settled:
+        if future.done():
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
