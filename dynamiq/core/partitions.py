@@ -100,7 +100,7 @@ class PartitionSet:
         ]
         if not free:
             if all(self._busy) and len(self._parts) < self._max_count():
-                self._relayout(len(self._parts) + 1, now, keep_busy=True)
+                self._relayout(len(self._parts) + 1, now, grown=True)
                 free = [len(self._parts) - 1]
             else:
                 return None
@@ -110,12 +110,13 @@ class PartitionSet:
 
     def release(self, part: Partition, now: float, found: bool) -> None:
         """Give back a partition after a receive; ``found`` says it had messages."""
-        if part.generation != self._generation:
-            return
         i = part.index
+        if i >= len(self._parts):
+            return
         self._busy[i] = max(0, self._busy[i] - 1)
         self._last_used[i] = now
-        self._empty_until[i] = 0.0 if found else now + EMPTY_HINT_SECONDS
+        if part.generation == self._generation:  # else its ranges changed: no hint
+            self._empty_until[i] = 0.0 if found else now + EMPTY_HINT_SECONDS
 
     def wake(self, ids: Iterable[int] | None = None) -> None:
         """Forget empty hints: for the partitions holding ``ids``, or all."""
@@ -140,19 +141,19 @@ class PartitionSet:
         if idle:
             self._relayout(max(minimum, len(self._parts) - idle), now)
 
-    def _relayout(self, count: int, now: float, keep_busy: bool = False) -> None:
+    def _relayout(self, count: int, now: float, grown: bool = False) -> None:
         old_busy = list(getattr(self, "_busy", []))
         old_used = list(getattr(self, "_last_used", []))
         self._generation += 1
         self._parts = layout(self._lo, self._hi, count, self._generation)
         n = len(self._parts)
-        # Receives in progress hold partitions of the old generation; their
-        # release is ignored, so busy counts restart at zero (or carry over when
-        # only growing, so the new partition is the one handed out).
-        self._busy = (old_busy + [0] * n)[:n] if keep_busy else [0] * n
-        self._last_used = (old_used + [now] * n)[:n] if keep_busy else [now] * n
+        # Receives in progress keep their partition by index: busy counts carry
+        # over (a retired index is simply dropped). A grown partition is new,
+        # so it is the least recently used.
+        self._busy = (old_busy + [0] * n)[:n]
+        self._last_used = (old_used + [now] * n)[:n]
         self._empty_until = [0.0] * n
-        if keep_busy:
+        if grown:
             self._last_used[n - 1] = -math.inf
 
 

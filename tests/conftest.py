@@ -1,0 +1,107 @@
+"""Shared fixtures: a store in a temporary directory, a real app on it, real node processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from dynamiq.config import load_settings
+from dynamiq.core.clock import FakeClock
+from dynamiq.daemon import create_app
+from dynamiq.storage.lmdb import LmdbBackend
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[LmdbBackend]:
+    backend = LmdbBackend(tmp_path / "store", map_size=1 << 30)
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[TestClient[object, object]]:
+    """A real node application on a real LMDB store, behind a real HTTP server."""
+    settings = load_settings(env={}, flags={
+        "storage.path": str(tmp_path / "data"),
+        "limits.maxbatch": "100",
+        "limits.maxbodybytes": "65536",
+        "limits.maxwaitseconds": "5",
+    })
+    app = await create_app(settings)
+    client: TestClient[object, object] = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()
+
+
+class NodeProcess:
+    """A ``dynamiq serve`` child process on an OS-chosen port."""
+
+    def __init__(self, data: Path, *extra: str) -> None:
+        self.data = data
+        self.extra = extra
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> NodeProcess:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dynamiq", "serve", "--core-httpport", "0",
+             "--storage-path", str(self.data), "--core-loglevelstring", "warn", *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if "serving http://" in line:
+                self.url = line.split("serving ")[1].split(";")[0]
+                return self
+        raise RuntimeError(f"node did not start: exit {self.proc.wait(10)}")
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def output(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        return self.proc.stdout.read()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def node_factory(tmp_path: Path) -> Iterator[type[NodeProcess]]:
+    started: list[NodeProcess] = []
+
+    class Factory(NodeProcess):
+        def __init__(self, *extra: str, data: Path | None = None) -> None:
+            super().__init__(data or tmp_path / "node-data", *extra)
+            started.append(self)
+
+    try:
+        yield Factory
+    finally:
+        for node in started:
+            node.stop()

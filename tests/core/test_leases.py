@@ -1,0 +1,48 @@
+"""The lease table, on a fake clock."""
+
+from __future__ import annotations
+
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.leases import LeaseTable
+
+
+def test_a_leased_id_cannot_be_leased_again_until_its_deadline(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    assert leases.acquire([1, 2], fake_clock.now(), 30) == [1, 2]
+    fake_clock.advance(29.9)
+    assert leases.acquire([1, 2, 3], fake_clock.now(), 30) == [3]
+    assert leases.expire(fake_clock.now()) == []
+    fake_clock.advance(0.1)
+    assert sorted(leases.expire(fake_clock.now())) == [1, 2]
+    assert leases.acquire([1], fake_clock.now(), 30) == [1]
+
+
+def test_release_ends_a_lease_and_its_stale_deadline_is_ignored(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    leases.acquire([1], fake_clock.now(), 10)
+    leases.release([1])
+    assert 1 not in leases and len(leases) == 0
+    # Re-leased later with a longer timeout: the first deadline must not end it.
+    fake_clock.advance(5)
+    leases.acquire([1], fake_clock.now(), 60)
+    fake_clock.advance(6)
+    assert leases.expire(fake_clock.now()) == []
+    assert 1 in leases
+
+
+def test_stale_entries_are_compacted_so_memory_follows_in_flight(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    for i in range(20_000):
+        leases.acquire([i], fake_clock.now(), 30)
+        leases.release([i])
+    assert len(leases) == 0
+    assert len(leases._heap) <= 1024 + 1
+
+
+def test_next_deadline_and_release_all(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    assert leases.next_deadline() is None
+    leases.acquire([5], fake_clock.now(), 3)
+    assert leases.next_deadline() == fake_clock.now() + 3
+    assert leases.release_all() == [5]
+    assert len(leases) == 0 and leases.next_deadline() is None

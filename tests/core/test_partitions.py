@@ -1,0 +1,136 @@
+"""Partitions: layout, least-recently-used choice, growth and retirement, the stripe merge."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.ids import ID_MAX, STRIPES, IdGenerator, seq_of, stripe_of
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, PartitionSet, StripeMerge, layout
+from dynamiq.models import QueueSettings
+
+
+@given(lo=st.integers(0, ID_MAX), span=st.integers(0, ID_MAX), count=st.integers(1, 300))
+def test_layout_covers_the_slice_exactly_with_whole_stripes(lo: int, span: int, count: int) -> None:
+    hi = min(ID_MAX, lo + span)
+    parts = layout(lo, hi, count)
+    assert parts[0].lo == lo and parts[-1].hi == hi
+    assert len(parts) == min(count, stripe_of(hi) - stripe_of(lo) + 1)
+    for a, b in zip(parts, parts[1:], strict=False):
+        assert a.hi + 1 == b.lo
+    for p in parts:
+        assert p.ranges[0][0] == p.lo and p.ranges[-1][1] == p.hi
+        for r_lo, r_hi in p.ranges:
+            assert stripe_of(r_lo) == stripe_of(r_hi)
+
+
+def _settings(**kw: float) -> QueueSettings:
+    return QueueSettings(**kw)  # type: ignore[arg-type]
+
+
+def test_receives_take_the_least_recently_used_partition(fake_clock: FakeClock) -> None:
+    parts = PartitionSet(0, ID_MAX, _settings(min_partitions=3, max_partitions=3), fake_clock.now())
+    order = []
+    for _ in range(6):
+        p = parts.acquire(fake_clock.now())
+        assert p is not None
+        order.append(p.index)
+        fake_clock.advance(1)
+        parts.release(p, fake_clock.now(), found=True)
+    assert order[:3] == sorted(order[:3]) or len(set(order[:3])) == 3
+    assert order[3:] == order[:3]
+
+
+def test_an_empty_partition_is_skipped_until_woken_or_its_hint_expires(
+    fake_clock: FakeClock,
+) -> None:
+    parts = PartitionSet(0, ID_MAX, _settings(min_partitions=2, max_partitions=2), fake_clock.now())
+    a = parts.acquire(fake_clock.now())
+    assert a is not None
+    parts.release(a, fake_clock.now(), found=False)
+    b = parts.acquire(fake_clock.now())
+    assert b is not None and b.index != a.index
+    parts.release(b, fake_clock.now(), found=False)
+    assert parts.acquire(fake_clock.now()) is None
+    # A publish into partition a wakes it.
+    parts.wake([a.lo])
+    again = parts.acquire(fake_clock.now())
+    assert again is not None and again.index == a.index
+    parts.release(again, fake_clock.now(), found=False)
+    fake_clock.advance(EMPTY_HINT_SECONDS)
+    assert parts.acquire(fake_clock.now()) is not None
+
+
+def test_a_partition_opens_when_all_are_busy_up_to_the_maximum(fake_clock: FakeClock) -> None:
+    parts = PartitionSet(0, ID_MAX, _settings(min_partitions=1, max_partitions=3), fake_clock.now())
+    held = [parts.acquire(fake_clock.now()) for _ in range(4)]
+    assert [p.index if p else None for p in held] == [0, 1, 2, None]
+    assert len(parts.partitions) == 3
+
+
+def test_idle_partitions_retire_down_to_the_minimum(fake_clock: FakeClock) -> None:
+    s = _settings(min_partitions=1, max_partitions=4, max_partition_age=60)
+    parts = PartitionSet(0, ID_MAX, s, fake_clock.now())
+    held = [parts.acquire(fake_clock.now()) for _ in range(3)]
+    for p in held:
+        assert p is not None
+        parts.release(p, fake_clock.now(), found=True)
+    assert len(parts.partitions) == 3
+    # One partition keeps serving; the other two go idle.
+    fake_clock.advance(59)
+    p = parts.acquire(fake_clock.now())
+    assert p is not None and len(parts.partitions) == 3
+    parts.release(p, fake_clock.now(), found=True)
+    fake_clock.advance(41)
+    p = parts.acquire(fake_clock.now())
+    assert p is not None and len(parts.partitions) == 1
+
+
+def test_new_settings_clamp_the_partition_count(fake_clock: FakeClock) -> None:
+    parts = PartitionSet(0, ID_MAX, _settings(min_partitions=1, max_partitions=5), fake_clock.now())
+    parts.configure(_settings(min_partitions=4, max_partitions=5), fake_clock.now())
+    assert len(parts.partitions) == 4
+    parts.configure(_settings(min_partitions=1, max_partitions=2), fake_clock.now())
+    assert len(parts.partitions) == 2
+
+
+def _run_merge(stored: list[int], ranges: list[tuple[int, int]], skip: set[int], want: int) -> list[int]:
+    keys = sorted(stored)
+    merge = StripeMerge(ranges, skip, want)
+    rounds = 0
+    while wanted := merge.requests():
+        rounds += 1
+        assert rounds < 1000
+        for lane, lo, hi, limit in wanted:
+            merge.feed(lane, [k for k in keys if lo <= k <= hi][:limit])
+    return merge.result
+
+
+@given(count=st.integers(0, 400), want=st.integers(1, 120), seed=st.integers(0, 2**32),
+       skip_share=st.floats(0, 0.9))
+@settings(max_examples=150, deadline=None)
+def test_merge_returns_the_oldest_visible_messages_of_a_partition(
+    count: int, want: int, seed: int, skip_share: float
+) -> None:
+    # Given messages published over time into random stripes, some of them leased
+    rng = random.Random(seed)
+    ids = IdGenerator(rng=rng).many(count)
+    part = layout(0, ID_MAX, 4)[rng.randrange(4)]
+    inside = [i for i in ids if i in part]
+    skip = {i for i in inside if rng.random() < skip_share}
+    # When a receive merges the partition's stripes
+    got = _run_merge(ids, list(part.ranges), skip, want)
+    # Then it gets exactly the oldest visible ones, oldest first
+    visible = [i for i in inside if i not in skip]  # publish order
+    assert got == visible[:want]
+    assert [seq_of(i) for i in got] == sorted(seq_of(i) for i in got)
+
+
+def test_merge_over_every_stripe_of_a_whole_keyspace() -> None:
+    ids = IdGenerator(rng=random.Random(3)).many(5000)
+    (part,) = layout(0, ID_MAX, 1)
+    assert len(part.ranges) == STRIPES
+    assert _run_merge(ids, list(part.ranges), set(), 100) == ids[:100]

@@ -1,0 +1,218 @@
+"""QueueService on a real LMDB store with a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.queues import QueueService
+from dynamiq.core.topics import TopicService
+from dynamiq.errors import MessageNotFound, QueueNotFound
+from dynamiq.models import QueueSettings
+from dynamiq.storage.lmdb import LmdbBackend
+
+Engine = tuple[Catalog, QueueService, FakeClock]
+
+
+@pytest.fixture
+async def engine(store: LmdbBackend, fake_clock: FakeClock) -> AsyncIterator[Engine]:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    yield catalog, QueueService(store, catalog, fake_clock), fake_clock
+
+
+async def test_receive_returns_messages_oldest_first_and_leases_only_those(engine: Engine) -> None:
+    _, queues, _ = engine
+    ids = await queues.publish("q", [b"m%d" % i for i in range(50)])
+    first = await queues.receive("q", 10)
+    assert [m.id for m in first] == ids[:10]
+    # A receive that got fewer than asked does not hold back the rest.
+    second = await queues.receive("q", 10)
+    assert [m.id for m in second] == ids[10:20]
+    assert (await queues.stats("q")).in_flight == 20
+
+
+async def test_an_unleased_message_reappears_after_the_visibility_timeout(engine: Engine) -> None:
+    _, queues, clock = engine
+    (mid,) = await queues.publish("q", [b"x"])
+    assert [m.id for m in await queues.receive("q", 1, visibility_timeout=5)] == [mid]
+    clock.advance(4.9)
+    assert await queues.receive("q", 1) == []
+    clock.advance(0.1)
+    again = await queues.receive("q", 1)
+    assert [m.id for m in again] == [mid] and again[0].body == b"x"
+
+
+async def test_a_deleted_message_is_never_delivered_again(engine: Engine) -> None:
+    _, queues, clock = engine
+    ids = await queues.publish("q", [b"a", b"b"])
+    got = await queues.receive("q", 2, visibility_timeout=1)
+    assert await queues.delete("q", [got[0].id, 12345]) == [True, False]
+    clock.advance(2)
+    assert [m.id for m in await queues.receive("q", 5)] == [ids[1]]
+    assert (await queues.stats("q")).depth == 1
+
+
+async def test_compression_is_marked_per_message(engine: Engine) -> None:
+    catalog, queues, _ = engine
+    (plain,) = await queues.publish("q", [b"plain " * 100])
+    await catalog.configure_queue("q", {"compressed_messages": True})
+    (packed,) = await queues.publish("q", [b"packed " * 100])
+    await catalog.configure_queue("q", {"compressed_messages": False})
+    assert (await queues.peek("q", plain)).body == b"plain " * 100
+    assert (await queues.peek("q", packed)).body == b"packed " * 100
+    got = await queues.receive("q", 5)
+    assert sorted(m.body for m in got) == [b"packed " * 100, b"plain " * 100]
+
+
+async def test_deleting_a_queue_deletes_its_messages(engine: Engine, store: LmdbBackend) -> None:
+    catalog, queues, _ = engine
+    await queues.publish("q", [b"old"] * 10)
+    uid = await catalog.delete_queue("q")
+    queues.forget_dropped()
+    with pytest.raises(QueueNotFound):
+        await queues.receive("q", 1)
+    await catalog.create_queue("q")
+    assert await queues.receive("q", 10) == []
+    assert await catalog.pending_drops() == [uid]
+    await catalog.finish_drop(uid)
+    assert await store.count(uid) == 0 and await catalog.pending_drops() == []
+
+
+async def test_topic_fan_out_stores_one_copy_per_subscriber(engine: Engine) -> None:
+    catalog, queues, _ = engine
+    await catalog.create_queue("r")
+    await catalog.create_topic("t")
+    await catalog.subscribe("t", "q")
+    await catalog.subscribe("t", "r")
+    ids = await TopicService(catalog, queues).publish("t", [b"one", b"two"])
+    assert set(ids) == {"q", "r"} and all(len(v) == 2 for v in ids.values())
+    for name in ("q", "r"):
+        assert [m.body for m in await queues.receive(name, 5)] == [b"one", b"two"]
+
+
+async def test_peek_does_not_lease(engine: Engine) -> None:
+    _, queues, _ = engine
+    (mid,) = await queues.publish("q", [b"p"])
+    assert (await queues.peek("q", mid)).body == b"p"
+    assert [m.id for m in await queues.receive("q", 1)] == [mid]
+    with pytest.raises(MessageNotFound):
+        await queues.peek("q", mid + 1)
+
+
+async def test_long_poll_is_woken_at_once_by_a_publish(store: LmdbBackend) -> None:
+    from dynamiq.core.clock import MonotonicClock
+
+    catalog = Catalog(store)
+    await catalog.create_queue("w")
+    queues = QueueService(store, catalog, MonotonicClock())
+    waiter = asyncio.create_task(queues.receive("w", 5, wait_seconds=10))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await queues.publish("w", [b"wake"])
+    got = await asyncio.wait_for(waiter, 5)
+    assert [m.body for m in got] == [b"wake"]
+    assert loop.time() - started < 1.0  # woken by the publish, not by a poll tick
+
+
+# -- properties ---------------------------------------------------------------
+
+Op = tuple[str, int]
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("publish"), st.integers(1, 30)),
+        st.tuples(st.just("receive"), st.integers(1, 25)),
+        st.tuples(st.just("delete"), st.integers(0, 100)),
+        st.tuples(st.just("advance"), st.integers(1, 40)),
+        st.tuples(st.just("configure"), st.integers(1, 6)),
+    ),
+    max_size=40,
+)
+
+
+def _run(scenario: Callable[[QueueService, Catalog, FakeClock], Awaitable[None]]) -> None:
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = LmdbBackend(Path(tmp), map_size=1 << 28)
+            try:
+                clock = FakeClock()
+                catalog = Catalog(store)
+                await catalog.create_queue("q", QueueSettings(max_partitions=6))
+                await scenario(QueueService(store, catalog, clock), catalog, clock)
+            finally:
+                await store.close()
+
+    asyncio.run(main())
+
+
+@given(script=ops, seed=st.integers(0, 2**32))
+@settings(max_examples=60, deadline=None)
+def test_every_published_undeleted_message_is_eventually_delivered(script: list[Op], seed: int) -> None:
+    rng = random.Random(seed)
+
+    async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:
+        published: set[int] = set()
+        deleted: set[int] = set()
+        delivered: set[int] = set()
+        for op, n in script:
+            if op == "publish":
+                published.update(await queues.publish("q", [b"%d" % i for i in range(n)]))
+            elif op == "receive":
+                got = await queues.receive("q", n, visibility_timeout=rng.choice([5, 30]))
+                for m in got:
+                    assert m.id in published and m.id not in deleted
+                    delivered.add(m.id)
+            elif op == "delete":
+                pool = sorted(delivered - deleted)
+                chosen = rng.sample(pool, min(len(pool), n % 10))
+                existed = await queues.delete("q", chosen)
+                assert all(existed)
+                deleted.update(chosen)
+            elif op == "advance":
+                clock.advance(n)
+            else:
+                await catalog.configure_queue("q", {"min_partitions": n})
+        # Eventually (after every lease ends) everything undeleted is delivered.
+        clock.advance(31)
+        remaining: set[int] = set()
+        while got := await queues.receive("q", 50, visibility_timeout=600):
+            remaining.update(m.id for m in got)
+        assert remaining == published - deleted
+
+    _run(scenario)
+
+
+@given(script=ops, seed=st.integers(0, 2**32))
+@settings(max_examples=60, deadline=None)
+def test_a_leased_message_is_never_returned_twice_inside_its_lease(
+    script: list[Op], seed: int
+) -> None:
+    rng = random.Random(seed)
+
+    async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:
+        lease_end: dict[int, float] = {}
+        for op, n in script:
+            if op == "publish":
+                await queues.publish("q", [b"x"] * n)
+            elif op == "receive":
+                timeout = rng.choice([3, 10, 30])
+                for m in await queues.receive("q", n, visibility_timeout=timeout):
+                    assert lease_end.get(m.id, -1.0) <= clock.now(), "delivered inside a lease"
+                    lease_end[m.id] = clock.now() + timeout
+            elif op == "advance":
+                clock.advance(n)
+            elif op == "configure":
+                await catalog.configure_queue("q", {"min_partitions": n})
+
+    _run(scenario)
