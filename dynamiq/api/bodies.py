@@ -39,9 +39,15 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
     try:
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as exc:
-        raise Invalid(str(exc)) from None
+        invalid = Invalid(str(exc))
     except msgspec.DecodeError as exc:
         raise BadRequest(f"malformed JSON: {exc}") from None
+    # Typed decoding stops at the first misfit; malformed JSON is still a 400.
+    try:
+        msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"malformed JSON: {exc}") from None
+    raise invalid
 
 
 def decode_body(message: OutgoingMessage) -> bytes:

@@ -153,9 +153,6 @@ class QueueService:
         expired = state.leases.expire(now)
         if expired:
             state.partitions.wake(expired)
-        if state.settings != record.settings:
-            state.settings = record.settings
-            state.partitions.configure(record.settings, now)
         out: list[Message] = []
         tried: set[int] = set()
         while len(out) < want:
@@ -233,4 +230,7 @@ class QueueService:
         if state is None:
             lo, hi = self._keyspace
             state = self._states[record.uid] = _QueueState(record, lo, hi, self._clock.now())
+        elif state.settings != record.settings:
+            state.settings = record.settings
+            state.partitions.configure(record.settings, self._clock.now())
         return state

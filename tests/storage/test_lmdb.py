@@ -1,0 +1,106 @@
+"""What only the embedded store promises: group commit, a growing map, shared directories."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+from pathlib import Path
+
+from dynamiq.core.ids import ID_MAX
+from dynamiq.storage.lmdb import LmdbBackend
+
+
+async def test_concurrent_writes_share_commits(tmp_path: Path) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 28)
+    try:
+        await asyncio.gather(*(store.insert([("g", k, b"x" * 100)]) for k in range(2000)))
+        assert await store.count("g") == 2000
+        assert store.commits < 200  # 2,000 acknowledged writes, far fewer fsyncs
+    finally:
+        await store.close()
+
+
+async def test_a_full_map_grows_instead_of_failing(tmp_path: Path) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 20)
+    try:
+        for chunk in range(8):
+            rows = [("m", chunk * 1000 + k, os.urandom(1000)) for k in range(1000)]
+            assert all(await store.insert(rows))
+        assert await store.count("m") == 8000
+    finally:
+        await store.close()
+
+
+async def test_publish_delete_churn_does_not_grow_the_file(tmp_path: Path) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 30)
+    data = tmp_path / "data.mdb"
+    try:
+        sizes = []
+        for round_ in range(30):
+            keys = [round_ * 1000 + k for k in range(1000)]
+            await store.insert([("churn", k, b"y" * 1024) for k in keys])
+            assert all(await store.delete("churn", keys))
+            sizes.append(data.stat().st_size)
+        # Freed pages are reused: after warm-up the file stops growing.
+        assert sizes[-1] <= sizes[9] * 1.1, sizes
+    finally:
+        await store.close()
+
+
+def _writer(path: str, base: int, n: int) -> None:
+    async def main() -> None:
+        store = LmdbBackend(path, map_size=1 << 28)
+        try:
+            for k in range(n):
+                assert await store.insert([("shared", base + k, b"p%d" % base)]) == [True]
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+async def test_processes_share_one_directory(tmp_path: Path) -> None:
+    # Each process opens the environment itself (never across fork).
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), i * 10_000, 300)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        await asyncio.to_thread(p.join, 60)
+        assert p.exitcode == 0
+    store = LmdbBackend(tmp_path, map_size=1 << 28)
+    try:
+        assert await store.count("shared") == 900
+        (keys,) = await store.scan("shared", [(0, ID_MAX)], 1000)
+        assert len(keys) == 900
+    finally:
+        await store.close()
+
+
+def _grower(path: str) -> None:
+    async def main() -> None:
+        store = LmdbBackend(path, map_size=1 << 20)
+        try:
+            for chunk in range(6):
+                rows = [("big", chunk * 1000 + k, os.urandom(1000)) for k in range(1000)]
+                assert all(await store.insert(rows))
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+async def test_a_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 20)
+    try:
+        await store.insert([("mine", 1, b"before")])
+        proc = mp.get_context("spawn").Process(target=_grower, args=(str(tmp_path),))
+        proc.start()
+        await asyncio.to_thread(proc.join, 60)
+        assert proc.exitcode == 0
+        assert await store.insert([("mine", 2, b"after")]) == [True]
+        assert await store.count("big") == 6000
+        assert await store.get("mine", [1, 2]) == [b"before", b"after"]
+    finally:
+        await store.close()
