@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -30,12 +32,15 @@ async def store(tmp_path: Path) -> AsyncIterator[LmdbBackend]:
 @pytest.fixture
 async def http(tmp_path: Path) -> AsyncIterator[TestClient[object, object]]:
     """A real node application on a real LMDB store, behind a real HTTP server."""
-    settings = load_settings(env={}, flags={
-        "storage.path": str(tmp_path / "data"),
-        "limits.maxbatch": "100",
-        "limits.maxbodybytes": "65536",
-        "limits.maxwaitseconds": "5",
-    })
+    settings = load_settings(
+        env={},
+        flags={
+            "storage.path": str(tmp_path / "data"),
+            "limits.maxbatch": "100",
+            "limits.maxbodybytes": "65536",
+            "limits.maxwaitseconds": "5",
+        },
+    )
     app = await create_app(settings)
     client: TestClient[object, object] = TestClient(TestServer(app))
     await client.start_server()
@@ -58,20 +63,43 @@ class NodeProcess:
         self.extra = extra
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
+        self.log: list[str] = []
 
     def start(self) -> NodeProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dynamiq", "serve", "--core-httpport", "0",
-             "--storage-path", str(self.data), "--core-loglevelstring", "warn", *self.extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "dynamiq",
+                "serve",
+                "--core-httpport",
+                "0",
+                "--storage-path",
+                str(self.data),
+                "--core-loglevelstring",
+                "warn",
+                *self.extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
         )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if "serving http://" in line:
                 self.url = line.split("serving ")[1].split(";")[0]
+                # Keep reading so a chatty node never blocks on a full pipe.
+                threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise RuntimeError(f"node did not start: exit {self.proc.wait(10)}")
+
+    def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with contextlib.suppress(ValueError, OSError):
+            for line in self.proc.stdout:
+                self.log.append(line)
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None
@@ -81,14 +109,14 @@ class NodeProcess:
         assert self.proc is not None
         return self.proc.wait(timeout)
 
-    def output(self) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        return self.proc.stdout.read()
-
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 @pytest.fixture

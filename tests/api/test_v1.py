@@ -20,7 +20,9 @@ async def test_status_routes(http: Http) -> None:
     assert response.status == 200 and response.content_type == "text/plain"
     assert (await response.text()) == "Member: dynamiq1 127.0.0.1\n"
     assert await _json(http, "GET", "/v1/status/partitionrange", 200) == {
-        "bottom": "0", "top": "9223372036854775807"}
+        "bottom": "0",
+        "top": "9223372036854775807",
+    }
 
 
 async def test_queue_lifecycle(http: Http) -> None:
@@ -28,11 +30,24 @@ async def test_queue_lifecycle(http: Http) -> None:
     assert (await _json(http, "PUT", "/v1/queues/jobs", 422))["error"] == "Queue already exists."
     assert await _json(http, "GET", "/v1/queues", 200) == {"queues": ["jobs"]}
     settings = await _json(http, "GET", "/v1/queues/jobs", 200)
-    assert settings == {"visibility_timeout": 30.0, "min_partitions": 1, "max_partitions": 10,
-                        "max_partition_age": 432000.0, "compressed_messages": False,
-                        "partitions": 1}
-    assert await _json(http, "PATCH", "/v1/queues/jobs", 200,
-                       json={"visibility_timeout": 5, "min_partitions": 2}) == "ok"
+    assert settings == {
+        "visibility_timeout": 30.0,
+        "min_partitions": 1,
+        "max_partitions": 10,
+        "max_partition_age": 432000.0,
+        "compressed_messages": False,
+        "partitions": 1,
+    }
+    assert (
+        await _json(
+            http,
+            "PATCH",
+            "/v1/queues/jobs",
+            200,
+            json={"visibility_timeout": 5, "min_partitions": 2},
+        )
+        == "ok"
+    )
     settings = await _json(http, "GET", "/v1/queues/jobs", 200)
     assert settings["visibility_timeout"] == 5 and settings["partitions"] == 2
     assert await _json(http, "DELETE", "/v1/queues/jobs", 200) == {"Deleted": True}
@@ -63,12 +78,15 @@ async def test_publish_receive_peek_delete(http: Http) -> None:
     assert mid.isdigit()
     peeked = await _json(http, "GET", f"/v1/queues/q/message/{mid}", 200)
     assert peeked == {"messages": [{"id": mid, "body": "héllo"}]}
-    assert await _json(http, "GET", "/v1/queues/q/messages/10", 200) == [{"id": mid, "body": "héllo"}]
+    assert await _json(http, "GET", "/v1/queues/q/messages/10", 200) == [
+        {"id": mid, "body": "héllo"}
+    ]
     assert await _json(http, "GET", "/v1/queues/q/messages/10", 200) == []
     assert await _json(http, "DELETE", f"/v1/queues/q/message/{mid}", 200) is True
     assert await _json(http, "DELETE", f"/v1/queues/q/message/{mid}", 200) is False
     assert (await _json(http, "GET", f"/v1/queues/q/message/{mid}", 404))["code"] == (
-        "MESSAGE_NOT_FOUND")
+        "MESSAGE_NOT_FOUND"
+    )
 
 
 async def test_multi_delete_counts_only_existing(http: Http) -> None:

@@ -33,8 +33,9 @@ def _operation(spec: dict[str, Any], method: str, path: str) -> dict[str, Any]:
     raise AssertionError(f"{method} {path} is not documented")
 
 
-async def call(http: Http, spec: dict[str, Any], method: str, path: str, status: int,
-               body: Any = None) -> Any:
+async def call(
+    http: Http, spec: dict[str, Any], method: str, path: str, status: int, body: Any = None
+) -> Any:
     """Make a real request and check its status and body against the document."""
     response = await http.request(method, path, json=body)
     data = await response.json()
@@ -42,8 +43,9 @@ async def call(http: Http, spec: dict[str, Any], method: str, path: str, status:
     documented = _operation(spec, method, path)["responses"]
     assert str(status) in documented, f"{status} undocumented for {method} {path}"
     schema = documented[str(status)]["content"]["application/json"]["schema"]
-    jsonschema.validate(data, {**schema, "components": spec["components"]},
-                        cls=jsonschema.Draft202012Validator)
+    jsonschema.validate(
+        data, {**schema, "components": spec["components"]}, cls=jsonschema.Draft202012Validator
+    )
     return data
 
 
@@ -51,19 +53,30 @@ async def test_publish_receive_delete_in_batches(http: Http, spec: dict[str, Any
     created = await call(http, spec, "PUT", "/v2/queues/jobs", 201, {"visibility_timeout": 10})
     assert created["settings"]["visibility_timeout"] == 10
     bodies = [f"job {i}" for i in range(30)]
-    ids = (await call(http, spec, "POST", "/v2/queues/jobs/messages", 200,
-                      {"messages": [{"body": b} for b in bodies]}))["ids"]
+    ids = (
+        await call(
+            http,
+            spec,
+            "POST",
+            "/v2/queues/jobs/messages",
+            200,
+            {"messages": [{"body": b} for b in bodies]},
+        )
+    )["ids"]
     assert len(set(ids)) == 30
-    got = (await call(http, spec, "POST", "/v2/queues/jobs/receive", 200,
-                      {"max_messages": 20}))["messages"]
+    got = (await call(http, spec, "POST", "/v2/queues/jobs/receive", 200, {"max_messages": 20}))[
+        "messages"
+    ]
     assert [m["id"] for m in got] == ids[:20] and [m["body"] for m in got] == bodies[:20]
     info = await call(http, spec, "GET", "/v2/queues/jobs", 200)
     assert info["stats"] == {"depth": 30, "in_flight": 20, "partitions": 1}
-    result = await call(http, spec, "POST", "/v2/queues/jobs/delete", 200,
-                        {"ids": [m["id"] for m in got] + ["5"]})
+    result = await call(
+        http, spec, "POST", "/v2/queues/jobs/delete", 200, {"ids": [m["id"] for m in got] + ["5"]}
+    )
     assert result == {"deleted": [m["id"] for m in got], "missing": ["5"]}
-    rest = (await call(http, spec, "POST", "/v2/queues/jobs/receive", 200,
-                       {"max_messages": 50}))["messages"]
+    rest = (await call(http, spec, "POST", "/v2/queues/jobs/receive", 200, {"max_messages": 50}))[
+        "messages"
+    ]
     assert [m["id"] for m in rest] == ids[20:]
 
 
@@ -71,24 +84,47 @@ async def test_binary_bodies_round_trip(http: Http, spec: dict[str, Any]) -> Non
     await call(http, spec, "PUT", "/v2/queues/bin", 201)
     raw = bytes(range(256))
     wire = base64.b64encode(raw).decode()
-    (mid,) = (await call(http, spec, "POST", "/v2/queues/bin/messages", 200,
-                         {"messages": [{"body": wire, "encoding": "base64"}]}))["ids"]
+    (mid,) = (
+        await call(
+            http,
+            spec,
+            "POST",
+            "/v2/queues/bin/messages",
+            200,
+            {"messages": [{"body": wire, "encoding": "base64"}]},
+        )
+    )["ids"]
     peeked = (await call(http, spec, "GET", f"/v2/queues/bin/messages/{mid}", 200))["message"]
     assert peeked["encoding"] == "base64" and base64.b64decode(peeked["body"]) == raw
-    (got,) = (await call(http, spec, "POST", "/v2/queues/bin/receive", 200,
-                         {"max_messages": 1, "encoding": "base64"}))["messages"]
+    (got,) = (
+        await call(
+            http,
+            spec,
+            "POST",
+            "/v2/queues/bin/receive",
+            200,
+            {"max_messages": 1, "encoding": "base64"},
+        )
+    )["messages"]
     assert base64.b64decode(got["body"]) == raw
 
 
 async def test_visibility_override(http: Http, spec: dict[str, Any]) -> None:
     await call(http, spec, "PUT", "/v2/queues/v", 201)
     await call(http, spec, "POST", "/v2/queues/v/messages", 200, {"messages": [{"body": "x"}]})
-    first = await call(http, spec, "POST", "/v2/queues/v/receive", 200,
-                       {"max_messages": 1, "visibility_timeout": 0.3})
+    first = await call(
+        http,
+        spec,
+        "POST",
+        "/v2/queues/v/receive",
+        200,
+        {"max_messages": 1, "visibility_timeout": 0.3},
+    )
     assert len(first["messages"]) == 1
     # Long poll until the short lease ends: the message comes back without a publish.
-    again = await call(http, spec, "POST", "/v2/queues/v/receive", 200,
-                       {"max_messages": 1, "wait_seconds": 3})
+    again = await call(
+        http, spec, "POST", "/v2/queues/v/receive", 200, {"max_messages": 1, "wait_seconds": 3}
+    )
     assert again["messages"][0]["id"] == first["messages"][0]["id"]
 
 
@@ -96,16 +132,25 @@ async def test_long_poll_wakes_on_publish(http: Http, spec: dict[str, Any]) -> N
     await call(http, spec, "PUT", "/v2/queues/lp", 201)
     loop = asyncio.get_running_loop()
     start = loop.time()
-    poll = asyncio.create_task(call(http, spec, "POST", "/v2/queues/lp/receive", 200,
-                                    {"max_messages": 10, "wait_seconds": 4}))
+    poll = asyncio.create_task(
+        call(
+            http,
+            spec,
+            "POST",
+            "/v2/queues/lp/receive",
+            200,
+            {"max_messages": 10, "wait_seconds": 4},
+        )
+    )
     await asyncio.sleep(0.2)
     assert not poll.done()
     await call(http, spec, "POST", "/v2/queues/lp/messages", 200, {"messages": [{"body": "now"}]})
     got = (await asyncio.wait_for(poll, 5))["messages"]
     assert [m["body"] for m in got] == ["now"]
     assert loop.time() - start < 2
-    empty = await call(http, spec, "POST", "/v2/queues/lp/receive", 200,
-                       {"max_messages": 1, "wait_seconds": 0.3})
+    empty = await call(
+        http, spec, "POST", "/v2/queues/lp/receive", 200, {"max_messages": 1, "wait_seconds": 0.3}
+    )
     assert empty == {"messages": []}
 
 
@@ -115,17 +160,29 @@ async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
     assert await call(http, spec, "PUT", "/v2/topics/t", 201) == {"name": "t", "queues": []}
     await call(http, spec, "PUT", "/v2/topics/t/subscriptions/a", 200)
     assert (await call(http, spec, "PUT", "/v2/topics/t/subscriptions/b", 200))["queues"] == [
-        "a", "b"]
-    ids = (await call(http, spec, "POST", "/v2/topics/t/messages", 200,
-                      {"messages": [{"body": "1"}, {"body": "2"}]}))["ids"]
+        "a",
+        "b",
+    ]
+    ids = (
+        await call(
+            http,
+            spec,
+            "POST",
+            "/v2/topics/t/messages",
+            200,
+            {"messages": [{"body": "1"}, {"body": "2"}]},
+        )
+    )["ids"]
     assert sorted(ids) == ["a", "b"] and all(len(v) == 2 for v in ids.values())
     for q in ("a", "b"):
-        got = (await call(http, spec, "POST", f"/v2/queues/{q}/receive", 200,
-                          {"max_messages": 5}))["messages"]
+        got = (await call(http, spec, "POST", f"/v2/queues/{q}/receive", 200, {"max_messages": 5}))[
+            "messages"
+        ]
         assert [m["id"] for m in got] == ids[q]
     assert await call(http, spec, "GET", "/v2/topics", 200) == {"topics": ["t"]}
     assert (await call(http, spec, "DELETE", "/v2/topics/t/subscriptions/a", 200))["queues"] == [
-        "b"]
+        "b"
+    ]
     assert await call(http, spec, "GET", "/v2/topics/t", 200) == {"name": "t", "queues": ["b"]}
     await call(http, spec, "DELETE", "/v2/topics/t", 200)
     await call(http, spec, "GET", "/v2/topics/t", 404)
@@ -134,8 +191,14 @@ async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
 async def test_queue_admin(http: Http, spec: dict[str, Any]) -> None:
     await call(http, spec, "PUT", "/v2/queues/adm", 201)
     assert (await call(http, spec, "PUT", "/v2/queues/adm", 409))["error"] == "QUEUE_EXISTS"
-    patched = await call(http, spec, "PATCH", "/v2/queues/adm", 200,
-                         {"min_partitions": 3, "compressed_messages": True})
+    patched = await call(
+        http,
+        spec,
+        "PATCH",
+        "/v2/queues/adm",
+        200,
+        {"min_partitions": 3, "compressed_messages": True},
+    )
     assert patched["settings"]["min_partitions"] == 3 and patched["stats"]["partitions"] == 3
     assert await call(http, spec, "GET", "/v2/queues", 200) == {"queues": ["adm"]}
     await call(http, spec, "DELETE", "/v2/queues/adm", 200)

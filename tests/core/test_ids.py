@@ -14,11 +14,13 @@ def test_a_million_ids_never_collide() -> None:
     gen = IdGenerator()
     ids = gen.many(1_000_000)
     assert len(set(ids)) == len(ids)
-    assert all(0 <= i <= ID_MAX for i in ids[:: 997])
+    assert all(0 <= i <= ID_MAX for i in ids[::997])
 
 
-@given(ticks=st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=300),
-       seed=st.integers(0, 2**32))
+@given(
+    ticks=st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=300),
+    seed=st.integers(0, 2**32),
+)
 @settings(max_examples=200)
 def test_ids_are_unique_and_seq_ordered_even_when_the_clock_stalls_or_steps_back(
     ticks: list[int], seed: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ def test_layout_covers_the_slice_exactly_with_whole_stripes(lo: int, span: int, 
     parts = layout(lo, hi, count)
     assert parts[0].lo == lo and parts[-1].hi == hi
     assert len(parts) == min(count, stripe_of(hi) - stripe_of(lo) + 1)
-    for a, b in zip(parts, parts[1:], strict=False):
+    for a, b in itertools.pairwise(parts):
         assert a.hi + 1 == b.lo
     for p in parts:
         assert p.ranges[0][0] == p.lo and p.ranges[-1][1] == p.hi
@@ -97,7 +98,9 @@ def test_new_settings_clamp_the_partition_count(fake_clock: FakeClock) -> None:
     assert len(parts.partitions) == 2
 
 
-def _run_merge(stored: list[int], ranges: list[tuple[int, int]], skip: set[int], want: int) -> list[int]:
+def _run_merge(
+    stored: list[int], ranges: list[tuple[int, int]], skip: set[int], want: int
+) -> list[int]:
     keys = sorted(stored)
     merge = StripeMerge(ranges, skip, want)
     rounds = 0
@@ -109,8 +112,12 @@ def _run_merge(stored: list[int], ranges: list[tuple[int, int]], skip: set[int],
     return merge.result
 
 
-@given(count=st.integers(0, 400), want=st.integers(1, 120), seed=st.integers(0, 2**32),
-       skip_share=st.floats(0, 0.9))
+@given(
+    count=st.integers(0, 400),
+    want=st.integers(1, 120),
+    seed=st.integers(0, 2**32),
+    skip_share=st.floats(0, 0.9),
+)
 @settings(max_examples=150, deadline=None)
 def test_merge_returns_the_oldest_visible_messages_of_a_partition(
     count: int, want: int, seed: int, skip_share: float

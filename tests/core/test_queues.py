@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -24,10 +24,10 @@ Engine = tuple[Catalog, QueueService, FakeClock]
 
 
 @pytest.fixture
-async def engine(store: LmdbBackend, fake_clock: FakeClock) -> AsyncIterator[Engine]:
+async def engine(store: LmdbBackend, fake_clock: FakeClock) -> Engine:
     catalog = Catalog(store)
     await catalog.create_queue("q")
-    yield catalog, QueueService(store, catalog, fake_clock), fake_clock
+    return catalog, QueueService(store, catalog, fake_clock), fake_clock
 
 
 async def test_receive_returns_messages_oldest_first_and_leases_only_those(engine: Engine) -> None:
@@ -158,7 +158,9 @@ def _run(scenario: Callable[[QueueService, Catalog, FakeClock], Awaitable[None]]
 
 @given(script=ops, seed=st.integers(0, 2**32))
 @settings(max_examples=60, deadline=None)
-def test_every_published_undeleted_message_is_eventually_delivered(script: list[Op], seed: int) -> None:
+def test_every_published_undeleted_message_is_eventually_delivered(
+    script: list[Op], seed: int
+) -> None:
     rng = random.Random(seed)
 
     async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:

@@ -1,0 +1,104 @@
+"""Settings from defaults, a gcfg file, the environment and flags; one clear line on error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dynamiq.config import load_settings
+from dynamiq.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_need_no_file() -> None:
+    s = load_settings(env={})
+    assert (s.core.httpport, s.storage.backend, s.storage.path) == (8081, "lmdb", "./data")
+    assert s.core.syncconfiginterval == 2000 and s.stats.type == "none"
+
+
+def test_the_sample_file_holds_the_defaults() -> None:
+    assert load_settings(ROOT / "config" / "dynamiq.gcfg", env={}) == load_settings(env={})
+
+
+def test_file_then_env_then_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "d.gcfg"
+    cfg.write_text(
+        '[core]\nname = "from file" ; comment\nhttpport = 9000\n'
+        "[storage]\npath = /tmp/file # comment\nmapsize = 2GiB\n"
+    )
+    s = load_settings(
+        cfg,
+        env={"DYNAMIQ_CORE_HTTPPORT": "9001", "DYNAMIQ_STORAGE_PATH": "/e"},
+        flags={"storage.path": "/flag"},
+    )
+    assert s.core.name == "from file"
+    assert s.core.httpport == 9001
+    assert s.storage.path == "/flag"
+    assert s.storage.mapsize == 2 << 30
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[core]\nhttpport = many\n", "d.gcfg:2: core.httpport: 'many' is not an integer"),
+        ("[core]\nhttpport = 70000\n", "d.gcfg:2: core.httpport: must be a port (0-65535)"),
+        ("[core]\nnmae = x\n", "d.gcfg:2: core.nmae: unknown setting"),
+        ("[nowhere]\nkey = 1\n", "d.gcfg:2: nowhere.key: unknown setting"),
+        ("name = x\n", "d.gcfg:1: setting outside of any [section]"),
+        ("[core\n", "d.gcfg:1: bad section header '[core'"),
+        (
+            "[stats]\ntype = graphite\n",
+            "d.gcfg:2: stats.type: must be one of statsd, prometheus, none",
+        ),
+        ("[core]\nloglevelstring = loud\n", "d.gcfg:2: core.loglevelstring: must be one of"),
+    ],
+)
+def test_bad_files_name_the_key_file_and_line(tmp_path: Path, text: str, expected: str) -> None:
+    cfg = tmp_path / "d.gcfg"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cfg, env={})
+    assert str(caught.value).startswith(str(tmp_path / expected))
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"DYNAMIQ_LIMITS_MAXBATCH": "0"})
+    assert str(caught.value) == (
+        "environment variable DYNAMIQ_LIMITS_MAXBATCH: limits.maxbatch: must be >= 1"
+    )
+
+
+def test_the_cli_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
+    cfg = tmp_path / "d.gcfg"
+    cfg.write_text("[core]\nhttpport = nope\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "dynamiq", "serve", "-c", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"dynamiq: configuration error: {cfg}:2: core.httpport: 'nope' is not an integer"
+    ]
+    missing = subprocess.run(
+        [sys.executable, "-m", "dynamiq", "serve", "-c", "/no/such.gcfg"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    flag = subprocess.run(
+        [sys.executable, "-m", "dynamiq", "serve", "--limits-maxbatch", "x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert flag.returncode == 2
+    assert "flag --limits-maxbatch: limits.maxbatch: 'x' is not an integer" in flag.stderr

@@ -1,0 +1,82 @@
+"""A real node process: acknowledged messages survive kill -9; SIGTERM drains requests."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from dynamiq.client import Client
+from dynamiq.models import Message
+from tests.conftest import NodeProcess
+
+pytestmark = pytest.mark.slow
+
+
+def test_acknowledged_messages_survive_kill_9(node_factory: type[NodeProcess]) -> None:
+    # Given a node that acknowledged 3,000 publishes
+    node = node_factory().start()
+    with Client(node.url) as client:
+        client.create_queue("durable")
+        published = []
+        for batch in range(30):
+            published += client.publish("durable", [f"m{batch}-{i}" for i in range(100)])
+    # When it is killed without warning and started again on the same data
+    node.signal(signal.SIGKILL)
+    node.wait()
+    node = node_factory(data=node.data).start()
+    # Then every acknowledged message is delivered
+    delivered: dict[int, bytes] = {}
+    with Client(node.url) as client:
+        while got := client.receive("durable", 100, visibility_timeout=300):
+            delivered.update((m.id, m.body) for m in got)
+    assert sorted(delivered) == sorted(published)
+    assert delivered[published[0]] == b"m0-0"
+
+
+def test_sigterm_finishes_long_polls_and_exits_cleanly(node_factory: type[NodeProcess]) -> None:
+    node = node_factory().start()
+    with Client(node.url) as client:
+        client.create_queue("q")
+        client.publish("q", ["kept"])
+        client.receive("q", 1)
+    result: list[list[Message]] = []
+
+    def poll() -> None:
+        with Client(node.url) as poller:
+            result.append(poller.receive("q", 10, wait_seconds=15))
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    node.signal(signal.SIGTERM)
+    assert node.wait(10) == 0
+    waiter.join(10)
+    assert result == [[]]  # answered, empty, instead of cut off
+    assert time.monotonic() - started < 5
+    # The store was closed cleanly: the data is intact for the next start.
+    node = node_factory(data=node.data).start()
+    with Client(node.url) as client:
+        assert client.queue("q")["stats"]["depth"] == 1
+
+
+def test_a_second_signal_exits_at_once(node_factory: type[NodeProcess]) -> None:
+    node = node_factory("--limits-shutdowntimeout", "60").start()
+    url = urlsplit(node.url)
+    # A request whose body never finishes keeps the graceful shutdown waiting.
+    stuck = socket.create_connection((url.hostname, url.port))
+    stuck.sendall(b"PUT /v1/queues/q/message HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+    time.sleep(0.3)
+    node.signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert node.proc is not None and node.proc.poll() is None  # still draining
+    started = time.monotonic()
+    node.signal(signal.SIGTERM)
+    assert node.wait(5) != 0
+    assert time.monotonic() - started < 3
+    stuck.close()
