@@ -19,12 +19,27 @@ from dataclasses import dataclass
 from dynamiq.core.ids import STRIPE_BITS, seq_of, stripe_of, stripe_range
 from dynamiq.models import QueueSettings
 
-__all__ = ["EMPTY_HINT_SECONDS", "Partition", "PartitionSet", "StripeMerge", "layout"]
+__all__ = [
+    "CURSOR_SECONDS",
+    "EMPTY_HINT_SECONDS",
+    "Partition",
+    "PartitionCursor",
+    "PartitionSet",
+    "layout",
+]
 
 # How long a partition found empty is skipped unless a local publish or an
 # expired lease says otherwise. Bounds how late a publish through another
 # process is noticed.
 EMPTY_HINT_SECONDS = 1.0
+
+# A cursor is replaced by a fresh walk this often, to see what it cannot be
+# told about (publishes through other processes sharing the store).
+CURSOR_SECONDS = 1.0
+# Keys read per lane refill: the first read is small (most stripes hold few
+# visible messages), then doubles while the lane keeps yielding.
+LANE_READ_MIN = 4
+LANE_READ_MAX = 256
 
 KeyRange = tuple[int, int]
 
@@ -160,42 +175,63 @@ class PartitionSet:
 class _Lane:
     __slots__ = ("buf", "exhausted", "hi", "limit", "next_lo")
 
-    def __init__(self, lo: int, hi: int, limit: int) -> None:
+    def __init__(self, lo: int, hi: int) -> None:
         self.buf: deque[int] = deque()
         self.next_lo, self.hi = lo, hi
-        self.limit = limit
+        self.limit = LANE_READ_MIN
         self.exhausted = False
 
 
-class StripeMerge:
-    """Find the oldest ``want`` ids of a partition that are not in ``skip``.
+class PartitionCursor:
+    """Where a partition's oldest-first walk stands, kept from one receive to the next.
 
-    Each range lies in one stripe, where id order is age order; the merge
-    takes the oldest head across ranges (a heap of lane heads). It is fed by
-    range scans: call ``requests()`` for the scans it needs, ``feed()`` their
-    results, and repeat until ``requests()`` is empty; ``result`` is then the
-    answer. A lane that runs dry must be refilled before anything else is
-    taken, since its next key may be the oldest.
+    Each range of the partition lies in one stripe, where id order is age
+    order, so the cursor keeps one lane per range: a buffer of the next keys,
+    read by range scans, and a heap of the lanes' heads. ``take`` runs the
+    merge: call ``take(want, skip)``, then ``requests()`` for the scans it
+    needs and ``feed()`` their results until ``requests()`` is empty;
+    ``result`` is then the oldest ``want`` ids not in ``skip``. A lane that
+    runs dry is refilled before anything else is taken, since its next key
+    may be the oldest.
+
+    Ids handed out leave the cursor; those whose lease ends come back through
+    ``offer_again``. Publishes through this node reopen finished lanes
+    (``touch``). Anything else (another process publishing, a receive that
+    failed after taking ids) is caught up by replacing the cursor with a
+    fresh one, which the caller does every ``CURSOR_SECONDS``.
     """
 
-    def __init__(self, ranges: Sequence[KeyRange], skip: Container[int], want: int) -> None:
-        first = max(2, math.ceil(2 * want / max(1, len(ranges))))
-        self._lanes = [_Lane(lo, hi, first) for lo, hi in ranges]
-        self._hungry = set(range(len(ranges)))
+    def __init__(self, part: Partition, born: float) -> None:
+        self.part = part
+        self.born = born
+        self._first_stripe = stripe_of(part.lo)
+        self._lanes = [_Lane(lo, hi) for lo, hi in part.ranges]
+        self._hungry = set(range(len(self._lanes)))
         self._heads: list[tuple[int, int, int]] = []  # (seq, id, lane)
-        self._skip = skip
-        self._want = want
+        self._again: list[tuple[int, int]] = []  # (seq, id): leases that ended
+        self._skip: Container[int] = ()
+        self._want = 0
+        self._taken: set[int] = set()
         self.result: list[int] = []
+
+    def take(self, want: int, skip: Container[int]) -> None:
+        """Start looking for the ``want`` oldest ids that are not in ``skip``."""
+        self._want, self._skip = want, skip
+        self.result = []
+        self._taken = set()
 
     def requests(self) -> list[tuple[int, int, int, int]]:
         """Advance the merge; return ``(lane, lo, hi, limit)`` scans still needed."""
-        heads, out = self._heads, self.result
-        while len(out) < self._want and not self._hungry and heads:
-            _, message_id, index = heapq.heappop(heads)
-            lane = self._lanes[index]
-            lane.buf.popleft()
-            self._push_head(index)
-            if message_id not in self._skip:
+        heads, again, out = self._heads, self._again, self.result
+        while len(out) < self._want and not self._hungry and (heads or again):
+            if again and (not heads or again[0] < heads[0][:2]):
+                _, message_id = heapq.heappop(again)
+            else:
+                _, message_id, index = heapq.heappop(heads)
+                self._lanes[index].buf.popleft()
+                self._push_head(index)
+            if message_id not in self._skip and message_id not in self._taken:
+                self._taken.add(message_id)
                 out.append(message_id)
         if len(out) >= self._want:
             return []
@@ -203,15 +239,36 @@ class StripeMerge:
         return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in sorted(self._hungry)]
 
     def feed(self, lane_index: int, keys: Sequence[int]) -> None:
-        """Hand the merge the ascending keys one requested scan returned."""
+        """Hand the cursor the ascending keys one requested scan returned."""
         lane = self._lanes[lane_index]
         lane.buf.extend(keys)
         lane.exhausted = len(keys) < lane.limit
         if keys:
             lane.next_lo = keys[-1] + 1
-        lane.limit = min(lane.limit * 2, 1 << 14)
+        lane.limit = min(lane.limit * 2, LANE_READ_MAX)
         self._hungry.discard(lane_index)
         self._push_head(lane_index)
+
+    def offer_again(self, ids: Iterable[int]) -> None:
+        """Offer ids whose lease ended (they were handed out before)."""
+        for message_id in ids:
+            if message_id in self.part:
+                heapq.heappush(self._again, (seq_of(message_id), message_id))
+
+    def touch(self, ids: Iterable[int]) -> None:
+        """Note ids just published into this partition."""
+        for message_id in ids:
+            if message_id not in self.part:
+                continue
+            index = stripe_of(message_id) - self._first_stripe
+            lane = self._lanes[index]
+            if message_id < lane.next_lo:  # behind the walk: offer it directly
+                heapq.heappush(self._again, (seq_of(message_id), message_id))
+            elif lane.exhausted:
+                lane.exhausted = False
+                lane.limit = LANE_READ_MIN
+                if not lane.buf:
+                    self._hungry.add(index)
 
     def _push_head(self, index: int) -> None:
         lane = self._lanes[index]

@@ -12,7 +12,13 @@ from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.ids import ID_MAX, IdGenerator
 from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, StripeMerge
+from dynamiq.core.partitions import (
+    CURSOR_SECONDS,
+    EMPTY_HINT_SECONDS,
+    Partition,
+    PartitionCursor,
+    PartitionSet,
+)
 from dynamiq.core.records import decode, encode
 from dynamiq.errors import MessageNotFound, ServerError
 from dynamiq.models import Message
@@ -41,7 +47,25 @@ class _QueueState:
         self.settings = record.settings
         self.partitions = PartitionSet(lo, hi, record.settings, now)
         self.leases = LeaseTable()
+        self.cursors: dict[int, PartitionCursor] = {}
         self.waiters: set[asyncio.Future[None]] = set()
+
+    def cursor(self, part: Partition, now: float) -> PartitionCursor:
+        cursor = self.cursors.get(part.index)
+        if cursor is None or cursor.part != part or now - cursor.born >= CURSOR_SECONDS:
+            cursor = self.cursors[part.index] = PartitionCursor(part, now)
+        return cursor
+
+    def published(self, ids: list[int]) -> None:
+        self.partitions.wake(ids)
+        for cursor in self.cursors.values():
+            cursor.touch(ids)
+        self.notify()
+
+    def expired(self, ids: list[int]) -> None:
+        self.partitions.wake(ids)
+        for cursor in self.cursors.values():
+            cursor.offer_again(ids)
 
     def notify(self) -> None:
         for waiter in self.waiters:
@@ -114,8 +138,7 @@ class QueueService:
         for uid, mids in by_uid.items():
             state = self._states.get(uid)
             if state is not None:
-                state.partitions.wake(mids)
-                state.notify()
+                state.published(mids)
 
     # -- receiving -----------------------------------------------------------
 
@@ -152,7 +175,7 @@ class QueueService:
         now = self._clock.now()
         expired = state.leases.expire(now)
         if expired:
-            state.partitions.wake(expired)
+            state.expired(expired)
         out: list[Message] = []
         tried: set[int] = set()
         while len(out) < want:
@@ -171,17 +194,18 @@ class QueueService:
     async def _take(
         self, uid: str, state: _QueueState, part: Partition, want: int, lease_seconds: float
     ) -> list[Message]:
-        merge = StripeMerge(part.ranges, state.leases, want)
-        while wanted := merge.requests():
+        cursor = state.cursor(part, self._clock.now())
+        cursor.take(want, state.leases)
+        while wanted := cursor.requests():
             found = await self._store.scan(
                 uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
             )
             for (lane, *_), keys in zip(wanted, found, strict=True):
-                merge.feed(lane, keys)
-        if not merge.result:
+                cursor.feed(lane, keys)
+        if not cursor.result:
             return []
-        records = await self._store.get(uid, merge.result)
-        present = {mid: rec for mid, rec in zip(merge.result, records, strict=True) if rec}
+        records = await self._store.get(uid, cursor.result)
+        present = {mid: rec for mid, rec in zip(cursor.result, records, strict=True) if rec}
         taken = state.leases.acquire(present, self._clock.now(), lease_seconds)
         return [Message(mid, *decode(present[mid])) for mid in taken]
 

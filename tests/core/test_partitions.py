@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.ids import ID_MAX, STRIPES, IdGenerator, seq_of, stripe_of
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, PartitionSet, StripeMerge, layout
+from dynamiq.core.partitions import (
+    EMPTY_HINT_SECONDS,
+    Partition,
+    PartitionCursor,
+    PartitionSet,
+    layout,
+)
 from dynamiq.models import QueueSettings
 
 
@@ -98,46 +104,69 @@ def test_new_settings_clamp_the_partition_count(fake_clock: FakeClock) -> None:
     assert len(parts.partitions) == 2
 
 
-def _run_merge(
-    stored: list[int], ranges: list[tuple[int, int]], skip: set[int], want: int
-) -> list[int]:
-    keys = sorted(stored)
-    merge = StripeMerge(ranges, skip, want)
-    rounds = 0
-    while wanted := merge.requests():
-        rounds += 1
-        assert rounds < 1000
-        for lane, lo, hi, limit in wanted:
-            merge.feed(lane, [k for k in keys if lo <= k <= hi][:limit])
-    return merge.result
+class Cursor:
+    """Drive a PartitionCursor against an in-memory sorted key set."""
+
+    def __init__(self, part: Partition, keys: set[int]) -> None:
+        self.keys = keys
+        self.cursor = PartitionCursor(part, 0.0)
+
+    def take(self, want: int, skip: set[int]) -> list[int]:
+        self.cursor.take(want, skip)
+        rounds = 0
+        while wanted := self.cursor.requests():
+            rounds += 1
+            assert rounds < 1000
+            ordered = sorted(self.keys)
+            for lane, lo, hi, limit in wanted:
+                self.cursor.feed(lane, [k for k in ordered if lo <= k <= hi][:limit])
+        return self.cursor.result
 
 
 @given(
-    count=st.integers(0, 400),
-    want=st.integers(1, 120),
+    script=st.lists(
+        st.tuples(st.sampled_from(["publish", "take", "expire", "delete"]), st.integers(1, 60)),
+        max_size=30,
+    ),
     seed=st.integers(0, 2**32),
-    skip_share=st.floats(0, 0.9),
 )
 @settings(max_examples=150, deadline=None)
-def test_merge_returns_the_oldest_visible_messages_of_a_partition(
-    count: int, want: int, seed: int, skip_share: float
+def test_cursor_hands_out_the_oldest_visible_messages_first(
+    script: list[tuple[str, int]], seed: int
 ) -> None:
-    # Given messages published over time into random stripes, some of them leased
+    # Given a partition, messages published over time and a lease table
     rng = random.Random(seed)
-    ids = IdGenerator(rng=rng).many(count)
+    gen = IdGenerator(rng=rng)
     part = layout(0, ID_MAX, 4)[rng.randrange(4)]
-    inside = [i for i in ids if i in part]
-    skip = {i for i in inside if rng.random() < skip_share}
-    # When a receive merges the partition's stripes
-    got = _run_merge(ids, list(part.ranges), skip, want)
-    # Then it gets exactly the oldest visible ones, oldest first
-    visible = [i for i in inside if i not in skip]  # publish order
-    assert got == visible[:want]
-    assert [seq_of(i) for i in got] == sorted(seq_of(i) for i in got)
+    stored: set[int] = set()
+    leased: set[int] = set()
+    walk = Cursor(part, stored)
+    for op, n in script:
+        if op == "publish":
+            fresh = [i for i in gen.many(n * 4) if i in part]
+            stored.update(fresh)
+            walk.cursor.touch(fresh)
+        elif op == "take":
+            # When a receive takes from the cursor
+            got = walk.take(n, leased)
+            # Then it gets exactly the oldest visible ones, oldest first
+            visible = sorted((i for i in stored if i not in leased), key=seq_of)
+            assert got == visible[:n]
+            leased.update(got)
+        elif op == "expire":
+            ended = rng.sample(sorted(leased), min(n, len(leased)))
+            leased.difference_update(ended)
+            walk.cursor.offer_again(ended)
+        else:
+            gone = rng.sample(sorted(leased), min(n, len(leased)))
+            leased.difference_update(gone)
+            stored.difference_update(gone)
 
 
-def test_merge_over_every_stripe_of_a_whole_keyspace() -> None:
+def test_cursor_over_every_stripe_of_the_whole_keyspace() -> None:
     ids = IdGenerator(rng=random.Random(3)).many(5000)
     (part,) = layout(0, ID_MAX, 1)
     assert len(part.ranges) == STRIPES
-    assert _run_merge(ids, list(part.ranges), set(), 100) == ids[:100]
+    walk = Cursor(part, set(ids))
+    assert walk.take(100, set()) == ids[:100]
+    assert walk.take(100, set()) == ids[100:200]

@@ -1,0 +1,189 @@
+"""Dynamiq as a system of the shared W1 driver (``peers.py --plugin bench/peers_plugin.py``).
+
+The producer publishes W1 bodies in v2 batches of ``--batch`` messages with at
+most ``--window`` unacknowledged messages (window / batch requests in flight);
+each 200 means every message of the batch is fsynced. The consumer long-polls
+receives of ``--batch`` and deletes every id it got, the delete of one batch
+travelling together with the next receive (as the Redis consumer pipelines its
+XACK/XDEL with the next XREADGROUP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import peers  # type: ignore[import-not-found]  # provided by the driver that loads this file
+
+ROOT = Path(__file__).resolve().parents[1]
+PORT = 18181
+
+
+def _python() -> str:
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def _http(method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", data=data, method=method)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read() or b"null")
+
+
+def _loop_run(coro: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+class Dynamiq(peers.Adapter):  # type: ignore[misc]
+    name = "dynamiq"
+    port = PORT
+
+    def settings(self) -> str:
+        return (f"embedded LMDB, fsync per group commit; v2 publish batches of {self.batch}, "
+                f"{max(1, self.window // self.batch)} requests in flight; receive {self.batch} "
+                f"with wait_seconds=1 + delete of every id, pipelined with the next receive")
+
+    def reset(self, tag: str) -> str:
+        name = f"w1-{tag}-{os.getpid()}-{time.monotonic_ns()}"
+        _http("PUT", f"/v2/queues/{name}", {"visibility_timeout": 300})
+        return name
+
+    def depth(self, q: str) -> int:
+        return int(_http("GET", f"/v2/queues/{q}")["stats"]["depth"])
+
+    def produce(self, q: str, n: int, rate: float | None, ready: Any, go: Any) -> dict[str, Any]:
+        return _loop_run(self._produce(q, n, rate, ready, go))  # type: ignore[no-any-return]
+
+    def consume(self, q: str, n: int, latency: bool, ready: Any, go: Any) -> dict[str, Any]:
+        return _loop_run(self._consume(q, n, latency, ready, go))  # type: ignore[no-any-return]
+
+    async def _produce(self, q: str, n: int, rate: float | None, ready: Any,
+                       go: Any) -> dict[str, Any]:
+        import aiohttp
+        import msgspec
+
+        encode = msgspec.json.Encoder().encode
+        bodies = peers.Bodies(self.size)
+        url = f"http://127.0.0.1:{PORT}/v2/queues/{q}/messages"
+        headers = {"Content-Type": "application/json"}
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            async with session.get(f"http://127.0.0.1:{PORT}/v2/queues/{q}") as r:
+                await r.read()
+
+            async def send(first: int, count: int) -> None:
+                msgs = [{"body": bodies.make(i).decode()} for i in range(first, first + count)]
+                async with session.post(url, data=encode({"messages": msgs}),
+                                        headers=headers) as response:
+                    await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"publish failed: HTTP {response.status}")
+
+            clock = peers.Clock()
+            await asyncio.to_thread(clock.start, ready, go, self.timeout)
+            sent, err = 0, None
+            if rate is None:
+                slots = asyncio.Semaphore(max(1, self.window // self.batch))
+                tasks = []
+
+                async def slot(first: int, count: int) -> None:
+                    async with slots:
+                        await send(first, count)
+
+                while sent < n:
+                    k = min(self.batch, n - sent)
+                    tasks.append(asyncio.ensure_future(slot(sent, k)))
+                    sent += k
+                    if len(tasks) >= 64:
+                        await asyncio.gather(*tasks)
+                        tasks = []
+                        if clock.expired():
+                            err = "timeout"
+                            break
+                await asyncio.gather(*tasks)
+            else:
+                while sent < n and not clock.expired():
+                    k = min(peers.due_count(clock.t0, rate, n) - sent, self.batch)
+                    if k <= 0:
+                        await asyncio.sleep(max(0.0, clock.t0 + sent / rate - time.monotonic()))
+                        continue
+                    await send(sent, k)
+                    sent += k
+                if sent < n:
+                    err = "timeout"
+            return clock.stop(count=sent, error=err)  # type: ignore[no-any-return]
+
+    async def _consume(self, q: str, n: int, latency: bool, ready: Any,
+                       go: Any) -> dict[str, Any]:
+        import aiohttp
+        import msgspec
+
+        encode = msgspec.json.Encoder().encode
+        decode = msgspec.json.Decoder().decode
+        base = f"http://127.0.0.1:{PORT}/v2/queues/{q}"
+        headers = {"Content-Type": "application/json"}
+        receive_body = encode({"max_messages": self.batch, "wait_seconds": 1})
+        rec = peers.Recv(n, latency)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def post(path: str, body: bytes) -> Any:
+                async with session.post(base + path, data=body, headers=headers) as response:
+                    raw = await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"{path} failed: HTTP {response.status}")
+                    return decode(raw)
+
+            async def delete(ids: list[str]) -> None:
+                if ids:
+                    await post("/delete", encode({"ids": ids}))
+
+            async with session.get(base) as warm:  # connect without leasing anything
+                await warm.read()
+            clock = peers.Clock()
+            await asyncio.to_thread(clock.start, ready, go, self.timeout)
+            ids: list[str] = []
+            err = None
+            while not rec.done:
+                if clock.expired():
+                    err = "timeout"
+                    break
+                _, got = await asyncio.gather(delete(ids), post("/receive", receive_body))
+                ids = []
+                for m in got["messages"]:
+                    rec.on(m["body"].encode())
+                    ids.append(m["id"])
+            await delete(ids)
+            return clock.stop(  # type: ignore[no-any-return]
+                count=rec.count, dups=rec.dups, lats=rec.lats, error=err)
+
+    def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
+        d = os.path.join(datadir, "dynamiq")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        log = open(os.path.join(d, "node.log"), "wb")  # noqa: SIM115 - lives as long as the node
+        cmd = [_python(), "-m", "dynamiq", "serve", "--core-httpport", str(PORT),
+               "--storage-path", d, "--core-loglevelstring", "warn"]
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        if not peers.wait_port(PORT, 30):
+            peers._stop_popen(p)
+            raise RuntimeError("dynamiq did not start")
+        return p
+
+    def stop_server(self, handle: subprocess.Popen[bytes]) -> None:
+        peers._stop_popen(handle)
+
+
+ADAPTERS = {"dynamiq": Dynamiq}
