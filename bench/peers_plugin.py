@@ -52,9 +52,11 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     port = PORT
 
     def settings(self) -> str:
-        return (f"embedded LMDB, fsync per group commit; v2 publish batches of {self.batch}, "
-                f"{max(1, self.window // self.batch)} requests in flight; receive {self.batch} "
-                f"with wait_seconds=1 + delete of every id, pipelined with the next receive")
+        return (
+            f"embedded LMDB, fsync per group commit; v2 publish batches of {self.batch}, "
+            f"{max(1, self.window // self.batch)} requests in flight; receive {self.batch} "
+            f"with wait_seconds=1 + delete of every id, pipelined with the next receive"
+        )
 
     def reset(self, tag: str) -> str:
         name = f"w1-{tag}-{os.getpid()}-{time.monotonic_ns()}"
@@ -70,8 +72,9 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     def consume(self, q: str, n: int, latency: bool, ready: Any, go: Any) -> dict[str, Any]:
         return _loop_run(self._consume(q, n, latency, ready, go))  # type: ignore[no-any-return]
 
-    async def _produce(self, q: str, n: int, rate: float | None, ready: Any,
-                       go: Any) -> dict[str, Any]:
+    async def _produce(
+        self, q: str, n: int, rate: float | None, ready: Any, go: Any
+    ) -> dict[str, Any]:
         import aiohttp
         import msgspec
 
@@ -86,8 +89,9 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
             async def send(first: int, count: int) -> None:
                 msgs = [{"body": bodies.make(i).decode()} for i in range(first, first + count)]
-                async with session.post(url, data=encode({"messages": msgs}),
-                                        headers=headers) as response:
+                async with session.post(
+                    url, data=encode({"messages": msgs}), headers=headers
+                ) as response:
                     await response.read()
                     if response.status != 200:
                         raise RuntimeError(f"publish failed: HTTP {response.status}")
@@ -126,8 +130,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                     err = "timeout"
             return clock.stop(count=sent, error=err)  # type: ignore[no-any-return]
 
-    async def _consume(self, q: str, n: int, latency: bool, ready: Any,
-                       go: Any) -> dict[str, Any]:
+    async def _consume(self, q: str, n: int, latency: bool, ready: Any, go: Any) -> dict[str, Any]:
         import aiohttp
         import msgspec
 
@@ -167,15 +170,26 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                     ids.append(m["id"])
             await delete(ids)
             return clock.stop(  # type: ignore[no-any-return]
-                count=rec.count, dups=rec.dups, lats=rec.lats, error=err)
+                count=rec.count, dups=rec.dups, lats=rec.lats, error=err
+            )
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         log = open(os.path.join(d, "node.log"), "wb")  # noqa: SIM115 - lives as long as the node
-        cmd = [_python(), "-m", "dynamiq", "serve", "--core-httpport", str(PORT),
-               "--storage-path", d, "--core-loglevelstring", "warn"]
+        cmd = [
+            _python(),
+            "-m",
+            "dynamiq",
+            "serve",
+            "--core-httpport",
+            str(PORT),
+            "--storage-path",
+            d,
+            "--core-loglevelstring",
+            "warn",
+        ]
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         if not peers.wait_port(PORT, 30):
             peers._stop_popen(p)

@@ -1,8 +1,9 @@
 """Message ids and keyspace arithmetic.
 
 An id is a non-negative int64: ``stripe << SEQ_BITS | seq``. The stripe (top
-``STRIPE_BITS`` bits) is drawn uniformly at random, so ids spread evenly over
-``[0, 2^63-1]`` and every node's slice gets its share. The seq (low bits) is a
+``STRIPE_BITS`` bits) is drawn uniformly at random for each published batch,
+so ids spread evenly over ``[0, 2^63-1]`` and every node's slice gets its
+share. The seq (low bits) is a
 microsecond timestamp made strictly increasing per generator, so inside one
 stripe ids sort oldest-first. Partitions are unions of whole stripes, and a
 receive merges its stripes by seq (see ``partitions``), which gives
@@ -76,5 +77,15 @@ class IdGenerator:
         return (self._rng.getrandbits(STRIPE_BITS) << SEQ_BITS) | seq
 
     def many(self, count: int) -> list[int]:
-        """Return ``count`` new ids, in seq order."""
-        return [self.next() for _ in range(count)]
+        """Return ``count`` new ids of one random stripe, in seq order.
+
+        A batch stays in one stripe: stored side by side, its messages are
+        written, read and deleted as a few neighbouring pages instead of one
+        page each; batches still spread evenly over the keyspace.
+        """
+        first = max(self._clock_us() - EPOCH_US, self._last + 1)
+        if first + count > SEQ_MASK:
+            first = 0  # the seq space lasts until 3162; wrap rather than overflow
+        self._last = first + count - 1
+        stripe = self._rng.getrandbits(STRIPE_BITS) << SEQ_BITS
+        return [stripe | seq for seq in range(first, first + count)]

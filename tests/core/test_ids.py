@@ -34,8 +34,8 @@ def test_ids_are_unique_and_seq_ordered_even_when_the_clock_stalls_or_steps_back
         return now[0]
 
     gen = IdGenerator(clock, random.Random(seed))
-    # When ids are drawn
-    ids = [gen.next() for _ in ticks]
+    # When ids are drawn, one by one and in batches
+    ids = [i for t in ticks for i in (gen.many(t) if t % 2 else [gen.next()])]
     # Then they are unique and their seq strictly increases: oldest-first in every stripe
     seqs = [seq_of(i) for i in ids]
     assert len(set(ids)) == len(ids)
@@ -43,15 +43,17 @@ def test_ids_are_unique_and_seq_ordered_even_when_the_clock_stalls_or_steps_back
 
 
 def test_ids_spread_evenly_over_the_keyspace() -> None:
-    ids = IdGenerator(rng=random.Random(7)).many(256_000)
+    gen = IdGenerator(rng=random.Random(7))
+    ids = [i for _ in range(128_000) for i in gen.many(2)]
     # Sixteen equal slices of [0, 2^63-1] (a 16-node cluster) each get a fair share.
     per_slice = [0] * 16
     for i in ids:
         per_slice[i * 16 // (ID_MAX + 1)] += 1
     expected = len(ids) / 16
-    assert all(abs(n - expected) / expected < 0.03 for n in per_slice), per_slice
-    # And every stripe is used.
+    assert all(abs(n - expected) / expected < 0.05 for n in per_slice), per_slice
+    # And every stripe is used, while each batch stays in one stripe.
     assert len({stripe_of(i) for i in ids}) == STRIPES
+    assert all(len({stripe_of(i) for i in gen.many(50)}) == 1 for _ in range(10))
 
 
 def test_stripe_ranges_tile_the_keyspace() -> None:
