@@ -1,0 +1,95 @@
+"""Node memory against queue depth: RSS with 10k, 100k and 1M queued messages.
+
+    python -m bench.rss [--top 1000000]
+
+Starts a node on a scratch directory, fills one queue with 1 KB messages
+(receiving and deleting a batch at each level so the receive path's state is
+in memory too), and prints the node's VmRSS with its anonymous and
+file-backed parts. File-backed pages are the LMDB map, which the kernel can
+drop at any time; anonymous memory is the process's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dynamiq.client import AsyncClient
+
+
+def _status(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = int(value.split()[0]) // 1024
+    return out
+
+
+async def _fill(url: str, pid: int, levels: list[int]) -> list[tuple[int, dict[str, int]]]:
+    body = '{"pad":"' + "x" * 1012 + '"}'
+    rows = []
+    async with AsyncClient(url) as client:
+        await client.create_queue("rss", visibility_timeout=600)
+        depth = 0
+        for level in levels:
+            while depth < level:
+                k = min(10_000, level - depth)
+                await asyncio.gather(
+                    *(client.publish("rss", [body] * 100) for _ in range(k // 100))
+                )
+                depth += k
+            got = await client.receive("rss", 100)
+            await client.delete("rss", [m.id for m in got])
+            await client.publish("rss", [body] * len(got))
+            rows.append((level, _status(pid)))
+    return rows
+
+
+def main() -> None:
+    """Fill a queue level by level and print the node's memory at each."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--top", type=int, default=1_000_000)
+    ap.add_argument("--port", type=int, default=18182)
+    args = ap.parse_args()
+    levels = [lvl for lvl in (10_000, 100_000, 1_000_000) if lvl <= args.top]
+    with tempfile.TemporaryDirectory() as tmp:
+        node = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dynamiq",
+                "serve",
+                "--storage-path",
+                tmp,
+                "--core-httpport",
+                str(args.port),
+                "--core-loglevelstring",
+                "warn",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert node.stdout is not None
+            url = node.stdout.readline().split("serving ")[1].split(";")[0]
+            rows = asyncio.run(_fill(url, node.pid, levels))
+        finally:
+            node.terminate()
+            node.wait(30)
+    print("queued      VmRSS MB   RssAnon MB   RssFile MB")
+    for level, mem in rows:
+        print(f"{level:>9,} {mem['VmRSS']:>10} {mem['RssAnon']:>12} {mem['RssFile']:>12}")
+    first, last = rows[0][1], rows[-1][1]
+    print(
+        f"anonymous memory {levels[-1]:,} / {levels[0]:,} queued: "
+        f"{last['RssAnon'] / first['RssAnon']:.2f}x; VmRSS {last['VmRSS'] / first['VmRSS']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
