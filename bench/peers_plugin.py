@@ -3,9 +3,10 @@
 The producer publishes W1 bodies in v2 batches of ``--batch`` messages with at
 most ``--window`` unacknowledged messages (window / batch requests in flight);
 each 200 means every message of the batch is fsynced. The consumer long-polls
-receives of ``--batch`` and deletes every id it got, the delete of one batch
-travelling together with the next receive (as the Redis consumer pipelines its
-XACK/XDEL with the next XREADGROUP).
+receives of ``--batch`` and deletes every id it got in one request per batch;
+it receives the next batch while up to ``DELETES_IN_FLIGHT`` deletes wait for
+their commit (as AMQP consumers ack without waiting), and waits for every
+delete before it reports.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import peers  # type: ignore[import-not-found]  # provided by the driver that lo
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT = 18181
+# Deletes a consumer keeps in flight while it receives the next batch.
+DELETES_IN_FLIGHT = 4
 
 
 def _python() -> str:
@@ -157,21 +160,34 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                 await warm.read()
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
-            ids: list[str] = []
+            in_flight = asyncio.Semaphore(DELETES_IN_FLIGHT)
+            pending: set[asyncio.Task[None]] = set()
+
+            async def delete_soon(ids: list[str]) -> None:
+                async with in_flight:
+                    await delete(ids)
+
             err = None
             while not rec.done:
                 if clock.expired():
                     err = "timeout"
                     break
-                _, got = await asyncio.gather(delete(ids), post("/receive", receive_body))
+                got = await post("/receive", receive_body)
                 ids = []
                 for m in got["messages"]:
                     rec.on(m["body"].encode())
                     ids.append(m["id"])
-            await delete(ids)
+                if ids:
+                    # Deleted messages stay leased until their delete commits, so
+                    # the next receive need not wait for it (as AMQP acks go).
+                    await in_flight.acquire()
+                    in_flight.release()
+                    task = asyncio.ensure_future(delete_soon(ids))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+            await asyncio.gather(*pending)
             return clock.stop(  # type: ignore[no-any-return]
-                count=rec.count, dups=rec.dups, lats=rec.lats, error=err
-            )
+                count=rec.count, dups=rec.dups, lats=rec.lats, error=err)
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")

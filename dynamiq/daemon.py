@@ -48,6 +48,7 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
     janitor = Janitor(catalog, queues, settings.core.syncconfiginterval / 1000)
     app = build_app(
         Services(
+            store=store,
             catalog=catalog,
             queues=queues,
             topics=TopicService(catalog, queues),

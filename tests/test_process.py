@@ -80,3 +80,22 @@ def test_a_second_signal_exits_at_once(node_factory: type[NodeProcess]) -> None:
     assert node.wait(5) != 0
     assert time.monotonic() - started < 3
     stuck.close()
+
+
+def test_two_processes_share_one_data_directory(node_factory: type[NodeProcess]) -> None:
+    # Given two nodes on one directory, reloading configuration every 100 ms
+    a = node_factory("--core-syncconfiginterval", "100").start()
+    b = node_factory("--core-syncconfiginterval", "100", data=a.data).start()
+    with Client(a.url) as first, Client(b.url) as second:
+        # When a queue is created and filled through the first
+        first.create_queue("shared")
+        deadline = time.monotonic() + 5
+        while "shared" not in second.queues():
+            assert time.monotonic() < deadline, "the queue never appeared on the second node"
+            time.sleep(0.05)
+        ids = first.publish("shared", [f"m{i}" for i in range(10)])
+        # Then the second node serves its messages
+        got: list[Message] = []
+        while len(got) < 10 and time.monotonic() < deadline + 5:
+            got += second.receive("shared", 10, wait_seconds=2)
+        assert sorted(m.id for m in got) == sorted(ids)

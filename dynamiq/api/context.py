@@ -11,6 +11,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
+from dynamiq.storage.base import StorageBackend
 
 __all__ = ["SERVICES", "Services"]
 
@@ -19,6 +20,7 @@ __all__ = ["SERVICES", "Services"]
 class Services:
     """The engine as the HTTP layer sees it."""
 
+    store: StorageBackend
     catalog: Catalog
     queues: QueueService
     topics: TopicService

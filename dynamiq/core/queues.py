@@ -52,7 +52,7 @@ class _QueueState:
 
     def cursor(self, part: Partition, now: float) -> PartitionCursor:
         cursor = self.cursors.get(part.index)
-        if cursor is None or cursor.part != part or now - cursor.born >= CURSOR_SECONDS:
+        if cursor is None or cursor.part is not part or now - cursor.born >= CURSOR_SECONDS:
             cursor = self.cursors[part.index] = PartitionCursor(part, now)
         return cursor
 

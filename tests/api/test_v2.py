@@ -203,3 +203,20 @@ async def test_queue_admin(http: Http, spec: dict[str, Any]) -> None:
     assert await call(http, spec, "GET", "/v2/queues", 200) == {"queues": ["adm"]}
     await call(http, spec, "DELETE", "/v2/queues/adm", 200)
     assert (await call(http, spec, "GET", "/v2/queues/adm", 404))["error"] == "QUEUE_NOT_FOUND"
+
+
+async def test_a_store_failure_is_503_with_retry_after(http: Http) -> None:
+    from dynamiq.api.context import SERVICES
+
+    await http.put("/v2/queues/down")
+    await http.app[SERVICES].store.close()  # type: ignore[index]
+    for method, path, body in [
+        ("POST", "/v2/queues/down/messages", {"messages": [{"body": "x"}]}),
+        ("POST", "/v2/queues/down/receive", {}),
+        ("PUT", "/v1/queues/down/message", None),
+    ]:
+        response = await http.request(method, path, json=body)
+        assert response.status == 503, await response.text()
+        assert response.headers["Retry-After"].isdigit()
+        assert (await response.json())["code" if path.startswith("/v1") else "error"] == (
+            "BACKEND_UNAVAILABLE")

@@ -218,3 +218,13 @@ def test_a_leased_message_is_never_returned_twice_inside_its_lease(
                 await catalog.configure_queue("q", {"min_partitions": n})
 
     _run(scenario)
+
+
+async def test_a_first_delivery_writes_nothing_to_the_store(
+    engine: Engine, store: LmdbBackend
+) -> None:
+    _, queues, _ = engine
+    await queues.publish("q", [b"m"] * 20)
+    commits = store.commits
+    assert len(await queues.receive("q", 20)) == 20
+    assert store.commits == commits
