@@ -1,8 +1,9 @@
 """Dynamiq as a system of the shared W1 driver (``peers.py --plugin bench/peers_plugin.py``).
 
-The producer publishes W1 bodies in v2 batches of ``--batch`` messages with at
-most ``--window`` unacknowledged messages (window / batch requests in flight);
-each 200 means every message of the batch is fsynced. The consumer long-polls
+The producer publishes W1 bodies in v2 batches with at most ``--window``
+unacknowledged messages (``PUBLISH_REQUESTS`` requests of window /
+``PUBLISH_REQUESTS`` messages in flight); each 200 means every message of the
+batch is fsynced. The consumer long-polls
 receives of ``--batch`` and deletes every id it got in one request per batch;
 it receives the next batch while up to ``DELETES_IN_FLIGHT`` deletes wait for
 their commit (as AMQP consumers ack without waiting), and waits for every
@@ -28,6 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PORT = 18181
 # Deletes a consumer keeps in flight while it receives the next batch.
 DELETES_IN_FLIGHT = 4
+# The producer's window is split into this many publish requests (as the
+# Redis producer pipelines its whole window in one round trip): one is
+# committed while the next is parsed.
+PUBLISH_REQUESTS = 2
 
 
 def _python() -> str:
@@ -56,8 +61,9 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
     def settings(self) -> str:
         return (
-            f"embedded LMDB, fsync per group commit; v2 publish batches of {self.batch}, "
-            f"{max(1, self.window // self.batch)} requests in flight; receive {self.batch} "
+            f"embedded LMDB, fsync per group commit; v2 publish batches of "
+            f"{self.window // PUBLISH_REQUESTS}, {PUBLISH_REQUESTS} requests in flight; "
+            f"receive {self.batch} "
             f"with wait_seconds=1 + delete of every id, pipelined with the next receive"
         )
 
@@ -103,7 +109,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
             sent, err = 0, None
             if rate is None:
-                slots = asyncio.Semaphore(max(1, self.window // self.batch))
+                per_request = max(1, self.window // PUBLISH_REQUESTS)
+                slots = asyncio.Semaphore(PUBLISH_REQUESTS)
                 tasks = []
 
                 async def slot(first: int, count: int) -> None:
@@ -111,7 +118,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                         await send(first, count)
 
                 while sent < n:
-                    k = min(self.batch, n - sent)
+                    k = min(per_request, n - sent)
                     tasks.append(asyncio.ensure_future(slot(sent, k)))
                     sent += k
                     if len(tasks) >= 64:
@@ -187,7 +194,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                     task.add_done_callback(pending.discard)
             await asyncio.gather(*pending)
             return clock.stop(  # type: ignore[no-any-return]
-                count=rec.count, dups=rec.dups, lats=rec.lats, error=err)
+                count=rec.count, dups=rec.dups, lats=rec.lats, error=err
+            )
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")

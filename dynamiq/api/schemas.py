@@ -32,7 +32,8 @@ __all__ = [
 ]
 
 Encoding = Literal["utf-8", "base64"]
-IdText = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,19}$", description="a message id")]
+# Checked by the handler (parse_id), once: decimal digits in [0, 2^63-1].
+IdText = Annotated[str, msgspec.Meta(description="a message id: decimal digits, < 2^63")]
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -23,6 +23,7 @@ from collections.abc import Callable
 __all__ = [
     "ID_MAX",
     "SEQ_BITS",
+    "SEQ_MASK",
     "STRIPES",
     "STRIPE_BITS",
     "IdGenerator",

@@ -18,8 +18,11 @@ class LeaseTable:
 
     def __init__(self) -> None:
         self._deadline: dict[int, float] = {}
-        # (deadline, id); entries go stale on release and are dropped lazily.
-        self._heap: list[tuple[float, int]] = []
+        # (deadline, seq, ids): one entry per acquired batch; an id whose lease
+        # was released or renewed since is skipped when its entry comes up.
+        self._heap: list[tuple[float, int, tuple[int, ...]]] = []
+        self._entries = 0
+        self._held = 0  # ids in the heap, live or stale
 
     def __len__(self) -> int:
         return len(self._deadline)
@@ -36,9 +39,12 @@ class LeaseTable:
             if current is not None and current > now:
                 continue
             self._deadline[message_id] = deadline
-            heapq.heappush(self._heap, (deadline, message_id))
             taken.append(message_id)
-        self._compact()
+        if taken:
+            self._entries += 1
+            heapq.heappush(self._heap, (deadline, self._entries, tuple(taken)))
+            self._held += len(taken)
+            self._compact()
         return taken
 
     def release(self, ids: Iterable[int]) -> None:
@@ -51,17 +57,20 @@ class LeaseTable:
         ids = list(self._deadline)
         self._deadline.clear()
         self._heap.clear()
+        self._held = 0
         return ids
 
     def expire(self, now: float) -> list[int]:
         """End the leases whose deadline has passed; return their ids."""
         expired: list[int] = []
-        heap = self._heap
+        heap, leases = self._heap, self._deadline
         while heap and heap[0][0] <= now:
-            deadline, message_id = heapq.heappop(heap)
-            if self._deadline.get(message_id) == deadline:
-                del self._deadline[message_id]
-                expired.append(message_id)
+            deadline, _, ids = heapq.heappop(heap)
+            self._held -= len(ids)
+            for message_id in ids:
+                if leases.get(message_id) == deadline:
+                    del leases[message_id]
+                    expired.append(message_id)
         return expired
 
     def next_deadline(self) -> float | None:
@@ -69,8 +78,13 @@ class LeaseTable:
         return self._heap[0][0] if self._heap else None
 
     def _compact(self) -> None:
-        # Deleted messages leave stale heap entries until their deadline; rebuild
-        # when they outnumber live ones so memory follows in-flight, not throughput.
-        if len(self._heap) > 2 * len(self._deadline) + 1024:
-            self._heap = [(d, i) for i, d in self._deadline.items()]
+        # Deleted messages leave stale ids in the heap until their deadline;
+        # rebuild when they outnumber live ones so memory follows in-flight
+        # messages, not throughput.
+        if self._held > 2 * len(self._deadline) + 1024:
+            by_deadline: dict[float, list[int]] = {}
+            for message_id, deadline in self._deadline.items():
+                by_deadline.setdefault(deadline, []).append(message_id)
+            self._heap = [(d, i, tuple(ids)) for i, (d, ids) in enumerate(by_deadline.items())]
             heapq.heapify(self._heap)
+            self._held = len(self._deadline)

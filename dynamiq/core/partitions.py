@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
-from dynamiq.core.ids import STRIPE_BITS, seq_of, stripe_of, stripe_range
+from dynamiq.core.ids import SEQ_MASK, STRIPE_BITS, seq_of, stripe_of, stripe_range
 from dynamiq.models import QueueSettings
 
 __all__ = [
@@ -42,6 +42,7 @@ LANE_READ_MIN = 4
 LANE_READ_MAX = 256
 
 KeyRange = tuple[int, int]
+_END = (1 << 64, 0)  # after every (seq, id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +139,10 @@ class PartitionSet:
         if ids is None:
             self._empty_until = [0.0] * len(self._parts)
             return
-        for message_id in ids:
-            for part in self._parts:
-                if message_id in part:
-                    self._empty_until[part.index] = 0.0
-                    break
+        first, owner = stripe_of(self._parts[0].lo), self._owner
+        for stripe in {stripe_of(message_id) for message_id in ids}:
+            if 0 <= stripe - first < len(owner):
+                self._empty_until[owner[stripe - first]] = 0.0
 
     def _max_count(self) -> int:
         return min(self._settings.max_partitions, stripe_of(self._hi) - stripe_of(self._lo) + 1)
@@ -162,6 +162,7 @@ class PartitionSet:
         self._generation += 1
         self._parts = layout(self._lo, self._hi, count, self._generation)
         n = len(self._parts)
+        self._owner = [p.index for p in self._parts for _ in p.ranges]  # stripe -> partition
         # Receives in progress keep their partition by index: busy counts carry
         # over (a retired index is simply dropped). A grown partition is new,
         # so it is the least recently used.
@@ -195,9 +196,10 @@ class PartitionCursor:
     may be the oldest.
 
     Ids handed out leave the cursor; those whose lease ends come back through
-    ``offer_again``. Publishes through this node reopen finished lanes
-    (``touch``). Anything else (another process publishing, a receive that
-    failed after taking ids) is caught up by replacing the cursor with a
+    ``offer_again``. Publishes through this node are appended to lanes read
+    to their end (``touch``), so a queue that keeps up needs no scan at all.
+    Anything else (another process publishing, a receive that failed after
+    taking ids) is caught up by replacing the cursor with a
     fresh one, which the caller does every ``CURSOR_SECONDS``.
     """
 
@@ -222,21 +224,31 @@ class PartitionCursor:
 
     def requests(self) -> list[tuple[int, int, int, int]]:
         """Advance the merge; return ``(lane, lo, hi, limit)`` scans still needed."""
-        heads, again, out = self._heads, self._again, self.result
-        while len(out) < self._want and not self._hungry and (heads or again):
+        heads, again = self._heads, self._again
+        while len(self.result) < self._want and not self._hungry and (heads or again):
             if again and (not heads or again[0] < heads[0][:2]):
-                _, message_id = heapq.heappop(again)
-            else:
-                _, message_id, index = heapq.heappop(heads)
-                self._lanes[index].buf.popleft()
-                self._push_head(index)
-            if message_id not in self._skip and message_id not in self._taken:
-                self._taken.add(message_id)
-                out.append(message_id)
-        if len(out) >= self._want:
+                self._emit(heapq.heappop(again)[1])
+                continue
+            index = heapq.heappop(heads)[2]
+            self._take_run(index, min(heads[0][:2] if heads else _END, again[0] if again else _END))
+            self._push_head(index)
+        if len(self.result) >= self._want:
             return []
         lanes = self._lanes
         return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in sorted(self._hungry)]
+
+    def _take_run(self, index: int, bound: tuple[int, int]) -> None:
+        # A published batch sits in one stripe: take the lane's keys while they
+        # are older than every other lane's head, not one heap operation each.
+        buf, want, emit = self._lanes[index].buf, self._want, self._emit
+        emit(buf.popleft())
+        while buf and len(self.result) < want and (buf[0] & SEQ_MASK, buf[0]) < bound:
+            emit(buf.popleft())
+
+    def _emit(self, message_id: int) -> None:
+        if message_id not in self._skip and message_id not in self._taken:
+            self._taken.add(message_id)
+            self.result.append(message_id)
 
     def feed(self, lane_index: int, keys: Sequence[int]) -> None:
         """Hand the cursor the ascending keys one requested scan returned."""
@@ -255,8 +267,8 @@ class PartitionCursor:
             if message_id in self.part:
                 heapq.heappush(self._again, (seq_of(message_id), message_id))
 
-    def touch(self, ids: Iterable[int]) -> None:
-        """Note ids just published into this partition."""
+    def touch(self, ids: Sequence[int]) -> None:
+        """Note ids just published into this partition, ascending per stripe."""
         for message_id in ids:
             if message_id not in self.part:
                 continue
@@ -265,10 +277,11 @@ class PartitionCursor:
             if message_id < lane.next_lo:  # behind the walk: offer it directly
                 heapq.heappush(self._again, (seq_of(message_id), message_id))
             elif lane.exhausted:
-                lane.exhausted = False
-                lane.limit = LANE_READ_MIN
-                if not lane.buf:
-                    self._hungry.add(index)
+                # The lane was read to its end: the id is its new end, no scan needed.
+                lane.buf.append(message_id)
+                lane.next_lo = message_id + 1
+                if len(lane.buf) == 1:
+                    self._push_head(index)
 
     def _push_head(self, index: int) -> None:
         lane = self._lanes[index]

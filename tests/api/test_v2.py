@@ -219,4 +219,5 @@ async def test_a_store_failure_is_503_with_retry_after(http: Http) -> None:
         assert response.status == 503, await response.text()
         assert response.headers["Retry-After"].isdigit()
         assert (await response.json())["code" if path.startswith("/v1") else "error"] == (
-            "BACKEND_UNAVAILABLE")
+            "BACKEND_UNAVAILABLE"
+        )
