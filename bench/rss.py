@@ -4,9 +4,10 @@
 
 Starts a node on a scratch directory, fills one queue with 1 KB messages
 (receiving and deleting a batch at each level so the receive path's state is
-in memory too), and prints the node's VmRSS with its anonymous and
-file-backed parts. File-backed pages are the LMDB map, which the kernel can
-drop at any time; anonymous memory is the process's own.
+in memory too), waits for one upkeep round, and prints the node's VmRSS with
+its anonymous and file-backed parts. File-backed pages are the LMDB map,
+which the kernel can drop at any time and which each upkeep round unmaps;
+anonymous memory is the process's own.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 from dynamiq.client import AsyncClient
+
+SETTLE_SECONDS = 2.5  # more than core.syncconfiginterval (2 s)
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -46,6 +49,7 @@ async def _fill(url: str, pid: int, levels: list[int]) -> list[tuple[int, dict[s
             got = await client.receive("rss", 100)
             await client.delete("rss", [m.id for m in got])
             await client.publish("rss", [body] * len(got))
+            await asyncio.sleep(SETTLE_SECONDS)  # one upkeep round (storage.maintain)
             rows.append((level, _status(pid)))
     return rows
 

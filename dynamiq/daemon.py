@@ -46,7 +46,7 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
         await store.close()
         raise
     queues = QueueService(store, catalog, clock or MonotonicClock())
-    janitor = Janitor(catalog, queues, settings.core.syncconfiginterval / 1000)
+    janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
     app = build_app(
         Services(
             store=store,

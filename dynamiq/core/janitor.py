@@ -9,6 +9,7 @@ import logging
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError
+from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Janitor"]
 
@@ -16,10 +17,13 @@ log = logging.getLogger("dynamiq.core")
 
 
 class Janitor:
-    """Keeps the cached catalog fresh and drops deleted queues' messages."""
+    """Keeps the cached catalog fresh, drops deleted queues' messages, tidies the store."""
 
-    def __init__(self, catalog: Catalog, queues: QueueService, interval: float) -> None:
+    def __init__(
+        self, catalog: Catalog, queues: QueueService, store: StorageBackend, interval: float
+    ) -> None:
         self._catalog = catalog
+        self._store = store
         self._queues = queues
         self._interval = interval
         self._kicked = asyncio.Event()
@@ -29,11 +33,12 @@ class Janitor:
         self._kicked.set()
 
     async def run_once(self) -> None:
-        """Reload the catalog, forget deleted queues, drop their messages."""
+        """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
         await self._catalog.reload()
         self._queues.forget_dropped()
         for uid in await self._catalog.pending_drops():
             await self._catalog.finish_drop(uid)
+        await self._store.maintain()
 
     async def janitor_loop(self) -> None:
         """Run rounds every ``interval`` seconds or when kicked, until cancelled."""

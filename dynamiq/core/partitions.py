@@ -268,20 +268,28 @@ class PartitionCursor:
                 heapq.heappush(self._again, (seq_of(message_id), message_id))
 
     def touch(self, ids: Sequence[int]) -> None:
-        """Note ids just published into this partition, ascending per stripe."""
+        """Note ids just published into this partition; ``ids`` must be ascending."""
+        part = self.part
+        if ids and stripe_of(ids[0]) == stripe_of(ids[-1]) and ids[0] in part and ids[-1] in part:
+            # One batch (ascending, so every id between lies in the same stripe).
+            self._touch_lane(stripe_of(ids[0]) - self._first_stripe, ids)
+            return
         for message_id in ids:
-            if message_id not in self.part:
-                continue
-            index = stripe_of(message_id) - self._first_stripe
-            lane = self._lanes[index]
-            if message_id < lane.next_lo:  # behind the walk: offer it directly
+            if message_id in self.part:
+                self._touch_lane(stripe_of(message_id) - self._first_stripe, (message_id,))
+
+    def _touch_lane(self, index: int, ids: Sequence[int]) -> None:
+        lane = self._lanes[index]
+        if ids[0] < lane.next_lo:  # behind the walk: offer them directly
+            for message_id in ids:
                 heapq.heappush(self._again, (seq_of(message_id), message_id))
-            elif lane.exhausted:
-                # The lane was read to its end: the id is its new end, no scan needed.
-                lane.buf.append(message_id)
-                lane.next_lo = message_id + 1
-                if len(lane.buf) == 1:
-                    self._push_head(index)
+        elif lane.exhausted:
+            # The lane was read to its end: the ids are its new end, no scan needed.
+            was_empty = not lane.buf
+            lane.buf.extend(ids)
+            lane.next_lo = ids[-1] + 1
+            if was_empty:
+                self._push_head(index)
 
     def _push_head(self, index: int) -> None:
         lane = self._lanes[index]

@@ -58,8 +58,9 @@ class _QueueState:
 
     def published(self, ids: list[int]) -> None:
         self.partitions.wake(ids)
+        ascending = sorted(ids)
         for cursor in self.cursors.values():
-            cursor.touch(ids)
+            cursor.touch(ascending)
         self.notify()
 
     def expired(self, ids: list[int]) -> None:

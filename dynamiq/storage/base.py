@@ -79,6 +79,10 @@ class StorageBackend(Protocol):
         """Delete configuration keys; return how many existed."""
         ...
 
+    async def maintain(self) -> None:
+        """Do periodic housekeeping; called every configuration reload round."""
+        ...
+
     async def close(self) -> None:
         """Finish pending writes and release the store; idempotent."""
         ...

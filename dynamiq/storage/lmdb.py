@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import queue
 import struct
@@ -33,6 +34,7 @@ T = TypeVar("T")
 _KEY = struct.Struct(">Q")
 _COUNT = struct.Struct(">q")
 MAX_OPS_PER_COMMIT = 4096
+_MADV_DONTNEED = 4
 DROP_CHUNK = 10_000
 
 
@@ -119,17 +121,18 @@ class LmdbBackend:
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
         """Create objects durably, never overwriting; per item, whether it was stored."""
-        rows = [(_prefix(b), _prefix(b) + _KEY.pack(k), v) for b, k, v in items]
+        prefixes = {b: _prefix(b) for b in {b for b, _, _ in items}}
+        pack = _KEY.pack
+        rows = [(prefixes[b] + pack(k), v) for b, k, v in items]
 
         def apply(txn: Any) -> list[bool]:
-            stored = [
-                txn.put(key, value, overwrite=False, db=self._messages) for _, key, value in rows
-            ]
-            added: dict[bytes, int] = {}
-            for (prefix, _, _), ok in zip(rows, stored, strict=True):
-                added[prefix] = added.get(prefix, 0) + ok
-            for prefix, n in added.items():
-                self._add_count(txn, prefix, n)
+            put, db = txn.put, self._messages
+            stored = [put(key, value, overwrite=False, db=db) for key, value in rows]
+            added: dict[str, int] = {}
+            for (bucket, _, _), ok in zip(items, stored, strict=True):
+                added[bucket] = added.get(bucket, 0) + ok
+            for bucket, n in added.items():
+                self._add_count(txn, prefixes[bucket], n)
             return stored
 
         return await self._write(apply)
@@ -139,7 +142,8 @@ class LmdbBackend:
         prefix = _prefix(bucket)
 
         def read(txn: Any) -> list[bytes | None]:
-            return [txn.get(prefix + _KEY.pack(k), db=self._messages) for k in keys]
+            get, pack, db = txn.get, _KEY.pack, self._messages
+            return [get(prefix + pack(k), db=db) for k in keys]
 
         return self._read(read)
 
@@ -261,6 +265,19 @@ class LmdbBackend:
         rows = [k.encode() for k in keys]
         return await self._write(lambda txn: sum(txn.delete(k, db=self._meta) for k in rows))
 
+    async def maintain(self) -> None:
+        """Clear reader slots of dead processes; unmap pages this process touched.
+
+        Every page read through the map stays counted in this process's RSS
+        until the kernel needs the memory. Dropping the mappings (the pages
+        stay in the page cache; the next read maps them again) keeps RSS at
+        the working set instead of the data size.
+        """
+        if self._closed:
+            return
+        self._env.reader_check()
+        _drop_mapped_pages(self.path / "data.mdb")
+
     async def close(self) -> None:
         """Commit what is queued, stop the writer and close the environment."""
         if self._closed:
@@ -363,6 +380,21 @@ class LmdbBackend:
     def _adopt_map_size(self) -> None:
         with self._gate.exclusive():
             self._env.set_mapsize(0)
+
+
+def _drop_mapped_pages(data_file: Path) -> None:
+    """madvise(MADV_DONTNEED) this process's shared mappings of ``data_file`` (Linux)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return
+    target = str(data_file.resolve())
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == target and fields[1].startswith("r"):
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
 
 
 def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:

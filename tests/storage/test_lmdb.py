@@ -104,3 +104,27 @@ async def test_a_map_grown_by_another_process_is_adopted(tmp_path: Path) -> None
         assert await store.get("mine", [1, 2]) == [b"before", b"after"]
     finally:
         await store.close()
+
+
+def _rss_file_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+async def test_maintain_gives_back_the_pages_reads_mapped(tmp_path: Path) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 30)
+    try:
+        keys = list(range(40_000))
+        for start in range(0, len(keys), 4000):
+            await store.insert([("r", k, b"z" * 1024) for k in keys[start : start + 4000]])
+        before = _rss_file_mb()
+        assert len([v for v in await store.get("r", keys) if v]) == len(keys)
+        touched = _rss_file_mb()
+        assert touched - before > 20  # reading 40 MB mapped its pages
+        await store.maintain()
+        assert _rss_file_mb() < touched - 20
+        assert (await store.get("r", [123]))[0] == b"z" * 1024  # still readable
+    finally:
+        await store.close()
