@@ -3,10 +3,10 @@
 The producer publishes W1 bodies in v2 batches with at most ``--window``
 unacknowledged messages (``PUBLISH_REQUESTS`` requests of window /
 ``PUBLISH_REQUESTS`` messages in flight); each 200 means every message of the
-batch is fsynced. The consumer long-polls
-receives of ``--batch`` and deletes every id it got in one request per batch;
-it receives the next batch while up to ``DELETES_IN_FLIGHT`` deletes wait for
-their commit (as AMQP consumers ack without waiting), and waits for every
+batch is fsynced. The consumer keeps ``RECEIVERS`` long-poll receives of
+``--batch`` outstanding and deletes every id it got in one request per
+batch; it goes on receiving while up to ``DELETES_IN_FLIGHT`` deletes wait
+for their commit (as AMQP consumers ack without waiting), and waits for every
 delete before it reports.
 """
 
@@ -27,8 +27,12 @@ import peers  # type: ignore[import-not-found]  # provided by the driver that lo
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT = 18181
-# Deletes a consumer keeps in flight while it receives the next batch.
-DELETES_IN_FLIGHT = 4
+# Receive requests the consumer keeps outstanding, as the NATS consumer keeps
+# one or two pulls in flight.
+RECEIVERS = 2
+# Delete requests (batches) awaiting their commit while the consumer goes on
+# receiving: at most 1,000 messages, the same window as the producer's.
+DELETES_IN_FLIGHT = 10
 # The producer's window is split into this many publish requests (as the
 # Redis producer pipelines its whole window in one round trip): one is
 # committed while the next is parsed.
@@ -63,8 +67,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         return (
             f"embedded LMDB, fsync per group commit; v2 publish batches of "
             f"{self.window // PUBLISH_REQUESTS}, {PUBLISH_REQUESTS} requests in flight; "
-            f"receive {self.batch} "
-            f"with wait_seconds=1 + delete of every id, pipelined with the next receive"
+            f"{RECEIVERS} receives of {self.batch} outstanding (wait_seconds=1); one delete "
+            f"of every id per batch, up to {DELETES_IN_FLIGHT} awaiting their commit"
         )
 
     def reset(self, tag: str) -> str:
@@ -169,29 +173,33 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
             in_flight = asyncio.Semaphore(DELETES_IN_FLIGHT)
             pending: set[asyncio.Task[None]] = set()
+            errors: list[str] = []
 
-            async def delete_soon(ids: list[str]) -> None:
-                async with in_flight:
-                    await delete(ids)
+            async def receiver() -> None:
+                while not rec.done:
+                    if clock.expired():
+                        errors.append("timeout")
+                        break
+                    got = await post("/receive", receive_body)
+                    ids = []
+                    for m in got["messages"]:
+                        rec.on(m["body"].encode())
+                        ids.append(m["id"])
+                    if ids:
+                        # Deleted messages stay leased until their delete commits,
+                        # so the next receive need not wait for it (as AMQP acks go).
+                        await in_flight.acquire()
+                        task = asyncio.ensure_future(delete(ids))
+                        task.add_done_callback(lambda _: in_flight.release())
+                        pending.add(task)
+                        task.add_done_callback(pending.discard)
 
-            err = None
-            while not rec.done:
-                if clock.expired():
-                    err = "timeout"
-                    break
-                got = await post("/receive", receive_body)
-                ids = []
-                for m in got["messages"]:
-                    rec.on(m["body"].encode())
-                    ids.append(m["id"])
-                if ids:
-                    # Deleted messages stay leased until their delete commits, so
-                    # the next receive need not wait for it (as AMQP acks go).
-                    await in_flight.acquire()
-                    in_flight.release()
-                    task = asyncio.ensure_future(delete_soon(ids))
-                    pending.add(task)
-                    task.add_done_callback(pending.discard)
+            receivers = [asyncio.ensure_future(receiver()) for _ in range(RECEIVERS)]
+            await asyncio.wait(receivers, return_when=asyncio.FIRST_COMPLETED)
+            for task in receivers:  # the others may sit in a long poll nobody will answer
+                task.cancel()
+            await asyncio.gather(*receivers, return_exceptions=True)
+            err = errors[0] if errors else None
             await asyncio.gather(*pending)
             return clock.stop(  # type: ignore[no-any-return]
                 count=rec.count, dups=rec.dups, lats=rec.lats, error=err
