@@ -1,30 +1,29 @@
 # The same commands for people and CI: `make run`, `make test`.
-.PHONY: run test check lint pytest bench clean
+.PHONY: setup run test check pytest bench clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
 CONFIG ?= config/dynamiq.gcfg
 
-$(PY): setup.sh pyproject.toml
-	./setup.sh
-	@touch $(PY)
+setup:  ## create .venv and install (idempotent, quick when nothing changed)
+	@./setup.sh
 
-run: $(PY)  ## start one node on the embedded store at http://127.0.0.1:8081
+run: setup  ## start one node on the embedded store at http://127.0.0.1:8081
 	$(VENV)/bin/dynamiq serve -c $(CONFIG)
 
-test: $(PY) check pytest  ## the whole suite: style, types, layering, tests
+test: check pytest  ## the whole suite: style, types, layering, tests
 
-check: $(PY)
+check: setup
 	$(VENV)/bin/ruff check dynamiq tests bench
 	$(VENV)/bin/ruff format --check dynamiq tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-pytest: $(PY)
+pytest: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: $(PY)  ## workload W1 against one node, plus the raw store ceiling
-	$(PY) -m bench.w1
+bench: setup  ## workload W1 beside the raw store and the peers (see bench/README.md)
+	$(PY) -m bench.w1 $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -29,5 +29,11 @@ class Services:
     node_name: str
     node_host: str
 
+    async def delete_queue(self, name: str) -> None:
+        """Delete a queue now; its messages are dropped in the background."""
+        await self.catalog.delete_queue(name)
+        self.queues.forget_dropped()
+        self.janitor.kick()
+
 
 SERVICES = web.AppKey("services", Services)

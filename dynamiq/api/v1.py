@@ -154,10 +154,7 @@ async def configure_queue(request: web.Request) -> web.Response:
 
 async def delete_queue(request: web.Request) -> web.Response:
     """Delete a queue and its messages."""
-    svc = request.app[SERVICES]
-    await svc.catalog.delete_queue(request.match_info["queue"])
-    svc.queues.forget_dropped()
-    svc.janitor.kick()
+    await request.app[SERVICES].delete_queue(request.match_info["queue"])
     return json_response({"Deleted": True})
 
 

@@ -110,10 +110,7 @@ async def configure_queue(request: web.Request) -> web.Response:
 
 async def delete_queue(request: web.Request) -> web.Response:
     """Delete a queue and its messages."""
-    svc = request.app[SERVICES]
-    await svc.catalog.delete_queue(request.match_info["queue"])
-    svc.queues.forget_dropped()
-    svc.janitor.kick()
+    await request.app[SERVICES].delete_queue(request.match_info["queue"])
     return json_response({"deleted": True})
 
 
@@ -125,9 +122,7 @@ async def publish(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     name = request.match_info["queue"]
     svc.catalog.queue(name)
-    body = await read_json(request, PublishRequest)
-    _check_batch(len(body.messages), svc.limits.maxbatch)
-    ids = await svc.queues.publish(name, [decode_body(m) for m in body.messages])
+    ids = await svc.queues.publish(name, await _bodies(request, svc))
     return json_response(PublishResponse([str(i) for i in ids]))
 
 
@@ -171,6 +166,12 @@ async def peek(request: web.Request) -> web.Response:
     svc.catalog.queue(name)
     message = await svc.queues.peek(name, parse_id(request.match_info["id"]))
     return json_response(PeekResponse(encode_message(message)))
+
+
+async def _bodies(request: web.Request, svc: Services) -> list[bytes]:
+    body = await read_json(request, PublishRequest)
+    _check_batch(len(body.messages), svc.limits.maxbatch)
+    return [decode_body(m) for m in body.messages]
 
 
 def _check_batch(size: int, limit: int) -> None:
@@ -225,7 +226,5 @@ async def publish_topic(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     name = request.match_info["topic"]
     svc.catalog.topic(name)
-    body = await read_json(request, PublishRequest)
-    _check_batch(len(body.messages), svc.limits.maxbatch)
-    ids = await svc.topics.publish(name, [decode_body(m) for m in body.messages])
+    ids = await svc.topics.publish(name, await _bodies(request, svc))
     return json_response(TopicPublishResponse({q: [str(i) for i in v] for q, v in ids.items()}))

@@ -1,4 +1,4 @@
-"""Partitions of a node's slice, the least-recently-used choice, and the stripe merge (pure).
+"""Partitions of a node's slice and the least-recently-used choice among them (pure).
 
 A partition is a contiguous id range made of whole stripes (clipped to the
 node's slice). A queue has between ``min_partitions`` and ``max_partitions`` of
@@ -10,39 +10,21 @@ partition that is not known to be empty.
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections import deque
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
-from dynamiq.core.ids import SEQ_MASK, STRIPE_BITS, seq_of, stripe_of, stripe_range
+from dynamiq.core.ids import STRIPE_BITS, stripe_of, stripe_range
 from dynamiq.models import QueueSettings
 
-__all__ = [
-    "CURSOR_SECONDS",
-    "EMPTY_HINT_SECONDS",
-    "Partition",
-    "PartitionCursor",
-    "PartitionSet",
-    "layout",
-]
+__all__ = ["EMPTY_HINT_SECONDS", "KeyRange", "Partition", "PartitionSet", "layout"]
 
 # How long a partition found empty is skipped unless a local publish or an
 # expired lease says otherwise. Bounds how late a publish through another
 # process is noticed.
 EMPTY_HINT_SECONDS = 1.0
 
-# A cursor is replaced by a fresh walk this often, to see what it cannot be
-# told about (publishes through other processes sharing the store).
-CURSOR_SECONDS = 1.0
-# Keys read per lane refill: the first read is small (most stripes hold few
-# visible messages), then doubles while the lane keeps yielding.
-LANE_READ_MIN = 4
-LANE_READ_MAX = 256
-
 KeyRange = tuple[int, int]
-_END = (1 << 64, 0)  # after every (seq, id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,133 +153,6 @@ class PartitionSet:
         self._empty_until = [0.0] * n
         if grown:
             self._last_used[n - 1] = -math.inf
-
-
-class _Lane:
-    __slots__ = ("buf", "exhausted", "hi", "limit", "next_lo")
-
-    def __init__(self, lo: int, hi: int) -> None:
-        self.buf: deque[int] = deque()
-        self.next_lo, self.hi = lo, hi
-        self.limit = LANE_READ_MIN
-        self.exhausted = False
-
-
-class PartitionCursor:
-    """Where a partition's oldest-first walk stands, kept from one receive to the next.
-
-    Each range of the partition lies in one stripe, where id order is age
-    order, so the cursor keeps one lane per range: a buffer of the next keys,
-    read by range scans, and a heap of the lanes' heads. ``take`` runs the
-    merge: call ``take(want, skip)``, then ``requests()`` for the scans it
-    needs and ``feed()`` their results until ``requests()`` is empty;
-    ``result`` is then the oldest ``want`` ids not in ``skip``. A lane that
-    runs dry is refilled before anything else is taken, since its next key
-    may be the oldest.
-
-    Ids handed out leave the cursor; those whose lease ends come back through
-    ``offer_again``. Publishes through this node are appended to lanes read
-    to their end (``touch``), so a queue that keeps up needs no scan at all.
-    Anything else (another process publishing, a receive that failed after
-    taking ids) is caught up by replacing the cursor with a
-    fresh one, which the caller does every ``CURSOR_SECONDS``.
-    """
-
-    def __init__(self, part: Partition, born: float) -> None:
-        self.part = part
-        self.born = born
-        self._first_stripe = stripe_of(part.lo)
-        self._lanes = [_Lane(lo, hi) for lo, hi in part.ranges]
-        self._hungry = set(range(len(self._lanes)))
-        self._heads: list[tuple[int, int, int]] = []  # (seq, id, lane)
-        self._again: list[tuple[int, int]] = []  # (seq, id): leases that ended
-        self._skip: Container[int] = ()
-        self._want = 0
-        self._taken: set[int] = set()
-        self.result: list[int] = []
-
-    def take(self, want: int, skip: Container[int]) -> None:
-        """Start looking for the ``want`` oldest ids that are not in ``skip``."""
-        self._want, self._skip = want, skip
-        self.result = []
-        self._taken = set()
-
-    def requests(self) -> list[tuple[int, int, int, int]]:
-        """Advance the merge; return ``(lane, lo, hi, limit)`` scans still needed."""
-        heads, again = self._heads, self._again
-        while len(self.result) < self._want and not self._hungry and (heads or again):
-            if again and (not heads or again[0] < heads[0][:2]):
-                self._emit(heapq.heappop(again)[1])
-                continue
-            index = heapq.heappop(heads)[2]
-            self._take_run(index, min(heads[0][:2] if heads else _END, again[0] if again else _END))
-            self._push_head(index)
-        if len(self.result) >= self._want:
-            return []
-        lanes = self._lanes
-        return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in sorted(self._hungry)]
-
-    def _take_run(self, index: int, bound: tuple[int, int]) -> None:
-        # A published batch sits in one stripe: take the lane's keys while they
-        # are older than every other lane's head, not one heap operation each.
-        buf, want, emit = self._lanes[index].buf, self._want, self._emit
-        emit(buf.popleft())
-        while buf and len(self.result) < want and (buf[0] & SEQ_MASK, buf[0]) < bound:
-            emit(buf.popleft())
-
-    def _emit(self, message_id: int) -> None:
-        if message_id not in self._skip and message_id not in self._taken:
-            self._taken.add(message_id)
-            self.result.append(message_id)
-
-    def feed(self, lane_index: int, keys: Sequence[int]) -> None:
-        """Hand the cursor the ascending keys one requested scan returned."""
-        lane = self._lanes[lane_index]
-        lane.buf.extend(keys)
-        lane.exhausted = len(keys) < lane.limit
-        if keys:
-            lane.next_lo = keys[-1] + 1
-        lane.limit = min(lane.limit * 2, LANE_READ_MAX)
-        self._hungry.discard(lane_index)
-        self._push_head(lane_index)
-
-    def offer_again(self, ids: Iterable[int]) -> None:
-        """Offer ids whose lease ended (they were handed out before)."""
-        for message_id in ids:
-            if message_id in self.part:
-                heapq.heappush(self._again, (seq_of(message_id), message_id))
-
-    def touch(self, ids: Sequence[int]) -> None:
-        """Note ids just published into this partition; ``ids`` must be ascending."""
-        part = self.part
-        if ids and stripe_of(ids[0]) == stripe_of(ids[-1]) and ids[0] in part and ids[-1] in part:
-            # One batch (ascending, so every id between lies in the same stripe).
-            self._touch_lane(stripe_of(ids[0]) - self._first_stripe, ids)
-            return
-        for message_id in ids:
-            if message_id in self.part:
-                self._touch_lane(stripe_of(message_id) - self._first_stripe, (message_id,))
-
-    def _touch_lane(self, index: int, ids: Sequence[int]) -> None:
-        lane = self._lanes[index]
-        if ids[0] < lane.next_lo:  # behind the walk: offer them directly
-            for message_id in ids:
-                heapq.heappush(self._again, (seq_of(message_id), message_id))
-        elif lane.exhausted:
-            # The lane was read to its end: the ids are its new end, no scan needed.
-            was_empty = not lane.buf
-            lane.buf.extend(ids)
-            lane.next_lo = ids[-1] + 1
-            if was_empty:
-                self._push_head(index)
-
-    def _push_head(self, index: int) -> None:
-        lane = self._lanes[index]
-        if lane.buf:
-            head = lane.buf[0]
-            heapq.heappush(self._heads, (seq_of(head), head, index))
-        elif not lane.exhausted:
-            self._hungry.add(index)
 
 
 assert STRIPE_BITS <= 16  # layout() walks stripes one by one

@@ -10,16 +10,11 @@ from dataclasses import dataclass
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
+from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.ids import ID_MAX, IdGenerator
 from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import (
-    CURSOR_SECONDS,
-    EMPTY_HINT_SECONDS,
-    Partition,
-    PartitionCursor,
-    PartitionSet,
-)
-from dynamiq.core.records import decode, encode
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet
+from dynamiq.core.records import RecentRecords, decode, encode
 from dynamiq.errors import MessageNotFound, ServerError
 from dynamiq.models import Message
 from dynamiq.storage.base import StorageBackend
@@ -29,6 +24,7 @@ __all__ = ["QueueService", "QueueStats"]
 log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
+RECENT_RECORDS_BYTES = 32 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +97,7 @@ class QueueService:
         self._ids = ids or IdGenerator()
         self._keyspace = keyspace
         self._states: dict[str, _QueueState] = {}
+        self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
 
     # -- publishing ----------------------------------------------------------
@@ -129,17 +126,13 @@ class QueueService:
                 break
         else:
             raise ServerError("could not find free message ids; nothing was lost, retry")
-        self._announce(items, ids)
-        return ids
-
-    def _announce(self, items: Sequence[tuple[QueueRecord, bytes]], ids: list[int]) -> None:
-        by_uid: dict[str, list[int]] = {}
-        for (record, _), mid in zip(items, ids, strict=True):
-            by_uid.setdefault(record.uid, []).append(mid)
-        for uid, mids in by_uid.items():
+        now = self._clock.now()
+        for uid, (mids, records) in _by_bucket(rows, ids).items():
+            self._recent.add(uid, mids, records, now)
             state = self._states.get(uid)
             if state is not None:
                 state.published(mids)
+        return ids
 
     # -- receiving -----------------------------------------------------------
 
@@ -205,9 +198,14 @@ class QueueService:
                 cursor.feed(lane, keys)
         if not cursor.result:
             return []
-        records = await self._store.get(uid, cursor.result)
-        present = {mid: rec for mid, rec in zip(cursor.result, records, strict=True) if rec}
-        taken = state.leases.acquire(present, self._clock.now(), lease_seconds)
+        present = self._recent.take(uid, cursor.result, self._clock.now())
+        if len(present) < len(cursor.result):
+            missing = [mid for mid in cursor.result if mid not in present]
+            for mid, rec in zip(missing, await self._store.get(uid, missing), strict=True):
+                if rec is not None:
+                    present[mid] = rec
+        in_order = [mid for mid in cursor.result if mid in present]
+        taken = state.leases.acquire(in_order, self._clock.now(), lease_seconds)
         return [Message(mid, *decode(present[mid])) for mid in taken]
 
     # -- deleting and reading ------------------------------------------------
@@ -216,6 +214,7 @@ class QueueService:
         """Delete messages by id; per id, whether it existed."""
         record = self._catalog.queue(queue)
         existed = await self._store.delete(record.uid, ids)
+        self._recent.discard(record.uid, ids)
         state = self._states.get(record.uid)
         if state is not None:
             state.leases.release(ids)
@@ -259,3 +258,17 @@ class QueueService:
             state.settings = record.settings
             state.partitions.configure(record.settings, self._clock.now())
         return state
+
+
+def _by_bucket(
+    rows: Sequence[tuple[str, bytes]], ids: Sequence[int]
+) -> dict[str, tuple[list[int], list[bytes]]]:
+    """Group stored ``(bucket, record)`` rows and their ids by bucket, in order."""
+    if len({uid for uid, _ in rows}) == 1:  # one queue: the usual publish
+        return {rows[0][0]: (list(ids), [record for _, record in rows])}
+    out: dict[str, tuple[list[int], list[bytes]]] = {}
+    for (uid, record), mid in zip(rows, ids, strict=True):
+        mids, records = out.setdefault(uid, ([], []))
+        mids.append(mid)
+        records.append(record)
+    return out

@@ -1,22 +1,15 @@
-"""Partitions: layout, least-recently-used choice, growth and retirement, the stripe merge."""
+"""Partitions: layout, least-recently-used choice, growth and retirement."""
 
 from __future__ import annotations
 
 import itertools
-import random
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.ids import ID_MAX, STRIPES, IdGenerator, seq_of, stripe_of
-from dynamiq.core.partitions import (
-    EMPTY_HINT_SECONDS,
-    Partition,
-    PartitionCursor,
-    PartitionSet,
-    layout,
-)
+from dynamiq.core.ids import ID_MAX, stripe_of
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, PartitionSet, layout
 from dynamiq.models import QueueSettings
 
 
@@ -102,73 +95,3 @@ def test_new_settings_clamp_the_partition_count(fake_clock: FakeClock) -> None:
     assert len(parts.partitions) == 4
     parts.configure(_settings(min_partitions=1, max_partitions=2), fake_clock.now())
     assert len(parts.partitions) == 2
-
-
-class Cursor:
-    """Drive a PartitionCursor against an in-memory sorted key set."""
-
-    def __init__(self, part: Partition, keys: set[int]) -> None:
-        self.keys = keys
-        self.cursor = PartitionCursor(part, 0.0)
-
-    def take(self, want: int, skip: set[int]) -> list[int]:
-        self.cursor.take(want, skip)
-        rounds = 0
-        while wanted := self.cursor.requests():
-            rounds += 1
-            assert rounds < 1000
-            ordered = sorted(self.keys)
-            for lane, lo, hi, limit in wanted:
-                self.cursor.feed(lane, [k for k in ordered if lo <= k <= hi][:limit])
-        return self.cursor.result
-
-
-@given(
-    script=st.lists(
-        st.tuples(st.sampled_from(["publish", "take", "expire", "delete"]), st.integers(1, 60)),
-        max_size=30,
-    ),
-    seed=st.integers(0, 2**32),
-)
-@settings(max_examples=150, deadline=None)
-def test_cursor_hands_out_the_oldest_visible_messages_first(
-    script: list[tuple[str, int]], seed: int
-) -> None:
-    # Given a partition, messages published over time and a lease table
-    rng = random.Random(seed)
-    gen = IdGenerator(rng=rng)
-    part = layout(0, ID_MAX, 4)[rng.randrange(4)]
-    stored: set[int] = set()
-    leased: set[int] = set()
-    walk = Cursor(part, stored)
-    for op, n in script:
-        if op == "publish":
-            # One batch (one stripe), or single messages in random stripes
-            drawn = gen.many(n * 4) if n % 2 else [gen.next() for _ in range(n * 4)]
-            fresh = [i for i in drawn if i in part]
-            stored.update(fresh)
-            walk.cursor.touch(sorted(fresh))
-        elif op == "take":
-            # When a receive takes from the cursor
-            got = walk.take(n, leased)
-            # Then it gets exactly the oldest visible ones, oldest first
-            visible = sorted((i for i in stored if i not in leased), key=seq_of)
-            assert got == visible[:n]
-            leased.update(got)
-        elif op == "expire":
-            ended = rng.sample(sorted(leased), min(n, len(leased)))
-            leased.difference_update(ended)
-            walk.cursor.offer_again(ended)
-        else:
-            gone = rng.sample(sorted(leased), min(n, len(leased)))
-            leased.difference_update(gone)
-            stored.difference_update(gone)
-
-
-def test_cursor_over_every_stripe_of_the_whole_keyspace() -> None:
-    ids = IdGenerator(rng=random.Random(3)).many(5000)
-    (part,) = layout(0, ID_MAX, 1)
-    assert len(part.ranges) == STRIPES
-    walk = Cursor(part, set(ids))
-    assert walk.take(100, set()) == ids[:100]
-    assert walk.take(100, set()) == ids[100:200]

@@ -228,3 +228,17 @@ async def test_a_first_delivery_writes_nothing_to_the_store(
     commits = store.commits
     assert len(await queues.receive("q", 20)) == 20
     assert store.commits == commits
+
+
+async def test_recent_records_spare_the_store_read_but_never_outlive_a_delete(
+    engine: Engine,
+) -> None:
+    _, queues, clock = engine
+    ids = await queues.publish("q", [b"a", b"b", b"c"])
+    await queues.delete("q", [ids[1]])
+    # The cache serves a and c; b was deleted and must not come back from it.
+    got = await queues.receive("q", 10, visibility_timeout=1)
+    assert [m.body for m in got] == [b"a", b"c"]
+    # A redelivery reads the store again.
+    clock.advance(2)
+    assert [m.body for m in await queues.receive("q", 10)] == [b"a", b"c"]
