@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -70,7 +71,24 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
     app.on_shutdown.append(on_shutdown)
     app.cleanup_ctx.append(store_ctx)  # exits last: after the tasks below stop
     app.cleanup_ctx.append(_task_ctx(janitor.janitor_loop))
+    app.cleanup_ctx.append(_task_ctx(trim_memory_loop))
     return app
+
+
+async def trim_memory_loop(interval: float = 10.0) -> None:
+    """Hand freed heap memory back to the OS now and then (glibc keeps it otherwise).
+
+    Bursts (large batches, the recent-records cache) leave free memory in
+    malloc's arenas; without this RSS shows the high-water mark, not what the
+    node holds.
+    """
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return  # not glibc
+    while True:
+        await asyncio.sleep(interval)
+        trim(0)
 
 
 def _task_ctx(

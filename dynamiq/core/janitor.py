@@ -36,6 +36,7 @@ class Janitor:
         """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
         await self._catalog.reload()
         self._queues.forget_dropped()
+        self._queues.tidy()
         for uid in await self._catalog.pending_drops():
             await self._catalog.finish_drop(uid)
         await self._store.maintain()

@@ -24,7 +24,7 @@ __all__ = ["QueueService", "QueueStats"]
 log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
-RECENT_RECORDS_BYTES = 32 << 20
+RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ class QueueService:
             if not todo:
                 break
         else:
-            raise ServerError("could not find free message ids; nothing was lost, retry")
+            raise ServerError("found no free ids for every message; some may be stored, retry")
         now = self._clock.now()
         for uid, (mids, records) in _by_bucket(rows, ids).items():
             self._recent.add(uid, mids, records, now)
@@ -242,6 +242,10 @@ class QueueService:
         live = self._catalog.uids()
         for uid in [u for u in self._states if u not in live]:
             self._states.pop(uid).notify()
+
+    def tidy(self) -> None:
+        """Let go of recent records that are too old to be trusted (an upkeep round)."""
+        self._recent.take("", (), self._clock.now())
 
     def close(self) -> None:
         """Wake every waiting receive so that it returns now; idempotent."""
