@@ -209,9 +209,13 @@ async def test_a_store_failure_is_503_with_retry_after(http: Http) -> None:
     from dynamiq.api.context import SERVICES
 
     await http.put("/v2/queues/down")
+    await http.put("/v2/topics/fan")
+    await http.put("/v2/topics/fan/subscriptions/down")
     await http.app[SERVICES].store.close()  # type: ignore[index]
     for method, path, body in [
         ("POST", "/v2/queues/down/messages", {"messages": [{"body": "x"}]}),
+        ("POST", "/v2/topics/fan/messages", {"messages": [{"body": "x"}]}),
+        ("PUT", "/v1/topics/fan/message", None),
         ("POST", "/v2/queues/down/receive", {}),
         ("PUT", "/v1/queues/down/message", None),
     ]:

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 from dynamiq.core.ids import ID_MAX, STRIPES, IdGenerator, seq_of, stripe_of, stripe_range
 
 
-def test_a_million_ids_never_collide() -> None:
-    gen = IdGenerator()
-    ids = gen.many(1_000_000)
-    assert len(set(ids)) == len(ids)
+@given(batch=st.integers(1, 1000), seed=st.integers(0, 2**32))
+@settings(max_examples=5, deadline=None)
+def test_a_million_ids_never_collide(batch: int, seed: int) -> None:
+    gen = IdGenerator(rng=random.Random(seed))
+    ids = [i for _ in range(1_000_000 // batch + 1) for i in gen.many(batch)][:1_000_000]
+    assert len(set(ids)) == len(ids) == 1_000_000
     assert all(0 <= i <= ID_MAX for i in ids[::997])
 
 
