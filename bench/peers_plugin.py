@@ -205,6 +205,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                 count=rec.count, dups=rec.dups, lats=rec.lats, error=err
             )
 
+    extra_flags: tuple[str, ...] = ()
+
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")
         shutil.rmtree(d, ignore_errors=True)
@@ -221,6 +223,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             d,
             "--core-loglevelstring",
             "warn",
+            *self.extra_flags,
         ]
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         if not peers.wait_port(PORT, 30):
@@ -232,4 +235,14 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         peers._stop_popen(handle)
 
 
-ADAPTERS = {"dynamiq": Dynamiq}
+class DynamiqStatsd(Dynamiq):
+    """The same node sending StatsD (to a local port nobody reads: the cost is the node's)."""
+
+    name = "dynamiq-statsd"
+    extra_flags = ("--stats-type", "statsd", "--stats-address", "127.0.0.1:18125")
+
+    def settings(self) -> str:
+        return super().settings() + "; stats.type=statsd, flushinterval 1 s"
+
+
+ADAPTERS = {"dynamiq": Dynamiq, "dynamiq-statsd": DynamiqStatsd}

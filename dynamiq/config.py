@@ -72,6 +72,12 @@ class StatsSettings:
     def __post_init__(self) -> None:
         _require(self.type in STATS_TYPES, "stats.type", f"must be one of {', '.join(STATS_TYPES)}")
         _require(self.flushinterval > 0, "stats.flushinterval", "must be > 0 (seconds)")
+        host, _, port = self.address.rpartition(":")
+        _require(
+            bool(host) and port.isdigit() and 0 < int(port) < 65536,
+            "stats.address",
+            "must be host:port",
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,12 +17,15 @@ from aiohttp import web
 
 from dynamiq.api.app import build_app
 from dynamiq.api.context import Services
-from dynamiq.config import Settings, StorageSettings
+from dynamiq.config import Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
+from dynamiq.core.reporter import Reporter
 from dynamiq.core.topics import TopicService
+from dynamiq.metrics.base import Metrics, MetricsFanout
+from dynamiq.metrics.prometheus import PrometheusMetrics
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["create_app", "open_store", "serve"]
@@ -37,6 +40,17 @@ def open_store(settings: StorageSettings) -> StorageBackend:
     return LmdbBackend(Path(settings.path).resolve(), map_size=settings.mapsize)
 
 
+def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
+    """Return the configured sinks and the Prometheus one (``/metrics`` is always served)."""
+    prometheus = PrometheusMetrics()
+    if settings.type != "statsd":
+        return prometheus, prometheus
+    from dynamiq.metrics.statsd import StatsdMetrics
+
+    host, _, port = settings.address.rpartition(":")
+    return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
+
+
 async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
     """Open the store, load the catalog and return the node's application."""
     store = open_store(settings.storage)
@@ -46,8 +60,10 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
     except BaseException:
         await store.close()
         raise
-    queues = QueueService(store, catalog, clock or MonotonicClock())
+    metrics, prometheus = open_metrics(settings.stats)
+    queues = QueueService(store, catalog, clock or MonotonicClock(), metrics=metrics)
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
+    reporter = Reporter(queues, store, metrics, settings.stats.flushinterval)
     app = build_app(
         Services(
             store=store,
@@ -58,6 +74,8 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
             limits=settings.limits,
             node_name=settings.core.name,
             node_host=settings.core.httpaddress,
+            metrics=metrics,
+            render_metrics=prometheus.render,
         )
     )
 
@@ -71,6 +89,7 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
     app.on_shutdown.append(on_shutdown)
     app.cleanup_ctx.append(store_ctx)  # exits last: after the tasks below stop
     app.cleanup_ctx.append(_task_ctx(janitor.janitor_loop))
+    app.cleanup_ctx.append(_task_ctx(reporter.reporter_loop))
     app.cleanup_ctx.append(_task_ctx(trim_memory_loop))
     return app
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynamiq.api import v1, v2
+from dynamiq.api import console, observe, v1, v2
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.errors import error_middleware
 
@@ -14,10 +14,13 @@ __all__ = ["build_app"]
 def build_app(services: Services) -> web.Application:
     """Return the HTTP application serving ``/v1`` and ``/v2`` from ``services``."""
     app = web.Application(
-        middlewares=[error_middleware],
+        # The metrics middleware sees every answer, errors rendered included.
+        middlewares=[observe.metrics_middleware, error_middleware],
         client_max_size=services.limits.maxbodybytes,
     )
     app[SERVICES] = services
     app.add_routes(v1.routes())
     app.add_routes(v2.routes())
+    app.add_routes(observe.routes())
+    app.add_routes(console.routes())
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -11,6 +12,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
+from dynamiq.metrics.base import Metrics
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["SERVICES", "Services"]
@@ -28,6 +30,8 @@ class Services:
     limits: LimitsSettings
     node_name: str
     node_host: str
+    metrics: Metrics
+    render_metrics: Callable[[], bytes]  # the Prometheus text exposition
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""

@@ -9,6 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from dynamiq.api.bodies import json_response
+from dynamiq.api.context import SERVICES
 from dynamiq.errors import BackendUnavailable, DynamiqError
 
 __all__ = ["error_middleware"]
@@ -61,4 +62,5 @@ def render(
         response = json_response({"error": code, "message": message}, status=status)
     if isinstance(exc, BackendUnavailable):
         response.headers["Retry-After"] = str(exc.retry_after)
+    request.app[SERVICES].metrics.error(code)
     return response

@@ -53,6 +53,24 @@ _OPERATIONS: list[tuple[str, str, str, type | None, int, type | None]] = [
         200,
         s.DeleteResponse,
     ),
+    (
+        "get",
+        "/v2/queues/{queue}/stats",
+        "A queue's contents, oldest message age and rates",
+        None,
+        200,
+        s.QueueStatsDetail,
+    ),
+    (
+        "get",
+        "/v2/queues/{queue}/peek",
+        "The oldest messages, without leasing them (?max=N)",
+        None,
+        200,
+        s.ReceiveResponse,
+    ),
+    ("get", "/v2/stats", "Every queue's stats and their sums", None, 200, s.NodeStats),
+    ("get", "/v2/status", "This node and the cluster members it sees", None, 200, s.Status),
     ("get", "/v2/topics", "List topics", None, 200, s.TopicList),
     ("put", "/v2/topics/{topic}", "Create a topic", None, 201, s.TopicInfo),
     ("get", "/v2/topics/{topic}", "Describe a topic", None, 200, s.TopicInfo),
@@ -90,6 +108,18 @@ _ERRORS = {
     "413": "Body larger than limits.maxbodybytes",
     "422": "Invalid input (types, ranges, names, batch size)",
     "503": "The store is unavailable; retry after Retry-After seconds",
+}
+
+
+_QUERY = {
+    "/v2/queues/{queue}/peek": [
+        {
+            "name": "max",
+            "in": "query",
+            "required": False,
+            "schema": {"type": "integer", "minimum": 1, "default": 10},
+        },
+    ],
 }
 
 

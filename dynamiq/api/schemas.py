@@ -15,6 +15,8 @@ __all__ = [
     "DeleteRequest",
     "DeleteResponse",
     "ErrorBody",
+    "Member",
+    "NodeStats",
     "OutgoingMessage",
     "PeekResponse",
     "PublishRequest",
@@ -23,12 +25,16 @@ __all__ = [
     "QueueList",
     "QueueSettingsBody",
     "QueueStatsBody",
+    "QueueStatsDetail",
+    "Rates",
     "ReceiveRequest",
     "ReceiveResponse",
     "ReceivedMessage",
+    "Status",
     "TopicInfo",
     "TopicList",
     "TopicPublishResponse",
+    "Totals",
 ]
 
 Encoding = Literal["utf-8", "base64"]
@@ -124,6 +130,60 @@ class QueueStatsBody(msgspec.Struct):
     depth: int
     in_flight: int
     partitions: int
+
+
+class Rates(msgspec.Struct):
+    """Messages per second over the last 10 seconds."""
+
+    publish: float
+    receive: float
+    delete: float
+
+
+class QueueStatsDetail(msgspec.Struct):
+    """A queue's contents and movement; ``oldest_age_seconds`` is null when it is empty."""
+
+    queue: str
+    visible: int
+    in_flight: int
+    depth: int
+    oldest_age_seconds: float | None
+    rates: Rates
+    partitions: int
+
+
+class Totals(msgspec.Struct):
+    """Sums over every queue."""
+
+    visible: int
+    in_flight: int
+    depth: int
+    rates: Rates
+
+
+class NodeStats(msgspec.Struct):
+    """Every queue's stats and their sums."""
+
+    node: str
+    members: int
+    queues: list[QueueStatsDetail]
+    totals: Totals
+
+
+class Member(msgspec.Struct):
+    """A cluster member and its slice of the id keyspace (decimal strings, inclusive)."""
+
+    name: str
+    http: str
+    state: str
+    slice: list[str]
+
+
+class Status(msgspec.Struct):
+    """This node and the members it sees."""
+
+    node: str
+    members: list[Member]
 
 
 class QueueInfo(msgspec.Struct):

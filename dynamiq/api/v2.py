@@ -12,6 +12,8 @@ from dynamiq.api.openapi import openapi_document
 from dynamiq.api.schemas import (
     DeleteRequest,
     DeleteResponse,
+    Member,
+    NodeStats,
     PeekResponse,
     PublishRequest,
     PublishResponse,
@@ -19,14 +21,18 @@ from dynamiq.api.schemas import (
     QueueList,
     QueueSettingsBody,
     QueueStatsBody,
+    QueueStatsDetail,
+    Rates,
     ReceiveRequest,
     ReceiveResponse,
+    Status,
     TopicInfo,
     TopicList,
     TopicPublishResponse,
+    Totals,
 )
 from dynamiq.errors import Invalid
-from dynamiq.models import QueueSettings, parse_id
+from dynamiq.models import ID_MAX, QueueSettings, parse_id
 
 __all__ = ["routes"]
 
@@ -44,6 +50,10 @@ def routes() -> list[web.RouteDef]:
         web.get("/v2/queues/{queue}/messages/{id}", peek),
         web.post("/v2/queues/{queue}/receive", receive),
         web.post("/v2/queues/{queue}/delete", delete),
+        web.get("/v2/queues/{queue}/stats", queue_stats),
+        web.get("/v2/queues/{queue}/peek", peek_many),
+        web.get("/v2/stats", node_stats),
+        web.get("/v2/status", status),
         web.get("/v2/topics", list_topics),
         web.put("/v2/topics/{topic}", create_topic),
         web.get("/v2/topics/{topic}", get_topic),
@@ -172,6 +182,56 @@ async def _bodies(request: web.Request, svc: Services) -> list[bytes]:
     body = await read_json(request, PublishRequest)
     _check_batch(len(body.messages), svc.limits.maxbatch)
     return [decode_body(m) for m in body.messages]
+
+
+async def _detail(svc: Services, name: str) -> QueueStatsDetail:
+    st = await svc.queues.stats(name, detailed=True)
+    rates = Rates(st.publish_rate, st.receive_rate, st.delete_rate)
+    return QueueStatsDetail(
+        name, st.visible, st.in_flight, st.depth, st.oldest_age, rates, st.partitions
+    )
+
+
+async def peek_many(request: web.Request) -> web.Response:
+    """Return the oldest messages (``?max=``, default 10) without leasing them."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    raw = request.query.get("max", "10")
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= svc.limits.maxbatch:
+        raise Invalid(f"max must be an integer from 1 to {svc.limits.maxbatch}", field="max")
+    messages = await svc.queues.peek_many(name, int(raw))
+    return json_response(ReceiveResponse([encode_message(m) for m in messages]))
+
+
+async def status(request: web.Request) -> web.Response:
+    """Return this node and the members it sees, with their slices."""
+    svc = request.app[SERVICES]
+    http = f"http://{request.host}"
+    me = Member(svc.node_name, http, "alive", ["0", str(ID_MAX)])
+    return json_response(Status(svc.node_name, [me]))
+
+
+async def queue_stats(request: web.Request) -> web.Response:
+    """Return a queue's contents, oldest message age and rates."""
+    return json_response(await _detail(request.app[SERVICES], request.match_info["queue"]))
+
+
+async def node_stats(request: web.Request) -> web.Response:
+    """Return every queue's stats and their sums."""
+    svc = request.app[SERVICES]
+    queues = [await _detail(svc, name) for name in svc.catalog.queues()]
+    totals = Totals(
+        visible=sum(q.visible for q in queues),
+        in_flight=sum(q.in_flight for q in queues),
+        depth=sum(q.depth for q in queues),
+        rates=Rates(
+            publish=sum(q.rates.publish for q in queues),
+            receive=sum(q.rates.receive for q in queues),
+            delete=sum(q.rates.delete for q in queues),
+        ),
+    )
+    return json_response(NodeStats(svc.node_name, 1, queues, totals))
 
 
 def _check_batch(size: int, limit: int) -> None:

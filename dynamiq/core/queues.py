@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Container, Sequence
+from dataclasses import dataclass, replace
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
-from dynamiq.core.ids import ID_MAX, IdGenerator
+from dynamiq.core.ids import EPOCH_US, ID_MAX, STRIPES, IdGenerator, seq_of, stripe_range
 from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, layout
+from dynamiq.core.rates import RateCounter
 from dynamiq.core.records import RecentRecords, decode, encode
 from dynamiq.errors import MessageNotFound, ServerError
+from dynamiq.metrics.base import Metrics, NoMetrics
 from dynamiq.models import Message
 from dynamiq.storage.base import StorageBackend
 
@@ -29,11 +31,24 @@ RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
-    """What a queue holds, as this node sees it."""
+    """What a queue holds and how fast it moves, as this node sees it.
+
+    Rates are messages per second over the last ``RATE_WINDOW_SECONDS``;
+    ``oldest_age`` is the age in seconds of the oldest stored message.
+    """
 
     depth: int
     in_flight: int
     partitions: int
+    oldest_age: float | None = None
+    publish_rate: float = 0.0
+    receive_rate: float = 0.0
+    delete_rate: float = 0.0
+
+    @property
+    def visible(self) -> int:
+        """Messages stored and not leased."""
+        return max(0, self.depth - self.in_flight)
 
 
 class _QueueState:
@@ -43,6 +58,11 @@ class _QueueState:
         self.settings = record.settings
         self.partitions = PartitionSet(lo, hi, record.settings, now)
         self.leases = LeaseTable()
+        # Leases that ended without a delete: the next delivery is a redelivery.
+        self.lapsed: set[int] = set()
+        self.published_per_s = RateCounter()
+        self.received_per_s = RateCounter()
+        self.deleted_per_s = RateCounter()
         self.cursors: dict[int, PartitionCursor] = {}
         self.waiters: set[asyncio.Future[None]] = set()
 
@@ -60,6 +80,7 @@ class _QueueState:
         self.notify()
 
     def expired(self, ids: list[int]) -> None:
+        self.lapsed.update(ids)
         self.partitions.wake(ids)
         for cursor in self.cursors.values():
             cursor.offer_again(ids)
@@ -90,12 +111,14 @@ class QueueService:
         clock: Clock,
         ids: IdGenerator | None = None,
         keyspace: tuple[int, int] = (0, ID_MAX),
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
         self._ids = ids or IdGenerator()
         self._keyspace = keyspace
+        self._metrics: Metrics = metrics or NoMetrics()
         self._states: dict[str, _QueueState] = {}
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
@@ -127,11 +150,14 @@ class QueueService:
         else:
             raise ServerError("found no free ids for every message; some may be stored, retry")
         now = self._clock.now()
+        names = {record.uid: record.name for record, _ in items}
         for uid, (mids, records) in _by_bucket(rows, ids).items():
+            self._metrics.sent(names[uid], len(mids))
             self._recent.add(uid, mids, records, now)
             state = self._states.get(uid)
             if state is not None:
                 state.published(mids)
+                state.published_per_s.add(len(mids), now)
         return ids
 
     # -- receiving -----------------------------------------------------------
@@ -156,12 +182,24 @@ class QueueService:
             got = await self._receive_once(record, state, max_messages, lease)
             now = self._clock.now()
             if got or now >= deadline or self._closing:
+                self._count_delivery(queue, state, got, max_messages)
                 return got
             next_expiry = state.leases.next_deadline()
             pause = min(deadline - now, EMPTY_HINT_SECONDS)
             if next_expiry is not None:
                 pause = min(pause, max(0.0, next_expiry - now))
             await state.wait(pause)
+
+    def _count_delivery(
+        self, queue: str, state: _QueueState, got: list[Message], asked: int
+    ) -> None:
+        self._metrics.received(queue, len(got), asked)
+        state.received_per_s.add(len(got), self._clock.now())
+        if state.lapsed:
+            again = [m.id for m in got if m.id in state.lapsed]
+            if again:
+                state.lapsed.difference_update(again)
+                self._metrics.redelivered(queue, len(again))
 
     async def _receive_once(
         self, record: QueueRecord, state: _QueueState, want: int, lease_seconds: float
@@ -189,13 +227,7 @@ class QueueService:
         self, uid: str, state: _QueueState, part: Partition, want: int, lease_seconds: float
     ) -> list[Message]:
         cursor = state.cursor(part, self._clock.now())
-        cursor.take(want, state.leases)
-        while wanted := cursor.requests():
-            found = await self._store.scan(
-                uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
-            )
-            for (lane, *_), keys in zip(wanted, found, strict=True):
-                cursor.feed(lane, keys)
+        await self._walk(uid, cursor, want, state.leases)
         if not cursor.result:
             return []
         present = self._recent.take(uid, cursor.result, self._clock.now())
@@ -208,6 +240,17 @@ class QueueService:
         taken = state.leases.acquire(in_order, self._clock.now(), lease_seconds)
         return [Message(mid, *decode(present[mid])) for mid in taken]
 
+    async def _walk(
+        self, uid: str, cursor: PartitionCursor, want: int, skip: Container[int]
+    ) -> None:
+        cursor.take(want, skip)
+        while wanted := cursor.requests():
+            found = await self._store.scan(
+                uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
+            )
+            for (lane, *_), keys in zip(wanted, found, strict=True):
+                cursor.feed(lane, keys)
+
     # -- deleting and reading ------------------------------------------------
 
     async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
@@ -215,9 +258,12 @@ class QueueService:
         record = self._catalog.queue(queue)
         existed = await self._store.delete(record.uid, ids)
         self._recent.discard(record.uid, ids)
+        self._metrics.deleted(queue, sum(existed))
         state = self._states.get(record.uid)
         if state is not None:
+            state.deleted_per_s.add(sum(existed), self._clock.now())
             state.leases.release(ids)
+            state.lapsed.difference_update(ids)
         return existed
 
     async def peek(self, queue: str, message_id: int) -> Message:
@@ -228,12 +274,46 @@ class QueueService:
             raise MessageNotFound(queue, message_id)
         return Message(message_id, *decode(raw))
 
-    async def stats(self, queue: str) -> QueueStats:
-        """Return the queue's depth (real count), leases in flight and partitions."""
+    async def peek_many(self, queue: str, count: int) -> list[Message]:
+        """Return up to ``count`` of the oldest messages, leased or not, without leasing."""
+        record = self._catalog.queue(queue)
+        lo, hi = self._keyspace
+        cursor = PartitionCursor(layout(lo, hi, 1)[0], self._clock.now())
+        await self._walk(record.uid, cursor, count, ())
+        records = await self._store.get(record.uid, cursor.result)
+        return [
+            Message(mid, *decode(raw))
+            for mid, raw in zip(cursor.result, records, strict=True)
+            if raw is not None
+        ]
+
+    async def stats(self, queue: str, detailed: bool = False) -> QueueStats:
+        """Return the queue's depth (real count), leases in flight and partitions.
+
+        With ``detailed``, also the age of its oldest message (one key read per
+        stripe) and its rates.
+        """
         record = self._catalog.queue(queue)
         state = self._state(record)
         depth = await self._store.count(record.uid)
-        return QueueStats(depth, len(state.leases), len(state.partitions.partitions))
+        basic = QueueStats(depth, len(state.leases), len(state.partitions.partitions))
+        if not detailed:
+            return basic
+        now = self._clock.now()
+        return replace(
+            basic,
+            oldest_age=await self._oldest_age(record.uid),
+            publish_rate=state.published_per_s.rate(now),
+            receive_rate=state.received_per_s.rate(now),
+            delete_rate=state.deleted_per_s.rate(now),
+        )
+
+    async def _oldest_age(self, uid: str) -> float | None:
+        heads = await self._store.scan(uid, [stripe_range(s) for s in range(STRIPES)], 1)
+        seqs = [seq_of(keys[0]) for keys in heads if keys]
+        if not seqs:
+            return None
+        return max(0.0, (self._clock.wall_ms() * 1000 - EPOCH_US - min(seqs)) / 1e6)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -242,6 +322,14 @@ class QueueService:
         live = self._catalog.uids()
         for uid in [u for u in self._states if u not in live]:
             self._states.pop(uid).notify()
+
+    async def report(self) -> None:
+        """Report every queue's real depth and its messages in flight on this node."""
+        for name in self._catalog.queues():
+            record = self._catalog.queue(name)
+            state = self._states.get(record.uid)
+            in_flight = len(state.leases) if state else 0
+            self._metrics.queue_level(name, await self._store.count(record.uid), in_flight)
 
     def tidy(self) -> None:
         """Let go of recent records that are too old to be trusted (an upkeep round)."""

@@ -79,6 +79,10 @@ class StorageBackend(Protocol):
         """Delete configuration keys; return how many existed."""
         ...
 
+    def commit_stats(self) -> tuple[int, float]:
+        """Return (commits, seconds spent committing) since the store was opened."""
+        ...
+
     async def maintain(self) -> None:
         """Do periodic housekeeping; called every configuration reload round."""
         ...

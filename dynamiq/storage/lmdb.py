@@ -16,6 +16,7 @@ import logging
 import queue
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,6 +117,7 @@ class LmdbBackend:
         self._writer.start()
         self._closed = False
         self.commits = 0
+        self._commit_seconds = 0.0
 
     # -- messages ------------------------------------------------------------
 
@@ -265,6 +267,10 @@ class LmdbBackend:
         rows = [k.encode() for k in keys]
         return await self._write(lambda txn: sum(txn.delete(k, db=self._meta) for k in rows))
 
+    def commit_stats(self) -> tuple[int, float]:
+        """Return (commits, seconds spent applying and committing) since the store opened."""
+        return self.commits, self._commit_seconds
+
     async def maintain(self) -> None:
         """Clear reader slots of dead processes; unmap pages this process touched.
 
@@ -335,11 +341,13 @@ class LmdbBackend:
 
     def _commit(self, batch: list[_Op]) -> None:
         outcome: list[Any] | BaseException
+        started = time.perf_counter()
         for _ in range(20):
             try:
                 with self._gate.shared(), self._env.begin(write=True) as txn:
                     outcome = [op.apply(txn) for op in batch]
                 self.commits += 1
+                self._commit_seconds += time.perf_counter() - started
                 break
             except lmdb.MapFullError:
                 if not self._grow_map():

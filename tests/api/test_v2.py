@@ -25,6 +25,7 @@ async def spec(http: Http) -> dict[str, Any]:
 
 
 def _operation(spec: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    path = path.partition("?")[0]
     for template, ops in spec["paths"].items():
         pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"
         if re.match(pattern, path) and method.lower() in ops:
@@ -225,3 +226,62 @@ async def test_a_store_failure_is_503_with_retry_after(http: Http) -> None:
         assert (await response.json())["code" if path.startswith("/v1") else "error"] == (
             "BACKEND_UNAVAILABLE"
         )
+
+
+async def test_queue_and_node_stats(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/s1", 201)
+    await call(http, spec, "PUT", "/v2/queues/s2", 201)
+    empty = await call(http, spec, "GET", "/v2/queues/s1/stats", 200)
+    assert empty["depth"] == 0 and empty["oldest_age_seconds"] is None
+    await call(
+        http,
+        spec,
+        "POST",
+        "/v2/queues/s1/messages",
+        200,
+        {"messages": [{"body": str(i)} for i in range(5)]},
+    )
+    await asyncio.sleep(0.2)
+    got = await call(http, spec, "POST", "/v2/queues/s1/receive", 200, {"max_messages": 2})
+    stats = await call(http, spec, "GET", "/v2/queues/s1/stats", 200)
+    assert (stats["depth"], stats["visible"], stats["in_flight"]) == (5, 3, 2)
+    assert 0.2 <= stats["oldest_age_seconds"] < 30
+    assert stats["partitions"] == 1
+    await call(
+        http, spec, "POST", "/v2/queues/s1/delete", 200, {"ids": [m["id"] for m in got["messages"]]}
+    )
+    node = await call(http, spec, "GET", "/v2/stats", 200)
+    assert [q["queue"] for q in node["queues"]] == ["s1", "s2"]
+    assert node["totals"]["depth"] == 3 and node["totals"]["in_flight"] == 0
+    assert node["members"] == 1
+    await asyncio.sleep(1.1)  # the seconds that held the traffic are complete
+    rates = (await call(http, spec, "GET", "/v2/queues/s1/stats", 200))["rates"]
+    assert rates == {"publish": 0.5, "receive": 0.2, "delete": 0.2}  # per second over 10 s
+
+
+async def test_peek_many_and_status(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/pk", 201)
+    ids = (
+        await call(
+            http,
+            spec,
+            "POST",
+            "/v2/queues/pk/messages",
+            200,
+            {"messages": [{"body": f"m{i}"} for i in range(4)]},
+        )
+    )["ids"]
+    leased = await call(http, spec, "POST", "/v2/queues/pk/receive", 200, {"max_messages": 1})
+    peeked = (await call(http, spec, "GET", "/v2/queues/pk/peek?max=3", 200))["messages"]
+    # Oldest first, leased ones included, and nothing new is leased
+    assert [m["id"] for m in peeked] == ids[:3]
+    assert leased["messages"][0]["id"] == ids[0]
+    got = await call(http, spec, "POST", "/v2/queues/pk/receive", 200, {"max_messages": 5})
+    assert [m["id"] for m in got["messages"]] == ids[1:]
+    for bad in ("0", "x", "101"):
+        assert (await call(http, spec, "GET", f"/v2/queues/pk/peek?max={bad}", 422))["error"] == (
+            "INVALID"
+        )
+    status = await call(http, spec, "GET", "/v2/status", 200)
+    assert status["node"] == "dynamiq1"
+    assert status["members"][0]["slice"] == ["0", "9223372036854775807"]

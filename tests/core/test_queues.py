@@ -17,6 +17,7 @@ from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import MessageNotFound, QueueNotFound
+from dynamiq.metrics.base import NoMetrics
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 
@@ -242,3 +243,37 @@ async def test_recent_records_spare_the_store_read_but_never_outlive_a_delete(
     # A redelivery reads the store again.
     clock.advance(2)
     assert [m.body for m in await queues.receive("q", 10)] == [b"a", b"c"]
+
+
+class Recorder(NoMetrics):
+    """Keeps what the engine reports (our own port; no third-party sink involved)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, int]] = []
+
+    def received(self, queue: str, count: int, asked: int) -> None:
+        self.events.append(("received", queue, count))
+
+    def redelivered(self, queue: str, count: int) -> None:
+        self.events.append(("redelivered", queue, count))
+
+    def deleted(self, queue: str, count: int) -> None:
+        self.events.append(("deleted", queue, count))
+
+
+async def test_redeliveries_are_reported(store: LmdbBackend, fake_clock: FakeClock) -> None:
+    catalog = Catalog(store)
+    await catalog.create_queue("r")
+    recorder = Recorder()
+    queues = QueueService(store, catalog, fake_clock, metrics=recorder)
+    await queues.publish("r", [b"1", b"2"])
+    first = await queues.receive("r", 2, visibility_timeout=1)
+    await queues.delete("r", [first[0].id, 999])
+    fake_clock.advance(2)
+    assert [m.id for m in await queues.receive("r", 2)] == [first[1].id]
+    assert recorder.events == [
+        ("received", "r", 2),
+        ("deleted", "r", 1),
+        ("received", "r", 1),
+        ("redelivered", "r", 1),
+    ]

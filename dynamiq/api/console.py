@@ -1,0 +1,21 @@
+"""The web console: static files from the package, served by every node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+__all__ = ["routes"]
+
+CONSOLE = Path(__file__).with_name("console")
+
+
+def routes() -> list[web.AbstractRouteDef]:
+    """Return the console's routes: ``/`` and its assets under ``/console/``."""
+    return [web.get("/", index), web.static("/console", CONSOLE)]
+
+
+async def index(request: web.Request) -> web.FileResponse:
+    """Serve the console page."""
+    return web.FileResponse(CONSOLE / "index.html", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,251 @@
+"use strict";
+// The Dynamiq console: plain JavaScript over the v2 API, no build step, no CDN.
+
+const REFRESH_MS = 2000;
+const HISTORY = 120;
+const state = { selected: null, history: [], queues: [] };
+
+const $ = (id) => document.getElementById(id);
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function button(label, onclick, cls) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  if (cls) b.className = cls;
+  b.addEventListener("click", onclick);
+  return b;
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: {} };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
+  if (!res.ok) {
+    const detail = data && data.message ? `${data.error}: ${data.message}` : `HTTP ${res.status}`;
+    throw new Error(`${method} ${path} failed: ${detail}`);
+  }
+  return data;
+}
+
+function showError(err) {
+  $("error").textContent = String(err && err.message ? err.message : err);
+  $("error").hidden = false;
+}
+
+async function act(fn) {
+  $("error").hidden = true;
+  try {
+    await fn();
+  } catch (err) {
+    showError(err);
+  }
+  await refresh();
+}
+
+const fmt = (x) => (x === null || x === undefined ? "–" : Number.isInteger(x) ? String(x) : x.toFixed(1));
+
+function renderQueues(stats) {
+  const body = $("queues").querySelector("tbody");
+  body.replaceChildren();
+  for (const q of stats.queues) {
+    const tr = document.createElement("tr");
+    tr.dataset.queue = q.queue;
+    if (q.queue === state.selected) tr.className = "selected";
+    const name = document.createElement("td");
+    name.append(button(q.queue, () => select(q.queue), "link"));
+    tr.append(name, cell(fmt(q.depth), "num depth"), cell(fmt(q.visible), "num"),
+      cell(fmt(q.in_flight), "num"), cell(fmt(q.rates.publish), "num"),
+      cell(fmt(q.rates.receive), "num"), cell(fmt(q.rates.delete), "num"),
+      cell(fmt(q.oldest_age_seconds), "num"));
+    const del = document.createElement("td");
+    del.append(button("Delete", () => act(async () => {
+      await api("DELETE", `/v2/queues/${encodeURIComponent(q.queue)}`);
+      if (state.selected === q.queue) select(null);
+    })));
+    tr.append(del);
+    body.append(tr);
+  }
+  const current = stats.queues.find((q) => q.queue === state.selected);
+  if (current) {
+    state.history.push([current.depth, current.in_flight]);
+    if (state.history.length > HISTORY) state.history.shift();
+  }
+  drawChart();
+}
+
+function drawChart() {
+  const canvas = $("chart");
+  const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  const points = state.history;
+  if (!points.length) return;
+  const top = Math.max(1, ...points.flat());
+  const step = canvas.width / Math.max(1, HISTORY - 1);
+  [["#1d4ed8", 0], ["#ea580c", 1]].forEach(([colour, i]) => {
+    ctx.strokeStyle = colour;
+    ctx.beginPath();
+    points.forEach((p, x) => {
+      const y = canvas.height - 4 - (p[i] / top) * (canvas.height - 8);
+      if (x === 0) ctx.moveTo(x * step, y); else ctx.lineTo(x * step, y);
+    });
+    ctx.stroke();
+  });
+  ctx.fillStyle = "#555";
+  ctx.fillText(`max ${top}`, 4, 12);
+}
+
+async function renderTopics(queues) {
+  const body = $("topics").querySelector("tbody");
+  const { topics } = await api("GET", "/v2/topics");
+  const rows = [];
+  for (const name of topics) {
+    const topic = await api("GET", `/v2/topics/${encodeURIComponent(name)}`);
+    const tr = document.createElement("tr");
+    tr.dataset.topic = name;
+    const subs = document.createElement("td");
+    for (const q of topic.queues) {
+      subs.append(`${q} `, button("×", () => act(() =>
+        api("DELETE", `/v2/topics/${encodeURIComponent(name)}/subscriptions/${encodeURIComponent(q)}`))), " ");
+    }
+    const subscribe = document.createElement("td");
+    const pick = document.createElement("select");
+    pick.setAttribute("aria-label", `queue to subscribe to ${name}`);
+    for (const q of queues) pick.append(new Option(q, q));
+    subscribe.append(pick, button("Subscribe", () => act(() =>
+      api("PUT", `/v2/topics/${encodeURIComponent(name)}/subscriptions/${encodeURIComponent(pick.value)}`))));
+    const publish = document.createElement("td");
+    const text = document.createElement("input");
+    text.placeholder = "message";
+    text.setAttribute("aria-label", `message for ${name}`);
+    publish.append(text, button("Publish", () => act(() =>
+      api("POST", `/v2/topics/${encodeURIComponent(name)}/messages`, { messages: [{ body: text.value }] }))));
+    const del = document.createElement("td");
+    del.append(button("Delete", () => act(() => api("DELETE", `/v2/topics/${encodeURIComponent(name)}`))));
+    tr.append(cell(name), subs, subscribe, publish, del);
+    rows.push(tr);
+  }
+  body.replaceChildren(...rows);
+}
+
+async function renderMembers() {
+  const status = await api("GET", "/v2/status");
+  $("node").textContent = `node ${status.node}`;
+  const body = $("members").querySelector("tbody");
+  body.replaceChildren(...status.members.map((m) => {
+    const tr = document.createElement("tr");
+    tr.append(cell(m.name), cell(m.http), cell(m.state), cell(`${m.slice[0]} – ${m.slice[1]}`));
+    return tr;
+  }));
+}
+
+async function refresh() {
+  try {
+    const stats = await api("GET", "/v2/stats");
+    state.queues = stats.queues.map((q) => q.queue);
+    renderQueues(stats);
+    await renderTopics(state.queues);
+    await renderMembers();
+    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function select(queue) {
+  state.selected = queue;
+  state.history = [];
+  $("queue-panel").hidden = queue === null;
+  $("chart-queue").textContent = queue || "the selected queue";
+  $("messages").querySelector("tbody").replaceChildren();
+  if (queue === null) return;
+  $("queue-name").textContent = queue;
+  try {
+    const info = await api("GET", `/v2/queues/${encodeURIComponent(queue)}`);
+    const form = $("settings");
+    for (const [key, value] of Object.entries(info.settings)) {
+      const input = form.elements[key];
+      if (!input) continue;
+      if (input.type === "checkbox") input.checked = Boolean(value); else input.value = value;
+    }
+  } catch (err) {
+    showError(err);
+  }
+  await refresh();
+}
+
+async function peek() {
+  const queue = state.selected;
+  const { messages } = await api("GET", `/v2/queues/${encodeURIComponent(queue)}/peek?max=20`);
+  const body = $("messages").querySelector("tbody");
+  body.replaceChildren(...messages.map((m) => {
+    const tr = document.createElement("tr");
+    tr.dataset.id = m.id;
+    const text = m.encoding === "base64" ? `(base64) ${m.body}` : m.body;
+    const del = document.createElement("td");
+    del.append(button("Delete", () => act(async () => {
+      await api("POST", `/v2/queues/${encodeURIComponent(queue)}/delete`, { ids: [m.id] });
+      tr.remove();
+    })));
+    tr.append(cell(m.id), cell(new Date(m.published_at).toLocaleTimeString()), cell(text, "body"), del);
+    return tr;
+  }));
+}
+
+function numberOrSkip(form, key, changes) {
+  const raw = form.elements[key].value.trim();
+  if (raw !== "") changes[key] = Number(raw);
+}
+
+function wire() {
+  $("create-queue").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = e.target.elements.name.value.trim();
+    act(async () => {
+      await api("PUT", `/v2/queues/${encodeURIComponent(name)}`);
+      e.target.reset();
+      await select(name);
+    });
+  });
+  $("create-topic").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = e.target.elements.name.value.trim();
+    act(async () => {
+      await api("PUT", `/v2/topics/${encodeURIComponent(name)}`);
+      e.target.reset();
+    });
+  });
+  $("settings").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const form = e.target;
+    const changes = {};
+    for (const key of ["visibility_timeout", "min_partitions", "max_partitions", "max_partition_age"]) {
+      numberOrSkip(form, key, changes);
+    }
+    changes.compressed_messages = form.elements.compressed_messages.checked;
+    act(() => api("PATCH", `/v2/queues/${encodeURIComponent(state.selected)}`, changes));
+  });
+  $("publish-queue").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const body = e.target.elements.body.value;
+    act(() => api("POST", `/v2/queues/${encodeURIComponent(state.selected)}/messages`,
+      { messages: [{ body }] }));
+  });
+  $("peek").addEventListener("click", () => act(peek));
+}
+
+wire();
+refresh();
+setInterval(refresh, REFRESH_MS);

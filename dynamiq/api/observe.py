@@ -1,0 +1,38 @@
+"""Request metrics and the Prometheus scrape endpoint."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from dynamiq.api.context import SERVICES
+
+__all__ = ["metrics_middleware", "routes"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4"
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Time every request and count its answer by route template and status."""
+    started = time.perf_counter()
+    response = await handler(request)
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    request.app[SERVICES].metrics.request(
+        route, request.method, response.status, time.perf_counter() - started
+    )
+    return response
+
+
+def routes() -> list[web.RouteDef]:
+    """Return the observability routes."""
+    return [web.get("/metrics", scrape)]
+
+
+async def scrape(request: web.Request) -> web.Response:
+    """Serve this node's metrics in the Prometheus text format."""
+    body = request.app[SERVICES].render_metrics()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE + "; charset=utf-8"})

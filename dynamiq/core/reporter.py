@@ -1,0 +1,47 @@
+"""Periodic metrics: queue levels and node levels, then a flush of the sinks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from dynamiq.core.queues import QueueService
+from dynamiq.errors import DynamiqError
+from dynamiq.metrics.base import Metrics
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["Reporter"]
+
+log = logging.getLogger("dynamiq.core")
+
+
+class Reporter:
+    """Reads levels that are not events (depth, in flight, commit latency) and flushes."""
+
+    def __init__(
+        self, queues: QueueService, store: StorageBackend, metrics: Metrics, interval: float
+    ) -> None:
+        self._queues = queues
+        self._store = store
+        self._metrics = metrics
+        self._interval = interval
+        self._last = store.commit_stats()
+
+    async def run_once(self) -> None:
+        """Report every level once and flush the sinks."""
+        try:
+            await self._queues.report()
+        except DynamiqError as exc:
+            log.warning("could not read queue depths: %s", exc)
+        commits, seconds = self._store.commit_stats()
+        done = commits - self._last[0]
+        mean = (seconds - self._last[1]) / done if done else None
+        self._last = (commits, seconds)
+        self._metrics.node_level(1, mean)
+        self._metrics.flush()
+
+    async def reporter_loop(self) -> None:
+        """Run a round every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self._interval)
+            await self.run_once()

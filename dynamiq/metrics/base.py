@@ -1,0 +1,131 @@
+"""The metrics port: what the engine and the HTTP layer report, whatever the sink."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+__all__ = ["Metrics", "MetricsFanout", "NoMetrics"]
+
+
+class Metrics(Protocol):
+    """Events and levels worth watching. Calls are cheap: sinks aggregate, then flush."""
+
+    def sent(self, queue: str, count: int) -> None:
+        """Record ``count`` messages stored durably in ``queue``."""
+        ...
+
+    def received(self, queue: str, count: int, asked: int) -> None:
+        """Record a receive that asked for ``asked`` messages and returned ``count``."""
+        ...
+
+    def deleted(self, queue: str, count: int) -> None:
+        """Record ``count`` messages actually deleted (unknown ids are not counted)."""
+        ...
+
+    def redelivered(self, queue: str, count: int) -> None:
+        """Record ``count`` messages delivered again after their lease ended."""
+        ...
+
+    def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
+        """Set a queue's real depth and its messages in flight."""
+        ...
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Record one HTTP request by route template."""
+        ...
+
+    def error(self, code: str) -> None:
+        """Record one error answer by its code."""
+        ...
+
+    def node_level(self, members: int, commit_seconds: float | None) -> None:
+        """Set the cluster size and the store's mean commit latency lately."""
+        ...
+
+    def flush(self) -> None:
+        """Send what was aggregated since the last flush (no-op for pull sinks)."""
+        ...
+
+
+class NoMetrics:
+    """A sink that drops everything."""
+
+    def sent(self, queue: str, count: int) -> None:
+        """Drop."""
+
+    def received(self, queue: str, count: int, asked: int) -> None:
+        """Drop."""
+
+    def deleted(self, queue: str, count: int) -> None:
+        """Drop."""
+
+    def redelivered(self, queue: str, count: int) -> None:
+        """Drop."""
+
+    def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
+        """Drop."""
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Drop."""
+
+    def error(self, code: str) -> None:
+        """Drop."""
+
+    def node_level(self, members: int, commit_seconds: float | None) -> None:
+        """Drop."""
+
+    def flush(self) -> None:
+        """Drop."""
+
+
+class MetricsFanout(NoMetrics):
+    """Every call to each of several sinks."""
+
+    def __init__(self, sinks: Sequence[Metrics]) -> None:
+        self._sinks = tuple(sinks)
+
+    def sent(self, queue: str, count: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.sent(queue, count)
+
+    def received(self, queue: str, count: int, asked: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.received(queue, count, asked)
+
+    def deleted(self, queue: str, count: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.deleted(queue, count)
+
+    def redelivered(self, queue: str, count: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.redelivered(queue, count)
+
+    def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.queue_level(queue, depth, in_flight)
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.request(route, method, status, seconds)
+
+    def error(self, code: str) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.error(code)
+
+    def node_level(self, members: int, commit_seconds: float | None) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.node_level(members, commit_seconds)
+
+    def flush(self) -> None:
+        """Flush every sink."""
+        for sink in self._sinks:
+            sink.flush()

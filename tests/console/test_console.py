@@ -1,0 +1,77 @@
+"""The web console in a real browser: Debian's Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import NodeProcess
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI") == "true":
+        pytest.fail("chromium is required in CI (.ci/run installs it)", pytrace=False)
+    pytest.skip("chromium is not installed", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def page(node_factory: type[NodeProcess]) -> Iterator[Any]:
+    node = node_factory().start()
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            tab = browser.new_page()
+            tab.set_default_timeout(10_000)
+            tab.goto(node.url + "/")
+            yield tab
+        finally:
+            browser.close()
+
+
+def test_create_publish_watch_peek_delete(page: Any) -> None:
+    expect = sync_api.expect
+    # Create a queue: it appears in the table and is selected
+    page.get_by_label("new queue name").fill("orders")
+    page.get_by_role("button", name="Create queue").click()
+    row = page.locator("#queues tbody tr[data-queue=orders]")
+    expect(row).to_be_visible()
+    expect(page.locator("#queue-name")).to_have_text("orders")
+    # Publish a test message: the depth goes to 1
+    page.get_by_label("message body").fill('{"order": 42}')
+    page.get_by_role("button", name="Publish to queue").click()
+    expect(row.locator("td.depth")).to_have_text("1")
+    # Peek at it without leasing
+    page.get_by_role("button", name="Peek at messages").click()
+    message = page.locator("#messages tbody tr")
+    expect(message).to_have_count(1)
+    expect(message.locator("td.body")).to_have_text('{"order": 42}')
+    # A bad setting is refused and the API's message is shown
+    page.locator("#settings input[name=min_partitions]").fill("20")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator("#error")).to_contain_text("min_partitions")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
+    # Delete the message: the depth goes back to 0
+    message.get_by_role("button", name="Delete").click()
+    expect(row.locator("td.depth")).to_have_text("0")

@@ -1,0 +1,137 @@
+"""StatsD packets as they leave a real node, caught on a real UDP socket."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from dynamiq.config import load_settings
+from dynamiq.daemon import create_app
+from dynamiq.metrics.statsd import StatsdMetrics, route_key
+
+
+@pytest.fixture
+def collector() -> Iterator[socket.socket]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def drain(sock: socket.socket) -> list[bytes]:
+    packets = []
+    while True:
+        try:
+            packets.append(sock.recv(65536))
+        except BlockingIOError:
+            return packets
+
+
+def lines(packets: list[bytes]) -> list[tuple[str, str, str]]:
+    """Every ``name:value|type`` line as (name, value, type)."""
+    out = []
+    for packet in packets:
+        for line in packet.decode().split("\n"):
+            name, _, rest = line.partition(":")
+            value, _, kind = rest.partition("|")
+            out.append((name, value, kind))
+    return out
+
+
+def test_sink_aggregates_until_flush_and_bounds_packets(collector: socket.socket) -> None:
+    port = collector.getsockname()[1]
+    sink = StatsdMetrics("127.0.0.1", port, "dq.", max_packet=512)
+    for _ in range(3):
+        sink.sent("jobs", 2)
+    sink.received("jobs", 3, 10)
+    sink.received("jobs", 0, 10)
+    assert drain(collector) == []  # nothing leaves before the flush
+    for i in range(100):
+        sink.queue_level(f"queue{i:03d}", i, 0)
+    sink.flush()
+    packets = drain(collector)
+    assert len(packets) > 1 and all(len(p) <= 512 for p in packets)
+    seen = lines(packets)
+    assert ("dq.jobs.sent.count", "6", "c") in seen
+    assert ("dq.jobs.received.count", "3", "c") in seen
+    assert ("dq.jobs.fill.count", "0", "g") in seen  # the last receive found nothing
+    assert ("dq.queue042.depth.count", "42", "g") in seen
+    sink.flush()
+    assert drain(collector) == []  # a flush sends what came since the last one
+    sink.close()
+
+
+def test_route_keys() -> None:
+    assert route_key("/v2/queues/{queue}/receive") == "v2.queues.queue.receive"
+    assert route_key("") == "unmatched"
+
+
+@pytest.fixture
+async def node_with_statsd(
+    tmp_path: Path, collector: socket.socket
+) -> AsyncIterator[TestClient[Any, Any]]:
+    port = collector.getsockname()[1]
+    settings = load_settings(
+        env={},
+        flags={
+            "storage.path": str(tmp_path / "data"),
+            "stats.type": "statsd",
+            "stats.address": f"127.0.0.1:{port}",
+            "stats.prefix": "dynamiq.",
+            "stats.flushinterval": "0.1",
+        },
+    )
+    client: TestClient[Any, Any] = TestClient(TestServer(await create_app(settings)))
+    await client.start_server()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_the_original_metrics_for_a_scripted_sequence(
+    node_with_statsd: TestClient[Any, Any], collector: socket.socket
+) -> None:
+    http = node_with_statsd
+    # Given a queue with 5 published messages
+    await http.put("/v1/queues/q")
+    ids = [await (await http.put("/v1/queues/q/message", data=f"m{i}")).text() for i in range(5)]
+    # When 3 are received in a batch of 4, 2 of them deleted, plus an unknown id
+    got = await (await http.get("/v1/queues/q/messages/4")).json()
+    assert len(got) == 4
+    await http.delete(f"/v1/queues/q/messages/{got[0]['id']},{got[1]['id']},42")
+    await http.get("/v1/queues/nope/messages/1")
+    await asyncio.sleep(0.5)  # a few flushes
+    seen = lines(drain(collector))
+    counters: dict[str, int] = {}
+    gauges: dict[str, str] = {}
+    for name, value, kind in seen:
+        if kind == "c":
+            counters[name] = counters.get(name, 0) + int(value)
+        elif kind == "g":
+            gauges[name] = value
+    # Then the counters count what happened, and the gauges hold real levels
+    assert counters["dynamiq.q.sent.count"] == len(ids) == 5
+    assert counters["dynamiq.q.received.count"] == 4
+    assert counters["dynamiq.q.deleted.count"] == 2  # the unknown id is not counted
+    assert gauges["dynamiq.q.fill.count"] == "100"
+    assert gauges["dynamiq.q.depth.count"] == "3"
+    assert gauges["dynamiq.q.approximate_depth.count"] == "3"
+    assert gauges["dynamiq.q.in_flight.count"] == "2"
+    assert gauges["dynamiq.node.cluster_size"] == "1"
+    assert "dynamiq.node.commit_ms" in gauges
+    assert counters["dynamiq.node.errors.QUEUE_NOT_FOUND"] == 1
+    assert counters["dynamiq.node.requests.v1.queues.queue.message.put.200"] == 5
+    assert any(
+        n.startswith("dynamiq.node.latency.v1.queues.queue.messages.batch.get") and k == "ms"
+        for n, _, k in seen
+    )
