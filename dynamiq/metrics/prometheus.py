@@ -30,6 +30,12 @@ class PrometheusMetrics:
         self._depth = Gauge(
             "dynamiq_queue_depth", "Messages stored in the queue", ["queue"], registry=r
         )
+        self._approximate = Gauge(
+            "dynamiq_queue_approximate_depth",
+            "Depth as estimated by the node",
+            ["queue"],
+            registry=r,
+        )
         self._in_flight = Gauge(
             "dynamiq_queue_in_flight", "Messages leased and not deleted", ["queue"], registry=r
         )
@@ -69,6 +75,7 @@ class PrometheusMetrics:
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth and in-flight."""
         self._depth.labels(queue).set(depth)
+        self._approximate.labels(queue).set(depth)  # one node: the estimate is exact
         self._in_flight.labels(queue).set(in_flight)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
