@@ -63,3 +63,15 @@ async def test_an_unreachable_node_is_backend_unavailable() -> None:
     async with AsyncClient("http://127.0.0.1:9", timeout=2) as c:
         with pytest.raises(BackendUnavailable):
             await c.queues()
+
+
+async def test_change_visibility(client: AsyncClient) -> None:
+    await client.create_queue("v", visibility_timeout=30)
+    ids = await client.publish("v", ["x", "y"])
+    got = await client.receive("v", 2)
+    assert [m.id for m in got] == ids
+    assert await client.change_visibility("v", [ids[0], 5], 120) == [ids[0]]
+    assert await client.change_visibility("v", [ids[1]], 0) == [ids[1]]
+    assert [m.id for m in await client.receive("v", 5)] == [ids[1]]
+    with pytest.raises(Invalid):
+        await client.change_visibility("v", [ids[0]], -1)

@@ -54,6 +54,14 @@ _OPERATIONS: list[tuple[str, str, str, type | None, int, type | None]] = [
         s.DeleteResponse,
     ),
     (
+        "post",
+        "/v2/queues/{queue}/visibility",
+        "Extend leases, or end them with 0",
+        s.VisibilityRequest,
+        200,
+        s.VisibilityResponse,
+    ),
+    (
         "get",
         "/v2/queues/{queue}/stats",
         "A queue's contents, oldest message age and rates",

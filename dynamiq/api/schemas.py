@@ -35,6 +35,8 @@ __all__ = [
     "TopicList",
     "TopicPublishResponse",
     "Totals",
+    "VisibilityRequest",
+    "VisibilityResponse",
 ]
 
 Encoding = Literal["utf-8", "base64"]
@@ -105,6 +107,20 @@ class DeleteRequest(_Body):
     """Delete messages by id."""
 
     ids: Annotated[list[IdText], msgspec.Meta(min_length=1)]
+
+
+class VisibilityRequest(_Body):
+    """Extend the leases of ``ids`` to ``visibility_timeout`` seconds from now; 0 ends them."""
+
+    ids: Annotated[list[IdText], msgspec.Meta(min_length=1)]
+    visibility_timeout: Annotated[float, msgspec.Meta(ge=0, le=43200)]
+
+
+class VisibilityResponse(msgspec.Struct):
+    """Which leases were changed, and which ids held no lease on this node."""
+
+    changed: list[str]
+    not_leased: list[str]
 
 
 class DeleteResponse(msgspec.Struct):

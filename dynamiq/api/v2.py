@@ -30,6 +30,8 @@ from dynamiq.api.schemas import (
     TopicList,
     TopicPublishResponse,
     Totals,
+    VisibilityRequest,
+    VisibilityResponse,
 )
 from dynamiq.errors import Invalid
 from dynamiq.models import ID_MAX, QueueSettings, parse_id
@@ -50,6 +52,7 @@ def routes() -> list[web.RouteDef]:
         web.get("/v2/queues/{queue}/messages/{id}", peek),
         web.post("/v2/queues/{queue}/receive", receive),
         web.post("/v2/queues/{queue}/delete", delete),
+        web.post("/v2/queues/{queue}/visibility", change_visibility),
         web.get("/v2/queues/{queue}/stats", queue_stats),
         web.get("/v2/queues/{queue}/peek", peek_many),
         web.get("/v2/stats", node_stats),
@@ -165,6 +168,23 @@ async def delete(request: web.Request) -> web.Response:
         DeleteResponse(
             deleted=[t for t, ok in zip(body.ids, existed, strict=True) if ok],
             missing=[t for t, ok in zip(body.ids, existed, strict=True) if not ok],
+        )
+    )
+
+
+async def change_visibility(request: web.Request) -> web.Response:
+    """Extend leases (keep working on a batch) or end them (give messages back now)."""
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    body = await read_json(request, VisibilityRequest)
+    _check_batch(len(body.ids), svc.limits.maxbatch)
+    ids = [parse_id(i) for i in body.ids]
+    changed = set(svc.queues.change_visibility(name, ids, body.visibility_timeout))
+    return json_response(
+        VisibilityResponse(
+            changed=[t for t, i in zip(body.ids, ids, strict=True) if i in changed],
+            not_leased=[t for t, i in zip(body.ids, ids, strict=True) if i not in changed],
         )
     )
 

@@ -158,6 +158,18 @@ class AsyncClient:
         result = await self._call("POST", f"/v2/queues/{queue}/delete", payload)
         return [int(i) for i in result["deleted"]]
 
+    async def change_visibility(
+        self, queue: str, ids: Sequence[int], visibility_timeout: float
+    ) -> list[int]:
+        """Keep leased messages invisible for ``visibility_timeout`` more seconds.
+
+        With 0 the leases end and the messages are visible again at once.
+        Returns the ids whose lease was live (and was changed).
+        """
+        payload = {"ids": [str(i) for i in ids], "visibility_timeout": visibility_timeout}
+        result = await self._call("POST", f"/v2/queues/{queue}/visibility", payload)
+        return [int(i) for i in result["changed"]]
+
     async def peek(self, queue: str, message_id: int) -> Message:
         """Read a message without leasing it."""
         result = await self._call("GET", f"/v2/queues/{queue}/messages/{message_id}")

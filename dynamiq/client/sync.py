@@ -114,6 +114,12 @@ class Client:
         """Delete messages; return the ids that existed."""
         return self._run(self._client.delete(queue, ids))
 
+    def change_visibility(
+        self, queue: str, ids: Sequence[int], visibility_timeout: float
+    ) -> list[int]:
+        """Extend leases, or end them with 0; return the ids changed."""
+        return self._run(self._client.change_visibility(queue, ids, visibility_timeout))
+
     def peek(self, queue: str, message_id: int) -> Message:
         """Read a message without leasing it."""
         return self._run(self._client.peek(queue, message_id))

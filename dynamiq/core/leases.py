@@ -8,6 +8,7 @@ deadline passes, after which the message is visible again.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 
 __all__ = ["LeaseTable"]
@@ -46,6 +47,19 @@ class LeaseTable:
             self._held += len(taken)
             self._compact()
         return taken
+
+    def extend(self, ids: Iterable[int], now: float, timeout: float) -> list[int]:
+        """Move the deadline of live leases to ``now + timeout``; return the ids extended."""
+        deadline = now + timeout
+        extended = [i for i in ids if self._deadline.get(i, -math.inf) > now]
+        for message_id in extended:
+            self._deadline[message_id] = deadline
+        if extended:
+            self._entries += 1
+            heapq.heappush(self._heap, (deadline, self._entries, tuple(extended)))
+            self._held += len(extended)
+            self._compact()
+        return extended
 
     def release(self, ids: Iterable[int]) -> None:
         """End the leases of ``ids`` (deleted messages)."""

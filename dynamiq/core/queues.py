@@ -150,14 +150,13 @@ class QueueService:
         else:
             raise ServerError("found no free ids for every message; some may be stored, retry")
         now = self._clock.now()
-        names = {record.uid: record.name for record, _ in items}
+        queues = {record.uid: record for record, _ in items}
         for uid, (mids, records) in _by_bucket(rows, ids).items():
-            self._metrics.sent(names[uid], len(mids))
+            self._metrics.sent(queues[uid].name, len(mids))
             self._recent.add(uid, mids, records, now)
-            state = self._states.get(uid)
-            if state is not None:
-                state.published(mids)
-                state.published_per_s.add(len(mids), now)
+            state = self._state(queues[uid])
+            state.published(mids)
+            state.published_per_s.add(len(mids), now)
         return ids
 
     # -- receiving -----------------------------------------------------------
@@ -265,6 +264,22 @@ class QueueService:
             state.leases.release(ids)
             state.lapsed.difference_update(ids)
         return existed
+
+    def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+        """Extend the live leases of ``ids`` by ``seconds`` from now, or end them (0).
+
+        Returns the ids whose lease was live on this node; a message whose
+        lease ended (or that was deleted) is not leased again by this call.
+        """
+        record = self._catalog.queue(queue)
+        state = self._state(record)
+        now = self._clock.now()
+        if seconds > 0:
+            return state.leases.extend(ids, now, seconds)
+        live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
+        state.expired(state.leases.expire(now))
+        state.notify()
+        return live
 
     async def peek(self, queue: str, message_id: int) -> Message:
         """Return a message without leasing it, or raise ``MessageNotFound``."""

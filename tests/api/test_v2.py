@@ -278,6 +278,15 @@ async def test_peek_many_and_status(http: Http, spec: dict[str, Any]) -> None:
     assert leased["messages"][0]["id"] == ids[0]
     got = await call(http, spec, "POST", "/v2/queues/pk/receive", 200, {"max_messages": 5})
     assert [m["id"] for m in got["messages"]] == ids[1:]
+    kept = await call(
+        http,
+        spec,
+        "POST",
+        "/v2/queues/pk/visibility",
+        200,
+        {"ids": [ids[0], "3"], "visibility_timeout": 60},
+    )
+    assert kept == {"changed": [ids[0]], "not_leased": ["3"]}
     for bad in ("0", "x", "101"):
         assert (await call(http, spec, "GET", f"/v2/queues/pk/peek?max={bad}", 422))["error"] == (
             "INVALID"

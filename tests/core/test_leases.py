@@ -46,3 +46,15 @@ def test_next_deadline_and_release_all(fake_clock: FakeClock) -> None:
     assert leases.next_deadline() == fake_clock.now() + 3
     assert leases.release_all() == [5]
     assert len(leases) == 0 and leases.next_deadline() is None
+
+
+def test_extend_moves_only_live_leases(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    leases.acquire([1, 2], fake_clock.now(), 10)
+    fake_clock.advance(5)
+    assert leases.extend([1, 3], fake_clock.now(), 20) == [1]  # 3 was never leased
+    fake_clock.advance(6)
+    assert leases.expire(fake_clock.now()) == [2]
+    fake_clock.advance(14)
+    assert leases.extend([1], fake_clock.now(), 5) == []  # its deadline has come
+    assert leases.expire(fake_clock.now()) == [1]

@@ -277,3 +277,16 @@ async def test_redeliveries_are_reported(store: LmdbBackend, fake_clock: FakeClo
         ("received", "r", 1),
         ("redelivered", "r", 1),
     ]
+
+
+async def test_change_visibility_extends_or_ends_a_lease(engine: Engine) -> None:
+    _, queues, clock = engine
+    ids = await queues.publish("q", [b"a", b"b"])
+    await queues.receive("q", 2, visibility_timeout=10)
+    assert queues.change_visibility("q", [ids[0], 12345], 60) == [ids[0]]
+    assert queues.change_visibility("q", [ids[1]], 0) == [ids[1]]  # back at once
+    assert [m.id for m in await queues.receive("q", 5, visibility_timeout=300)] == [ids[1]]
+    clock.advance(30)
+    assert await queues.receive("q", 5) == []  # a is still leased: its lease was extended
+    clock.advance(31)
+    assert [m.id for m in await queues.receive("q", 5)] == [ids[0]]
