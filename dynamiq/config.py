@@ -29,7 +29,7 @@ __all__ = [
 
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 STATS_TYPES = ("statsd", "prometheus", "none")
-BACKENDS = ("lmdb",)
+BACKENDS = ("lmdb", "redis")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +82,17 @@ class StatsSettings:
 
 @dataclass(frozen=True, slots=True)
 class StorageSettings:
-    """``[storage]``: which store holds messages and configuration."""
+    """``[storage]``: which store holds messages and configuration.
+
+    ``path`` and ``mapsize`` are for ``lmdb``; ``url`` and ``waitreplicas``
+    (replicas that must acknowledge each write) for ``redis``.
+    """
 
     backend: str = "lmdb"
     path: str = "./data"
     mapsize: int = 64 << 30
+    url: str = "redis://127.0.0.1:6379/0"
+    waitreplicas: int = 0
 
     def __post_init__(self) -> None:
         _require(
@@ -94,6 +100,12 @@ class StorageSettings:
         )
         _require(bool(self.path), "storage.path", "must not be empty")
         _require(self.mapsize >= 1 << 20, "storage.mapsize", "must be >= 1048576 (bytes)")
+        _require(
+            self.url.startswith(("redis://", "rediss://", "unix://")),
+            "storage.url",
+            "must be a redis://, rediss:// or unix:// URL",
+        )
+        _require(self.waitreplicas >= 0, "storage.waitreplicas", "must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)

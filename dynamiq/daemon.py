@@ -33,8 +33,12 @@ __all__ = ["create_app", "open_store", "serve"]
 log = logging.getLogger("dynamiq.daemon")
 
 
-def open_store(settings: StorageSettings) -> StorageBackend:
+def open_store(settings: StorageSettings, pool_size: int = 16) -> StorageBackend:
     """Open the configured store (backends are imported only when chosen)."""
+    if settings.backend == "redis":
+        from dynamiq.storage.redis import RedisBackend
+
+        return RedisBackend(settings.url, settings.waitreplicas, pool_size)
     from dynamiq.storage.lmdb import LmdbBackend
 
     return LmdbBackend(Path(settings.path).resolve(), map_size=settings.mapsize)
@@ -53,7 +57,7 @@ def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
 
 async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
     """Open the store, load the catalog and return the node's application."""
-    store = open_store(settings.storage)
+    store = open_store(settings.storage, settings.core.backendconnectionpool)
     catalog = Catalog(store)
     try:
         await catalog.reload()
@@ -166,7 +170,8 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
 
 def _announce(settings: Settings, url: str) -> None:
     log.info("node %s serving %s", settings.core.name, url)
-    data = Path(settings.storage.path).resolve()
+    redis = settings.storage.backend == "redis"
+    data = settings.storage.url if redis else Path(settings.storage.path).resolve()
     print(
         f"dynamiq: node {settings.core.name} serving {url}; "
         f"{settings.storage.backend} data in {data}",

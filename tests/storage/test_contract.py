@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,19 +11,38 @@ import pytest
 from dynamiq.core.ids import ID_MAX
 from dynamiq.storage.base import StorageBackend
 from dynamiq.storage.lmdb import LmdbBackend
-
-BACKENDS: dict[str, Callable[[Path], StorageBackend]] = {
-    "lmdb": lambda tmp: LmdbBackend(tmp / "lmdb", map_size=1 << 28),
-}
+from tests.servers import redis_server
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(params=["lmdb", "redis"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBackend]:
-    store = BACKENDS[request.param](tmp_path)
+    store: StorageBackend
+    if request.param == "lmdb":
+        store = LmdbBackend(tmp_path / "lmdb", map_size=1 << 28)
+    else:
+        from dynamiq.storage.redis import RedisBackend
+
+        url = request.getfixturevalue("redis_url")
+        store = RedisBackend(url)
+        await _flush(url)
     try:
         yield store
     finally:
         await store.close()
+
+
+async def _flush(url: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(url)
+    await client.flushdb()
+    await client.aclose()
 
 
 async def test_insert_never_overwrites(backend: StorageBackend) -> None:
