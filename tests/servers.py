@@ -34,10 +34,10 @@ def require(binary: str) -> str:
 
 
 @contextmanager
-def redis_server(data: Path) -> Iterator[str]:
+def redis_server(data: Path, port: int | None = None) -> Iterator[str]:
     """Run redis-server with fsync on every write; yield its URL."""
     binary = require("redis-server")
-    port = free_port()
+    port = port or free_port()
     data.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
         [

@@ -34,6 +34,7 @@ T = TypeVar("T")
 SHARD_BITS = 8
 SHARD_SHIFT = 63 - SHARD_BITS
 META = "dq:meta"
+SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
 
 _INSERT = """
 local out = {}
@@ -74,7 +75,13 @@ class RedisBackend:
     def __init__(self, url: str, wait_replicas: int = 0, pool_size: int = 16) -> None:
         # A blocking pool: requests beyond the pool wait for a connection
         # instead of failing at once.
-        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=pool_size, timeout=10)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=pool_size,
+            timeout=10,
+            socket_timeout=SOCKET_TIMEOUT,
+            socket_connect_timeout=SOCKET_TIMEOUT,
+        )
         self._redis = aioredis.Redis(connection_pool=pool)
         self._insert = self._redis.register_script(_INSERT)
         self._delete = self._redis.register_script(_DELETE)

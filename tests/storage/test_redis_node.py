@@ -10,7 +10,7 @@ import pytest
 
 from dynamiq.client import Client
 from tests.conftest import NodeProcess
-from tests.servers import redis_server
+from tests.servers import free_port, redis_server
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +41,37 @@ def test_a_node_on_redis_keeps_acknowledged_messages_across_kill_9(
             delivered += [m.id for m in got]
         assert sorted(delivered) == sorted(published[100:])
         assert client.queue("r")["stats"]["depth"] == 400
+
+
+def test_an_unreachable_store_is_503_and_the_node_recovers(
+    node_factory: type[NodeProcess], tmp_path: Path
+) -> None:
+    port = free_port()
+    with redis_server(tmp_path / "redis", port) as url:
+        node = node_factory("--storage-backend", "redis", "--storage-url", url).start()
+        with Client(node.url) as client:
+            client.create_queue("f")
+            kept = client.publish("f", ["before"])
+    # The server is gone: requests fail with 503 and Retry-After, the node stays up
+    for _ in range(3):
+        response = _post(node.url + "/v2/queues/f/messages", b'{"messages":[{"body":"x"}]}')
+        assert response[0] == 503 and response[1].get("Retry-After", "").isdigit()
+    assert node.proc is not None and node.proc.poll() is None
+    # It comes back on the same port and data: the node serves again by itself
+    with redis_server(tmp_path / "redis", port), Client(node.url) as client:
+        assert [m.id for m in client.receive("f", 5)] == kept
+        assert len(client.publish("f", ["after"])) == 1
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict[str, str]]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers)
