@@ -34,36 +34,29 @@ def require(binary: str) -> str:
 
 
 @contextmanager
-def redis_server(data: Path, port: int | None = None) -> Iterator[str]:
-    """Run redis-server with fsync on every write; yield its URL."""
+def redis_server(
+    data: Path, port: int | None = None, replica_of: str | None = None
+) -> Iterator[str]:
+    """Run redis-server with fsync on every write (a replica of ``replica_of``); yield its URL."""
     binary = require("redis-server")
     port = port or free_port()
     data.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--dir",
-            str(data),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--save",
-            "",
-            "--protected-mode",
-            "yes",
-            "--daemonize",
-            "no",
-            "--logfile",
-            str(data / "redis.log"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    settings = {
+        "bind": "127.0.0.1",
+        "port": str(port),
+        "dir": str(data),
+        "appendonly": "yes",
+        "appendfsync": "always",
+        "save": "",
+        "protected-mode": "yes",
+        "daemonize": "no",
+        "logfile": str(data / "redis.log"),
+        "repl-diskless-sync-delay": "0",
+    }
+    args = [binary, *(x for key, value in settings.items() for x in (f"--{key}", value))]
+    if replica_of:
+        args += ["--replicaof", *replica_of.split(":")]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while True:

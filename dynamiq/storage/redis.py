@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 from dynamiq.errors import BackendUnavailable
@@ -34,6 +34,7 @@ T = TypeVar("T")
 SHARD_BITS = 8
 SHARD_SHIFT = 63 - SHARD_BITS
 META = "dq:meta"
+WAIT_MS = 5000
 SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
 
 _INSERT = """
@@ -95,11 +96,22 @@ class RedisBackend:
         except (RedisError, OSError) as exc:
             raise BackendUnavailable(f"Redis: {exc}") from exc
 
-    async def _durable(self) -> None:
+    async def _write(self, commands: Callable[[Any], Awaitable[None]]) -> list[Any]:
+        """Run ``commands`` in one pipeline on one connection, then WAIT on that connection.
+
+        WAIT covers only the writes of its own connection, so the writes and
+        the WAIT must travel together.
+        """
+        pipe = self._redis.pipeline(transaction=False)
+        await commands(pipe)
         if self._wait_replicas:
-            acked = await self._redis.wait(self._wait_replicas, 5000)
+            pipe.wait(self._wait_replicas, WAIT_MS)
+        results: list[Any] = await pipe.execute()
+        if self._wait_replicas:
+            acked = results.pop()
             if acked < self._wait_replicas:
                 raise BackendUnavailable(f"only {acked} replicas acknowledged the write")
+        return results
 
     # -- messages ------------------------------------------------------------
 
@@ -110,19 +122,15 @@ class RedisBackend:
             groups[bucket, key >> SHARD_SHIFT].append(index)
         out = [False] * len(items)
 
+        async def commands(pipe: Any) -> None:
+            for (bucket, shard), idx in groups.items():
+                args = [v for i in idx for v in (_member(items[i][1]), items[i][2])]
+                await self._insert(keys=list(_keys(bucket, shard)), args=args, client=pipe)
+
         async def work() -> None:
             loop = asyncio.get_running_loop()
             started = loop.time()
-            results = await asyncio.gather(
-                *(
-                    self._insert(
-                        keys=list(_keys(bucket, shard)),
-                        args=[v for i in idx for v in (_member(items[i][1]), items[i][2])],
-                    )
-                    for (bucket, shard), idx in groups.items()
-                )
-            )
-            await self._durable()
+            results = await self._write(commands)
             for idx, flags in zip(groups.values(), results, strict=True):
                 for i, flag in zip(idx, flags, strict=True):
                     out[i] = bool(flag)
@@ -157,16 +165,13 @@ class RedisBackend:
             groups[key >> SHARD_SHIFT].append(index)
         out = [False] * len(keys)
 
+        async def commands(pipe: Any) -> None:
+            for shard, idx in groups.items():
+                args = [_member(keys[i]) for i in idx]
+                await self._delete(keys=list(_keys(bucket, shard)), args=args, client=pipe)
+
         async def work() -> None:
-            results = await asyncio.gather(
-                *(
-                    self._delete(
-                        keys=list(_keys(bucket, shard)), args=[_member(keys[i]) for i in idx]
-                    )
-                    for shard, idx in groups.items()
-                )
-            )
-            await self._durable()
+            results = await self._write(commands)
             for idx, flags in zip(groups.values(), results, strict=True):
                 for i, flag in zip(idx, flags, strict=True):
                     out[i] = bool(flag)
@@ -246,19 +251,22 @@ class RedisBackend:
     async def meta_create(self, key: str, value: bytes) -> bool:
         """Store a configuration value only if the key is absent."""
 
+        async def commands(pipe: Any) -> None:
+            pipe.hsetnx(META, key, value)
+
         async def work() -> bool:
-            created = bool(await self._redis.hsetnx(META, key, value))
-            await self._durable()
-            return created
+            return bool((await self._write(commands))[0])
 
         return await self._call(work)
 
     async def meta_put(self, entries: dict[str, bytes]) -> None:
         """Store configuration values, overwriting."""
 
+        async def commands(pipe: Any) -> None:
+            pipe.hset(META, mapping=entries)
+
         async def work() -> None:
-            await self._redis.hset(META, mapping=cast("Mapping[Any, Any]", entries))
-            await self._durable()
+            await self._write(commands)
 
         if entries:
             await self._call(work)
@@ -266,10 +274,11 @@ class RedisBackend:
     async def meta_delete(self, keys: Sequence[str]) -> int:
         """Delete configuration keys; return how many existed."""
 
+        async def commands(pipe: Any) -> None:
+            pipe.hdel(META, *keys)
+
         async def work() -> int:
-            gone = int(await self._redis.hdel(META, *keys))
-            await self._durable()
-            return gone
+            return int((await self._write(commands))[0])
 
         return await self._call(work) if keys else 0
 
