@@ -161,15 +161,8 @@ async def delete(request: web.Request) -> web.Response:
     name = request.match_info["queue"]
     svc.catalog.queue(name)
     body = await read_json(request, DeleteRequest)
-    _check_batch(len(body.ids), svc.limits.maxbatch)
-    ids = [parse_id(i) for i in body.ids]
-    existed = await svc.queues.delete(name, ids)
-    return json_response(
-        DeleteResponse(
-            deleted=[t for t, ok in zip(body.ids, existed, strict=True) if ok],
-            missing=[t for t, ok in zip(body.ids, existed, strict=True) if not ok],
-        )
-    )
+    existed = await svc.queues.delete(name, _ids(body.ids, svc))
+    return json_response(DeleteResponse(*_split(body.ids, existed)))
 
 
 async def change_visibility(request: web.Request) -> web.Response:
@@ -178,15 +171,9 @@ async def change_visibility(request: web.Request) -> web.Response:
     name = request.match_info["queue"]
     svc.catalog.queue(name)
     body = await read_json(request, VisibilityRequest)
-    _check_batch(len(body.ids), svc.limits.maxbatch)
-    ids = [parse_id(i) for i in body.ids]
+    ids = _ids(body.ids, svc)
     changed = set(svc.queues.change_visibility(name, ids, body.visibility_timeout))
-    return json_response(
-        VisibilityResponse(
-            changed=[t for t, i in zip(body.ids, ids, strict=True) if i in changed],
-            not_leased=[t for t, i in zip(body.ids, ids, strict=True) if i not in changed],
-        )
-    )
+    return json_response(VisibilityResponse(*_split(body.ids, [i in changed for i in ids])))
 
 
 async def peek(request: web.Request) -> web.Response:
@@ -252,6 +239,19 @@ async def node_stats(request: web.Request) -> web.Response:
         ),
     )
     return json_response(NodeStats(svc.node_name, 1, queues, totals))
+
+
+def _ids(texts: list[str], svc: Services) -> list[int]:
+    _check_batch(len(texts), svc.limits.maxbatch)
+    return [parse_id(t) for t in texts]
+
+
+def _split(texts: list[str], flags: list[bool]) -> tuple[list[str], list[str]]:
+    """Return the texts whose flag is set, then the others."""
+    return (
+        [t for t, ok in zip(texts, flags, strict=True) if ok],
+        [t for t, ok in zip(texts, flags, strict=True) if not ok],
+    )
 
 
 def _check_batch(size: int, limit: int) -> None:

@@ -41,11 +41,7 @@ class LeaseTable:
                 continue
             self._deadline[message_id] = deadline
             taken.append(message_id)
-        if taken:
-            self._entries += 1
-            heapq.heappush(self._heap, (deadline, self._entries, tuple(taken)))
-            self._held += len(taken)
-            self._compact()
+        self._schedule(deadline, taken)
         return taken
 
     def extend(self, ids: Iterable[int], now: float, timeout: float) -> list[int]:
@@ -54,12 +50,15 @@ class LeaseTable:
         extended = [i for i in ids if self._deadline.get(i, -math.inf) > now]
         for message_id in extended:
             self._deadline[message_id] = deadline
-        if extended:
-            self._entries += 1
-            heapq.heappush(self._heap, (deadline, self._entries, tuple(extended)))
-            self._held += len(extended)
-            self._compact()
+        self._schedule(deadline, extended)
         return extended
+
+    def _schedule(self, deadline: float, ids: list[int]) -> None:
+        if ids:
+            self._entries += 1
+            heapq.heappush(self._heap, (deadline, self._entries, tuple(ids)))
+            self._held += len(ids)
+            self._compact()
 
     def release(self, ids: Iterable[int]) -> None:
         """End the leases of ``ids`` (deleted messages)."""
