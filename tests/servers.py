@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-__all__ = ["free_port", "redis_server", "require"]
+__all__ = ["RedisCluster", "free_port", "redis_cluster", "redis_server", "require"]
 
 
 def free_port() -> int:
@@ -21,6 +23,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_cluster_port() -> int:
+    """Return a port that is free and whose cluster bus port (+10000) is free too."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 45000)
+        try:
+            for p in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
 
 
 def require(binary: str) -> str:
@@ -33,14 +50,7 @@ def require(binary: str) -> str:
     return path
 
 
-@contextmanager
-def redis_server(
-    data: Path, port: int | None = None, replica_of: str | None = None
-) -> Iterator[str]:
-    """Run redis-server with fsync on every write (a replica of ``replica_of``); yield its URL."""
-    binary = require("redis-server")
-    port = port or free_port()
-    data.mkdir(parents=True, exist_ok=True)
+def _redis_args(binary: str, port: int, data: Path) -> list[str]:
     settings = {
         "bind": "127.0.0.1",
         "port": str(port),
@@ -53,25 +63,143 @@ def redis_server(
         "logfile": str(data / "redis.log"),
         "repl-diskless-sync-delay": "0",
     }
-    args = [binary, *(x for key, value in settings.items() for x in (f"--{key}", value))]
-    if replica_of:
-        args += ["--replicaof", *replica_of.split(":")]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
+    return [binary, *(x for key, value in settings.items() for x in (f"--{key}", value))]
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {port} did not start") from None
+            time.sleep(0.05)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
         proc.terminate()
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+@contextmanager
+def redis_server(
+    data: Path, port: int | None = None, replica_of: str | None = None
+) -> Iterator[str]:
+    """Run redis-server with fsync on every write (a replica of ``replica_of``); yield its URL."""
+    binary = require("redis-server")
+    port = port or free_port()
+    data.mkdir(parents=True, exist_ok=True)
+    args = _redis_args(binary, port, data)
+    if replica_of:
+        args += ["--replicaof", *replica_of.split(":")]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(port, proc)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        _stop(proc)
+
+
+@dataclass
+class RedisCluster:
+    """A running 3-primary, 3-replica Redis Cluster."""
+
+    ports: list[int]
+    procs: dict[int, subprocess.Popen[bytes]]
+
+    @property
+    def url(self) -> str:
+        """Every node's URL, comma-separated (the store's cluster form)."""
+        return ",".join(f"redis://127.0.0.1:{p}" for p in self.ports)
+
+    def role(self, port: int) -> str:
+        """Return ``master`` or ``slave`` for a live node."""
+        out = subprocess.run(
+            [require("redis-cli"), "-p", str(port), "role"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
+        return out.split()[0] if out else "down"
+
+    def kill(self, port: int) -> None:
+        """Kill a node without warning."""
+        self.procs[port].kill()
+        self.procs[port].wait(10)
+
+
+@contextmanager
+def redis_cluster(data: Path) -> Iterator[RedisCluster]:
+    """Run six nodes on loopback, create the cluster, wait until it is whole."""
+    binary, cli = require("redis-server"), require("redis-cli")
+    ports: list[int] = []
+    while len(ports) < 6:
+        port = free_cluster_port()
+        if all(abs(port - p) not in (0, 10000) for p in ports):
+            ports.append(port)
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    try:
+        for port in ports:
+            node = data / str(port)
+            node.mkdir(parents=True, exist_ok=True)
+            args = [
+                *_redis_args(binary, port, node),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                str(node / "nodes.conf"),
+                "--cluster-node-timeout",
+                "2000",
+                "--cluster-replica-validity-factor",
+                "0",
+            ]
+            procs[port] = subprocess.Popen(
+                args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        for port in ports:
+            _wait_port(port, procs[port])
+        subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in ports),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        cluster = RedisCluster(ports, procs)
+        deadline = time.monotonic() + 30
+        while not _whole(cli, ports):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster did not become whole")
+            time.sleep(0.1)
+        yield cluster
+    finally:
+        for proc in procs.values():
+            _stop(proc)
+
+
+def _whole(cli: str, ports: list[int]) -> bool:
+    def info(port: int, section: str) -> str:
+        return subprocess.run(
+            [cli, "-p", str(port), *section.split()], capture_output=True, text=True, timeout=10
+        ).stdout
+
+    if any("cluster_state:ok" not in info(p, "cluster info") for p in ports):
+        return False
+    replicas = [p for p in ports if "role:slave" in info(p, "info replication")]
+    return len(replicas) == 3 and all(
+        "master_link_status:up" in info(p, "info replication") for p in replicas
+    )

@@ -1,29 +1,41 @@
-"""Redis / Valkey store (standalone), on redis-py's asyncio client.
+"""Redis / Valkey store, standalone or Cluster, on redis-py's asyncio client.
 
 Layout: the id keyspace is cut into ``2^SHARD_BITS`` shards by the top bits of
 the id; each (bucket, shard) pair is a hash of records and a sorted set of
 fixed-width hex ids (all scores 0, so ``ZRANGEBYLEX`` walks them in id
 order). Both keys share the hash tag ``{<bucket>:<shard>}``: a multi-step
 change of one shard is one Lua script, and in Cluster mode a queue's shards
-spread over the cluster's nodes. Configuration lives in one hash.
+spread over the primaries. Configuration lives in one hash.
 
-Durability follows the server: run it with ``appendonly yes`` and
+Every operation is cut into commands, one per shard it touches; the commands
+for one server travel in one pipeline on one connection, so that ``WAIT``
+(which counts only its own connection's writes) follows the writes it covers.
+In Cluster mode the slot map says which primary owns a shard; when it moves
+(failover, resharding) the operation fails with ``BackendUnavailable`` and
+the map is refreshed, so the client's retry goes to the new owner. A failed
+write is never retried here: a half-applied insert retried would report its
+own records as taken ids.
+
+Durability follows the servers: run them with ``appendonly yes`` and
 ``appendfsync always`` for an fsync before every acknowledgement;
-``waitreplicas`` adds a ``WAIT`` for that many replicas after each write.
+``waitreplicas`` also waits for that many replicas of each written primary.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
+from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.storage.base import KeyRange
 
 try:
     import redis.asyncio as aioredis
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
     from redis.exceptions import RedisError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
@@ -60,6 +72,9 @@ end
 return out
 """
 
+# One command for one server: (routing key, adds the command to a pipeline).
+Command = tuple[str, Callable[[Any], Awaitable[Any]]]
+
 
 def _member(key: int) -> str:
     return f"{key:016x}"
@@ -70,48 +85,144 @@ def _keys(bucket: str, shard: int) -> tuple[str, str]:
     return f"dq:{tag}:h", f"dq:{tag}:z"
 
 
-class RedisBackend:
-    """``StorageBackend`` on one Redis or Valkey server."""
+def _pool(host: str, port: int, db: int, size: int) -> aioredis.Redis:
+    pool = aioredis.BlockingConnectionPool(
+        host=host,
+        port=port,
+        db=db,
+        max_connections=size,
+        timeout=10,
+        socket_timeout=SOCKET_TIMEOUT,
+        socket_connect_timeout=SOCKET_TIMEOUT,
+    )
+    return aioredis.Redis(connection_pool=pool)
 
-    def __init__(self, url: str, wait_replicas: int = 0, pool_size: int = 16) -> None:
-        # A blocking pool: requests beyond the pool wait for a connection
-        # instead of failing at once.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=pool_size,
-            timeout=10,
+
+class _Router(Protocol):
+    async def server_for(self, key: str) -> aioredis.Redis: ...
+    async def refresh(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class _Single:
+    """Every key lives on one server."""
+
+    def __init__(self, url: str, size: int) -> None:
+        parts = urlsplit(url)
+        db = int(parts.path.strip("/") or 0)
+        self._server = _pool(parts.hostname or "127.0.0.1", parts.port or 6379, db, size)
+
+    async def server_for(self, key: str) -> aioredis.Redis:
+        return self._server
+
+    async def refresh(self) -> None:
+        """Nothing moves on one server."""
+
+    async def close(self) -> None:
+        await self._server.aclose(close_connection_pool=True)
+
+
+class _Cluster:
+    """Keys live on the primary that owns their slot; one pool per primary."""
+
+    def __init__(self, urls: Sequence[str], size: int) -> None:
+        nodes = [
+            ClusterNode(urlsplit(u).hostname or "127.0.0.1", urlsplit(u).port or 6379) for u in urls
+        ]
+        self._map = RedisCluster(
+            startup_nodes=nodes,
             socket_timeout=SOCKET_TIMEOUT,
             socket_connect_timeout=SOCKET_TIMEOUT,
         )
-        self._redis = aioredis.Redis(connection_pool=pool)
-        self._insert = self._redis.register_script(_INSERT)
-        self._delete = self._redis.register_script(_DELETE)
+        self._size = size
+        self._servers: dict[tuple[str, int], aioredis.Redis] = {}
+        self._ready = False
+
+    async def server_for(self, key: str) -> aioredis.Redis:
+        if not self._ready:
+            await self._map.initialize()
+            self._ready = True
+        node = self._map.get_node_from_key(key)
+        if node is None:
+            raise BackendUnavailable(f"no Redis Cluster node owns the slot of {key}")
+        address = (node.host, int(node.port))
+        server = self._servers.get(address)
+        if server is None:
+            server = self._servers[address] = _pool(*address, 0, self._size)
+        return server
+
+    async def refresh(self) -> None:
+        self._ready = False
+        await self._map.nodes_manager.initialize()
+        self._ready = True
+
+    async def close(self) -> None:
+        for server in self._servers.values():
+            await server.aclose(close_connection_pool=True)
+        await self._map.aclose()
+
+
+class RedisBackend:
+    """``StorageBackend`` on Redis or Valkey: one server, or a Cluster given several URLs."""
+
+    def __init__(self, url: str, wait_replicas: int = 0, pool_size: int = 16) -> None:
+        urls = [u.strip() for u in url.split(",") if u.strip()]
+        self._router: _Router = (
+            _Cluster(urls, pool_size) if len(urls) > 1 else _Single(url, pool_size)
+        )
+        # The scripts' own client only encodes them (it never connects): every
+        # call names the pipeline it travels in.
+        encoder = aioredis.Redis()
+        self._script_insert = encoder.register_script(_INSERT)
+        self._script_delete = encoder.register_script(_DELETE)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
 
-    async def _call(self, work: Callable[[], Awaitable[T]]) -> T:
+    # -- the one way commands reach the servers --------------------------------
+
+    async def _run(self, commands: Sequence[Command], write: bool = False) -> list[Any]:
+        """Run commands, one pipeline per server; return their results in order."""
+        by_server: dict[aioredis.Redis, list[int]] = defaultdict(list)
         try:
-            return await work()
+            for index, (key, _) in enumerate(commands):
+                by_server[await self._router.server_for(key)].append(index)
+            results: list[Any] = [None] * len(commands)
+            answers = await asyncio.gather(
+                *(
+                    self._pipeline(server, [commands[i] for i in idx], write)
+                    for server, idx in by_server.items()
+                )
+            )
         except (RedisError, OSError) as exc:
+            await self._refresh_quietly()
             raise BackendUnavailable(f"Redis: {exc}") from exc
+        for idx, answer in zip(by_server.values(), answers, strict=True):
+            for i, result in zip(idx, answer, strict=True):
+                if isinstance(result, Exception):  # e.g. MOVED after a failover
+                    await self._refresh_quietly()
+                    raise BackendUnavailable(f"Redis: {result}") from result
+                results[i] = result
+        return results
 
-    async def _write(self, commands: Callable[[Any], Awaitable[None]]) -> list[Any]:
-        """Run ``commands`` in one pipeline on one connection, then WAIT on that connection.
-
-        WAIT covers only the writes of its own connection, so the writes and
-        the WAIT must travel together.
-        """
-        pipe = self._redis.pipeline(transaction=False)
-        await commands(pipe)
-        if self._wait_replicas:
+    async def _pipeline(
+        self, server: aioredis.Redis, commands: list[Command], write: bool
+    ) -> list[Any]:
+        pipe = server.pipeline(transaction=False)
+        for _, add in commands:
+            await add(pipe)
+        if write and self._wait_replicas:
             pipe.wait(self._wait_replicas, WAIT_MS)
-        results: list[Any] = await pipe.execute()
-        if self._wait_replicas:
+        results: list[Any] = await pipe.execute(raise_on_error=False)
+        if write and self._wait_replicas:
             acked = results.pop()
-            if acked < self._wait_replicas:
+            if not isinstance(acked, int) or acked < self._wait_replicas:
                 raise BackendUnavailable(f"only {acked} replicas acknowledged the write")
         return results
+
+    async def _refresh_quietly(self) -> None:
+        with contextlib.suppress(RedisError, OSError):  # the next operation tries again
+            await self._router.refresh()
 
     # -- messages ------------------------------------------------------------
 
@@ -120,175 +231,150 @@ class RedisBackend:
         groups: dict[tuple[str, int], list[int]] = defaultdict(list)
         for index, (bucket, key, _) in enumerate(items):
             groups[bucket, key >> SHARD_SHIFT].append(index)
-        out = [False] * len(items)
 
-        async def commands(pipe: Any) -> None:
-            for (bucket, shard), idx in groups.items():
-                args = [v for i in idx for v in (_member(items[i][1]), items[i][2])]
-                await self._insert(keys=list(_keys(bucket, shard)), args=args, client=pipe)
+        def command(bucket: str, shard: int, idx: list[int]) -> Command:
+            keys = list(_keys(bucket, shard))
+            args = [v for i in idx for v in (_member(items[i][1]), items[i][2])]
+            return keys[0], lambda pipe: self._script_insert(keys=keys, args=args, client=pipe)
 
-        async def work() -> None:
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            results = await self._write(commands)
-            for idx, flags in zip(groups.values(), results, strict=True):
-                for i, flag in zip(idx, flags, strict=True):
-                    out[i] = bool(flag)
-            self._commits += 1
-            self._commit_seconds += loop.time() - started
-
-        await self._call(work)
-        return out
+        started = asyncio.get_running_loop().time()
+        results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
+        self._commits += 1
+        self._commit_seconds += asyncio.get_running_loop().time() - started
+        return _scatter(len(items), groups.values(), results, bool)
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return the value of each key, None where absent."""
-        groups: dict[int, list[int]] = defaultdict(list)
-        for index, key in enumerate(keys):
-            groups[key >> SHARD_SHIFT].append(index)
-        out: list[bytes | None] = [None] * len(keys)
+        groups = _by_shard(keys)
 
-        async def work() -> None:
-            pipe = self._redis.pipeline(transaction=False)
-            for shard, idx in groups.items():
-                pipe.hmget(_keys(bucket, shard)[0], [_member(keys[i]) for i in idx])
-            for idx, values in zip(groups.values(), await pipe.execute(), strict=True):
-                for i, value in zip(idx, values, strict=True):
-                    out[i] = value
+        def command(shard: int, idx: list[int]) -> Command:
+            h = _keys(bucket, shard)[0]
+            fields = [_member(keys[i]) for i in idx]
+            return h, lambda pipe: _queued(pipe.hmget(h, fields))
 
-        await self._call(work)
-        return out
+        results = await self._run([command(s, idx) for s, idx in groups.items()])
+        return _scatter(len(keys), groups.values(), results, lambda v: cast("bytes | None", v))
 
     async def delete(self, bucket: str, keys: Sequence[int]) -> list[bool]:
         """Delete keys; per key, whether it existed."""
-        groups: dict[int, list[int]] = defaultdict(list)
-        for index, key in enumerate(keys):
-            groups[key >> SHARD_SHIFT].append(index)
-        out = [False] * len(keys)
+        groups = _by_shard(keys)
 
-        async def commands(pipe: Any) -> None:
-            for shard, idx in groups.items():
-                args = [_member(keys[i]) for i in idx]
-                await self._delete(keys=list(_keys(bucket, shard)), args=args, client=pipe)
+        def command(shard: int, idx: list[int]) -> Command:
+            pair = list(_keys(bucket, shard))
+            args = [_member(keys[i]) for i in idx]
+            return pair[0], lambda pipe: self._script_delete(keys=pair, args=args, client=pipe)
 
-        async def work() -> None:
-            results = await self._write(commands)
-            for idx, flags in zip(groups.values(), results, strict=True):
-                for i, flag in zip(idx, flags, strict=True):
-                    out[i] = bool(flag)
-
-        await self._call(work)
-        return out
+        results = await self._run([command(s, idx) for s, idx in groups.items()], True)
+        return _scatter(len(keys), groups.values(), results, bool)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
     ) -> list[list[int]]:
         """Return, per inclusive range, its first keys in ascending order."""
         limits = [limit] * len(ranges) if isinstance(limit, int) else list(limit)
-        return await self._call(lambda: self._scan(bucket, ranges, limits))
-
-    async def _scan(
-        self, bucket: str, ranges: Sequence[KeyRange], limits: list[int]
-    ) -> list[list[int]]:
-        # One ZRANGEBYLEX per shard a range touches, all in one round trip; a
-        # range over several shards is cut to its limit afterwards.
-        pipe = self._redis.pipeline(transaction=False)
+        commands: list[Command] = []
         spans: list[int] = []
         for (lo, hi), n in zip(ranges, limits, strict=True):
             shards = range(lo >> SHARD_SHIFT, (hi >> SHARD_SHIFT) + 1) if n > 0 else range(0)
             for shard in shards:
-                pipe.zrangebylex(
-                    _keys(bucket, shard)[1], f"[{_member(lo)}", f"[{_member(hi)}", start=0, num=n
-                )
+                z = _keys(bucket, shard)[1]
+                commands.append((z, _range_command(z, _member(lo), _member(hi), n)))
             spans.append(len(shards))
-        found = iter(await pipe.execute())
-        out: list[list[int]] = []
-        for span, n in zip(spans, limits, strict=True):
-            keys = [int(m, 16) for _ in range(span) for m in next(found)]
-            out.append(keys[:n])
-        return out
+        found = iter(await self._run(commands))
+        # A range over several shards is cut to its limit after the fact.
+        return [
+            [int(m, 16) for _ in range(span) for m in next(found)][:n]
+            for span, n in zip(spans, limits, strict=True)
+        ]
 
     async def count(self, bucket: str) -> int:
         """Return how many objects the bucket holds."""
-
-        async def work() -> int:
-            pipe = self._redis.pipeline(transaction=False)
-            for shard in range(1 << SHARD_BITS):
-                pipe.hlen(_keys(bucket, shard)[0])
-            return sum(await pipe.execute())
-
-        return await self._call(work)
+        commands: list[Command] = []
+        for shard in range(1 << SHARD_BITS):
+            h = _keys(bucket, shard)[0]
+            commands.append((h, _hlen_command(h)))
+        return sum(await self._run(commands))
 
     async def drop(self, bucket: str) -> None:
         """Delete every object of a bucket."""
-
-        async def work() -> None:
-            pipe = self._redis.pipeline(transaction=False)
-            for shard in range(1 << SHARD_BITS):
-                pipe.unlink(*_keys(bucket, shard))
-            await pipe.execute()
-
-        await self._call(work)
+        commands: list[Command] = []
+        for shard in range(1 << SHARD_BITS):
+            pair = _keys(bucket, shard)
+            commands.append((pair[0], _unlink_command(pair)))
+        await self._run(commands, True)
 
     # -- configuration -------------------------------------------------------
 
     async def meta_get(self, key: str) -> bytes | None:
         """Return a configuration value, None if absent."""
-
-        async def work() -> bytes | None:
-            return cast("bytes | None", await self._redis.hget(META, key))
-
-        return await self._call(work)
+        (value,) = await self._run([(META, lambda pipe: _queued(pipe.hget(META, key)))])
+        return cast("bytes | None", value)
 
     async def meta_scan(self, prefix: str) -> dict[str, bytes]:
         """Return every configuration entry whose key starts with ``prefix``."""
-
-        async def work() -> dict[bytes, bytes]:
-            return cast("dict[bytes, bytes]", await self._redis.hgetall(META))
-
-        found = {k.decode(): v for k, v in (await self._call(work)).items()}
+        (entries,) = await self._run([(META, lambda pipe: _queued(pipe.hgetall(META)))])
+        found = {k.decode(): v for k, v in cast("dict[bytes, bytes]", entries).items()}
         return {k: v for k, v in sorted(found.items()) if k.startswith(prefix)}
 
     async def meta_create(self, key: str, value: bytes) -> bool:
         """Store a configuration value only if the key is absent."""
-
-        async def commands(pipe: Any) -> None:
-            pipe.hsetnx(META, key, value)
-
-        async def work() -> bool:
-            return bool((await self._write(commands))[0])
-
-        return await self._call(work)
+        (created,) = await self._run(
+            [(META, lambda pipe: _queued(pipe.hsetnx(META, key, value)))], True
+        )
+        return bool(created)
 
     async def meta_put(self, entries: dict[str, bytes]) -> None:
         """Store configuration values, overwriting."""
-
-        async def commands(pipe: Any) -> None:
-            pipe.hset(META, mapping=entries)
-
-        async def work() -> None:
-            await self._write(commands)
-
         if entries:
-            await self._call(work)
+            mapping = cast("dict[Any, Any]", entries)
+            await self._run([(META, lambda pipe: _queued(pipe.hset(META, mapping=mapping)))], True)
 
     async def meta_delete(self, keys: Sequence[str]) -> int:
         """Delete configuration keys; return how many existed."""
-
-        async def commands(pipe: Any) -> None:
-            pipe.hdel(META, *keys)
-
-        async def work() -> int:
-            return int((await self._write(commands))[0])
-
-        return await self._call(work) if keys else 0
+        if not keys:
+            return 0
+        (gone,) = await self._run([(META, lambda pipe: _queued(pipe.hdel(META, *keys)))], True)
+        return int(gone)
 
     def commit_stats(self) -> tuple[int, float]:
         """Return (message writes, seconds they took) since the store was opened."""
         return self._commits, self._commit_seconds
 
     async def maintain(self) -> None:
-        """Nothing to tidy: the server keeps its own house."""
+        """Nothing to tidy: the servers keep their own house."""
 
     async def close(self) -> None:
-        """Close the connection pool; idempotent."""
-        await self._redis.aclose(close_connection_pool=True)
+        """Close every connection pool; idempotent."""
+        await self._router.close()
+
+
+async def _queued(result: Any) -> Any:
+    return result  # pipeline methods queue the command and return the pipeline
+
+
+def _range_command(z: str, lo: str, hi: str, n: int) -> Callable[[Any], Awaitable[Any]]:
+    return lambda pipe: _queued(pipe.zrangebylex(z, f"[{lo}", f"[{hi}", start=0, num=n))
+
+
+def _hlen_command(h: str) -> Callable[[Any], Awaitable[Any]]:
+    return lambda pipe: _queued(pipe.hlen(h))
+
+
+def _unlink_command(pair: tuple[str, str]) -> Callable[[Any], Awaitable[Any]]:
+    return lambda pipe: _queued(pipe.unlink(*pair))
+
+
+def _by_shard(keys: Sequence[int]) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = defaultdict(list)
+    for index, key in enumerate(keys):
+        groups[key >> SHARD_SHIFT].append(index)
+    return groups
+
+
+def _scatter(size: int, groups: Any, results: list[Any], convert: Callable[[Any], T]) -> list[T]:
+    """Put per-group result lists back in the order of the items they came from."""
+    out: list[Any] = [None] * size
+    for idx, values in zip(groups, results, strict=True):
+        for i, value in zip(idx, values, strict=True):
+            out[i] = convert(value)
+    return out

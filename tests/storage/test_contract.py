@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from dynamiq.core.ids import ID_MAX
 from dynamiq.storage.base import StorageBackend
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.servers import redis_server
+from tests.servers import redis_cluster, redis_server
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +21,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["lmdb", "redis"])
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster.url
+
+
+@pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     store: StorageBackend
     if request.param == "lmdb":
@@ -28,9 +35,9 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     else:
         from dynamiq.storage.redis import RedisBackend
 
-        url = request.getfixturevalue("redis_url")
-        store = RedisBackend(url)
+        url = request.getfixturevalue(request.param.replace("-", "_") + "_url")
         await _flush(url)
+        store = RedisBackend(url)
     try:
         yield store
     finally:
@@ -40,9 +47,11 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 async def _flush(url: str) -> None:
     import redis.asyncio as aioredis
 
-    client = aioredis.Redis.from_url(url)
-    await client.flushdb()
-    await client.aclose()
+    for node in url.split(","):  # every node of a cluster (replicas refuse: READONLY)
+        client = aioredis.Redis.from_url(node)
+        with contextlib.suppress(aioredis.ResponseError):
+            await client.flushall()
+        await client.aclose()
 
 
 async def test_insert_never_overwrites(backend: StorageBackend) -> None:

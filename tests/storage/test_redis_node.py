@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dynamiq.client import Client
+from dynamiq.errors import BackendUnavailable
 from tests.conftest import NodeProcess
-from tests.servers import free_port, redis_server
+from tests.servers import free_port, redis_cluster, redis_server
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +77,49 @@ def _post(url: str, body: bytes) -> tuple[int, dict[str, str]]:
             return response.status, dict(response.headers)
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers)
+
+
+def test_killing_a_cluster_primary_under_load_loses_no_acknowledged_message(
+    node_factory: type[NodeProcess], tmp_path: Path
+) -> None:
+    # Given a node on a 6-node Redis Cluster that waits for one replica per write
+    with redis_cluster(tmp_path / "cluster") as cluster:
+        node = node_factory(
+            "--storage-backend",
+            "redis",
+            "--storage-url",
+            cluster.url,
+            "--storage-waitreplicas",
+            "1",
+        ).start()
+        acked: list[int] = []
+        failures = 0
+        with Client(node.url, timeout=20) as client:
+            client.create_queue("ha", visibility_timeout=600)
+            # When publishes run and a primary is killed on the way
+            victim = next(p for p in cluster.ports if cluster.role(p) == "master")
+            deadline = time.monotonic() + 12
+            batch = 0
+            while time.monotonic() < deadline:
+                if batch == 20:
+                    cluster.kill(victim)
+                try:
+                    acked += client.publish("ha", [f"b{batch}-{i}" for i in range(50)])
+                except BackendUnavailable:
+                    failures += 1  # not acknowledged: the client may retry
+                    time.sleep(0.2)
+                batch += 1
+            # Then every acknowledged message is still there, once the cluster healed
+            delivered: set[int] = set()
+            while time.monotonic() < deadline + 30:
+                try:
+                    got = client.receive("ha", 500)
+                except BackendUnavailable:
+                    time.sleep(0.2)
+                    continue
+                if not got:
+                    break
+                delivered.update(m.id for m in got)
+        assert batch > 20 and len(acked) >= 20 * 50 and failures > 0  # the kill was felt
+        lost = set(acked) - delivered
+        assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
