@@ -18,6 +18,7 @@ from dynamiq.config import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.daemon import create_app
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.servers import flush_redis, redis_cluster, redis_server
 
 
 @pytest.fixture
@@ -29,21 +30,57 @@ async def store(tmp_path: Path) -> AsyncIterator[LmdbBackend]:
         await backend.close()
 
 
-@pytest.fixture
-async def http(tmp_path: Path) -> AsyncIterator[TestClient[object, object]]:
-    """A real node application on a real LMDB store, behind a real HTTP server."""
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One redis-server for the session (each test flushes it first)."""
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One 6-node Redis Cluster for the session (each test flushes it first)."""
+    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster.url
+
+
+async def _client(flags: dict[str, str]) -> TestClient[object, object]:
     settings = load_settings(
         env={},
         flags={
-            "storage.path": str(tmp_path / "data"),
             "limits.maxbatch": "100",
             "limits.maxbodybytes": "65536",
             "limits.maxwaitseconds": "5",
+            **flags,
         },
     )
-    app = await create_app(settings)
-    client: TestClient[object, object] = TestClient(TestServer(app))
+    client: TestClient[object, object] = TestClient(TestServer(await create_app(settings)))
     await client.start_server()
+    return client
+
+
+@pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
+async def http(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[TestClient[object, object]]:
+    """A real node application on a real store, behind a real HTTP server."""
+    if request.param == "lmdb":
+        flags = {"storage.path": str(tmp_path / "data")}
+    else:
+        url = request.getfixturevalue(request.param.replace("-", "_") + "_url")
+        await flush_redis(url)
+        flags = {"storage.backend": "redis", "storage.url": url}
+    client = await _client(flags)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def lmdb_http(tmp_path: Path) -> AsyncIterator[TestClient[object, object]]:
+    """A real node application on the embedded store only."""
+    client = await _client({"storage.path": str(tmp_path / "data")})
     try:
         yield client
     finally:

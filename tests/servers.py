@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["RedisCluster", "free_port", "redis_cluster", "redis_server", "require"]
+__all__ = [
+    "RedisCluster",
+    "flush_redis",
+    "free_port",
+    "redis_cluster",
+    "redis_server",
+    "require",
+]
 
 
 def free_port() -> int:
@@ -203,3 +210,17 @@ def _whole(cli: str, ports: list[int]) -> bool:
     return len(replicas) == 3 and all(
         "master_link_status:up" in info(p, "info replication") for p in replicas
     )
+
+
+async def flush_redis(url: str) -> None:
+    """Empty a server, or every primary of a cluster (replicas refuse and follow)."""
+    import redis.asyncio as aioredis
+
+    for node in url.split(","):
+        client = aioredis.Redis.from_url(node)
+        try:
+            await client.flushall()
+        except aioredis.ResponseError:
+            pass  # a replica (READONLY)
+        finally:
+            await client.aclose()

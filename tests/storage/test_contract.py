@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,19 +11,7 @@ import pytest
 from dynamiq.core.ids import ID_MAX
 from dynamiq.storage.base import StorageBackend
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.servers import redis_cluster, redis_server
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
-
-
-@pytest.fixture(scope="session")
-def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
-        yield cluster.url
+from tests.servers import flush_redis
 
 
 @pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
@@ -36,22 +23,12 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         from dynamiq.storage.redis import RedisBackend
 
         url = request.getfixturevalue(request.param.replace("-", "_") + "_url")
-        await _flush(url)
+        await flush_redis(url)
         store = RedisBackend(url)
     try:
         yield store
     finally:
         await store.close()
-
-
-async def _flush(url: str) -> None:
-    import redis.asyncio as aioredis
-
-    for node in url.split(","):  # every node of a cluster (replicas refuse: READONLY)
-        client = aioredis.Redis.from_url(node)
-        with contextlib.suppress(aioredis.ResponseError):
-            await client.flushall()
-        await client.aclose()
 
 
 async def test_insert_never_overwrites(backend: StorageBackend) -> None:
