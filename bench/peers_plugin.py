@@ -13,6 +13,7 @@ delete before it reports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -245,4 +246,63 @@ class DynamiqStatsd(Dynamiq):
         return super().settings() + "; stats.type=statsd, flushinterval 1 s"
 
 
-ADAPTERS = {"dynamiq": Dynamiq, "dynamiq-statsd": DynamiqStatsd}
+class _Handle:
+    """A node process plus the store servers it runs on, stopped together."""
+
+    def __init__(self, node: subprocess.Popen[bytes], stack: contextlib.ExitStack) -> None:
+        self.node, self.stack, self.pid = node, stack, node.pid
+
+
+class DynamiqRedis(Dynamiq):
+    """The node on a redis-server with appendfsync always (the servers started here)."""
+
+    name = "dynamiq-redis"
+    cluster = False
+
+    def settings(self) -> str:
+        where = "a 6-node Redis Cluster" if self.cluster else "one redis-server"
+        return (
+            super()
+            .settings()
+            .replace("embedded LMDB, fsync per group commit", f"{where}, appendfsync always")
+        )
+
+    def start_server(self, datadir: str) -> _Handle:  # type: ignore[override]
+        sys.path.insert(0, str(ROOT))
+        from tests.servers import redis_cluster, redis_server
+
+        d = Path(datadir) / self.name
+        shutil.rmtree(d, ignore_errors=True)
+        stack = contextlib.ExitStack()
+        if self.cluster:
+            url = stack.enter_context(redis_cluster(d)).url
+        else:
+            url = stack.enter_context(redis_server(d))
+        self.extra_flags = ("--storage-backend", "redis", "--storage-url", url)
+        try:
+            return _Handle(super().start_server(datadir), stack)
+        except BaseException:
+            stack.close()
+            raise
+
+    def stop_server(self, handle: _Handle) -> None:  # type: ignore[override]
+        try:
+            peers._stop_popen(handle.node)
+        finally:
+            handle.stack.close()
+
+    def server_pid(self, handle: _Handle) -> int:
+        return handle.pid
+
+
+class DynamiqRedisCluster(DynamiqRedis):
+    name = "dynamiq-redis-cluster"
+    cluster = True
+
+
+ADAPTERS = {
+    "dynamiq": Dynamiq,
+    "dynamiq-statsd": DynamiqStatsd,
+    "dynamiq-redis": DynamiqRedis,
+    "dynamiq-redis-cluster": DynamiqRedisCluster,
+}
