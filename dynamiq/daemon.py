@@ -16,7 +16,8 @@ from pathlib import Path
 from aiohttp import web
 
 from dynamiq.api.app import build_app
-from dynamiq.api.context import Services
+from dynamiq.api.context import SERVICES, Services
+from dynamiq.cluster.base import Member, StaticMembership
 from dynamiq.config import Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
@@ -65,7 +66,17 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
         await store.close()
         raise
     metrics, prometheus = open_metrics(settings.stats)
-    queues = QueueService(store, catalog, clock or MonotonicClock(), metrics=metrics)
+    core = settings.core
+    membership = StaticMembership(
+        Member(core.name, core.httpaddress, f"http://{core.httpaddress}:{core.httpport}")
+    )
+    queues = QueueService(
+        store,
+        catalog,
+        clock or MonotonicClock(),
+        keyspace=membership.slice_of(core.name),
+        metrics=metrics,
+    )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
     reporter = Reporter(queues, store, metrics, settings.stats.flushinterval)
     app = build_app(
@@ -76,8 +87,7 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
             topics=TopicService(catalog, queues),
             janitor=janitor,
             limits=settings.limits,
-            node_name=settings.core.name,
-            node_host=settings.core.httpaddress,
+            membership=membership,
             metrics=metrics,
             render_metrics=prometheus.render,
         )
@@ -147,6 +157,9 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     await site.start()
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}"
+    membership = app[SERVICES].membership
+    if isinstance(membership, StaticMembership):
+        membership.advertise(url)
     _announce(settings, url)
     if ready:
         ready(url)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.janitor import Janitor
@@ -28,8 +29,7 @@ class Services:
     topics: TopicService
     janitor: Janitor
     limits: LimitsSettings
-    node_name: str
-    node_host: str
+    membership: Membership
     metrics: Metrics
     render_metrics: Callable[[], bytes]  # the Prometheus text exposition
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from dynamiq.api.bodies import json_response
 from dynamiq.api.context import SERVICES
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
-from dynamiq.models import ID_MAX, Message, parse_id
+from dynamiq.models import Message, parse_id
 
 __all__ = ["routes"]
 
@@ -53,13 +53,15 @@ def _text(message: Message) -> dict[str, str]:
 
 async def servers(request: web.Request) -> web.Response:
     """List the live members, one ``Member: <name> <ip>`` line each."""
-    svc = request.app[SERVICES]
-    return web.Response(text=f"Member: {svc.node_name} {svc.node_host}\n")
+    members = request.app[SERVICES].membership.members()
+    return web.Response(text="".join(f"Member: {m.name} {m.host}\n" for m in members))
 
 
 async def partition_range(request: web.Request) -> web.Response:
     """Return this node's slice of the id keyspace as decimal strings."""
-    return json_response({"bottom": "0", "top": str(ID_MAX)})
+    membership = request.app[SERVICES].membership
+    lo, hi = membership.slice_of(membership.local().name)
+    return json_response({"bottom": str(lo), "top": str(hi)})
 
 
 # -- topics -------------------------------------------------------------------

@@ -33,8 +33,9 @@ from dynamiq.api.schemas import (
     VisibilityRequest,
     VisibilityResponse,
 )
+from dynamiq.cluster.base import Member as ClusterMember
 from dynamiq.errors import Invalid
-from dynamiq.models import ID_MAX, QueueSettings, parse_id
+from dynamiq.models import QueueSettings, parse_id
 
 __all__ = ["routes"]
 
@@ -213,10 +214,14 @@ async def peek_many(request: web.Request) -> web.Response:
 
 async def status(request: web.Request) -> web.Response:
     """Return this node and the members it sees, with their slices."""
-    svc = request.app[SERVICES]
-    http = f"http://{request.host}"
-    me = Member(svc.node_name, http, "alive", ["0", str(ID_MAX)])
-    return json_response(Status(svc.node_name, [me]))
+    membership = request.app[SERVICES].membership
+
+    def member(m: ClusterMember) -> Member:
+        lo, hi = membership.slice_of(m.name)
+        return Member(m.name, m.http, "alive", [str(lo), str(hi)])
+
+    members = [member(m) for m in membership.members()]
+    return json_response(Status(membership.local().name, members))
 
 
 async def queue_stats(request: web.Request) -> web.Response:
@@ -238,7 +243,10 @@ async def node_stats(request: web.Request) -> web.Response:
             delete=sum(q.rates.delete for q in queues),
         ),
     )
-    return json_response(NodeStats(svc.node_name, 1, queues, totals))
+    membership = svc.membership
+    return json_response(
+        NodeStats(membership.local().name, len(membership.members()), queues, totals)
+    )
 
 
 def _ids(texts: list[str], svc: Services) -> list[int]:

@@ -54,6 +54,10 @@ class Catalog:
         self._store = store
         self._queues: dict[str, QueueRecord] = {}
         self._topics: dict[str, frozenset[str]] = {}
+        # Bumped by every change made here, before it reaches the store: a
+        # reload whose read raced with a change must not put back what the
+        # change replaced (the next reload will see both).
+        self._changes = 0
 
     # -- reading (from the cache) ------------------------------------------
 
@@ -85,9 +89,16 @@ class Catalog:
 
     # -- loading -------------------------------------------------------------
 
-    async def reload(self) -> None:
-        """Replace the cache with what the store holds now."""
+    async def reload(self) -> bool:
+        """Replace the cache with what the store holds now.
+
+        Returns False, changing nothing, when a change was made through this
+        catalog while the store was being read.
+        """
+        changes = self._changes
         entries = await self._store.meta_scan("")
+        if changes != self._changes:
+            return False
         queues: dict[str, QueueRecord] = {}
         topics: dict[str, set[str]] = {}
         for key, raw in entries.items():
@@ -103,6 +114,7 @@ class Catalog:
                 topics[topic].add(queue)
         self._queues = queues
         self._topics = {t: frozenset(q) for t, q in topics.items()}
+        return True
 
     async def pending_drops(self) -> list[str]:
         """Return the uids of buckets whose deletion has not finished."""
@@ -117,6 +129,7 @@ class Catalog:
 
     async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueRecord:
         """Create a queue; raise ``QueueExists`` if the name is taken."""
+        self._changes += 1
         validate_name("queue", name)
         record = QueueRecord(name, secrets.token_hex(8), settings or QueueSettings())
         if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
@@ -126,6 +139,7 @@ class Catalog:
 
     async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """Change some settings of a queue, validated; effective at once."""
+        self._changes += 1
         current = self.queue(name)
         record = QueueRecord(name, current.uid, current.settings.updated(changes))
         await self._store.meta_put({f"q/{name}": _encode_queue(record)})
@@ -134,6 +148,7 @@ class Catalog:
 
     async def delete_queue(self, name: str) -> str:
         """Delete a queue and its subscriptions; return the uid of the bucket to drop."""
+        self._changes += 1
         record = self.queue(name)
         await self._store.meta_put({f"drop/{record.uid}": b""})
         subs = [f"s/{t}/{name}" for t, queues in self._topics.items() if name in queues]
@@ -146,6 +161,7 @@ class Catalog:
 
     async def create_topic(self, name: str) -> None:
         """Create a topic; raise ``TopicExists`` if the name is taken."""
+        self._changes += 1
         validate_name("topic", name)
         if not await self._store.meta_create(f"t/{name}", b"{}"):
             raise TopicExists(name)
@@ -153,12 +169,14 @@ class Catalog:
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its subscriptions (not the queues)."""
+        self._changes += 1
         subscribers = self.topic(name)
         await self._store.meta_delete([f"t/{name}", *(f"s/{name}/{q}" for q in subscribers)])
         self._topics.pop(name, None)
 
     async def subscribe(self, topic: str, queue: str) -> list[str]:
         """Subscribe a queue to a topic (idempotent); return the subscribers."""
+        self._changes += 1
         subscribers = self._topics.get(topic)
         if subscribers is None:
             raise TopicNotFound(topic)
@@ -169,6 +187,7 @@ class Catalog:
 
     async def unsubscribe(self, topic: str, queue: str) -> list[str]:
         """Unsubscribe a queue (idempotent); return the remaining subscribers."""
+        self._changes += 1
         subscribers = self._topics.get(topic)
         if subscribers is None:
             raise TopicNotFound(topic)

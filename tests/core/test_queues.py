@@ -290,3 +290,20 @@ async def test_change_visibility_extends_or_ends_a_lease(engine: Engine) -> None
     assert await queues.receive("q", 5) == []  # a is still leased: its lease was extended
     clock.advance(31)
     assert [m.id for m in await queues.receive("q", 5)] == [ids[0]]
+
+
+async def test_a_reload_racing_with_a_change_does_not_undo_it(store: LmdbBackend) -> None:
+    catalog = Catalog(store)
+    scan = store.meta_scan
+
+    async def slow_scan(prefix: str) -> dict[str, bytes]:
+        entries = await scan(prefix)  # read before the change below lands
+        await catalog.create_queue("late")
+        return entries
+
+    store.meta_scan = slow_scan  # type: ignore[method-assign]
+    assert await catalog.reload() is False
+    store.meta_scan = scan  # type: ignore[method-assign]
+    assert catalog.queues() == ["late"]
+    assert await catalog.reload() is True
+    assert catalog.queues() == ["late"]
