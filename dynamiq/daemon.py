@@ -18,7 +18,7 @@ from aiohttp import web
 from dynamiq.api.app import build_app
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.cluster.base import Member, StaticMembership
-from dynamiq.config import Settings, StatsSettings, StorageSettings
+from dynamiq.config import CoreSettings, Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
@@ -56,6 +56,12 @@ def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
     return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
 
 
+def open_membership(core: CoreSettings) -> StaticMembership:
+    """Return this node's view of the cluster (alone, until gossip joins it to others)."""
+    http = f"http://{core.httpaddress}:{core.httpport}"
+    return StaticMembership(Member(core.name, core.httpaddress, http))
+
+
 async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
     """Open the store, load the catalog and return the node's application."""
     store = open_store(settings.storage, settings.core.backendconnectionpool)
@@ -66,15 +72,12 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
         await store.close()
         raise
     metrics, prometheus = open_metrics(settings.stats)
-    core = settings.core
-    membership = StaticMembership(
-        Member(core.name, core.httpaddress, f"http://{core.httpaddress}:{core.httpport}")
-    )
+    membership = open_membership(settings.core)
     queues = QueueService(
         store,
         catalog,
         clock or MonotonicClock(),
-        keyspace=membership.slice_of(core.name),
+        keyspace=membership.slice_of(settings.core.name),
         metrics=metrics,
     )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
