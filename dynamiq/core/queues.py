@@ -17,7 +17,7 @@ from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet,
 from dynamiq.core.rates import RateCounter
 from dynamiq.core.records import RecentRecords, decode, encode
 from dynamiq.errors import MessageNotFound, ServerError
-from dynamiq.metrics.base import Metrics, NoMetrics
+from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Message
 from dynamiq.storage.base import StorageBackend
 
@@ -118,7 +118,7 @@ class QueueService:
         self._clock = clock
         self._ids = ids or IdGenerator()
         self._keyspace = keyspace
-        self._metrics: Metrics = metrics or NoMetrics()
+        self._metrics: Metrics = metrics or MetricsFanout([])
         self._states: dict[str, _QueueState] = {}
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False

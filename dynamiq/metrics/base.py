@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["Metrics", "MetricsFanout", "NoMetrics"]
+__all__ = ["Metrics", "MetricsFanout"]
 
 
 class Metrics(Protocol):
@@ -48,39 +48,8 @@ class Metrics(Protocol):
         ...
 
 
-class NoMetrics:
-    """A sink that drops everything."""
-
-    def sent(self, queue: str, count: int) -> None:
-        """Drop."""
-
-    def received(self, queue: str, count: int, asked: int) -> None:
-        """Drop."""
-
-    def deleted(self, queue: str, count: int) -> None:
-        """Drop."""
-
-    def redelivered(self, queue: str, count: int) -> None:
-        """Drop."""
-
-    def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
-        """Drop."""
-
-    def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """Drop."""
-
-    def error(self, code: str) -> None:
-        """Drop."""
-
-    def node_level(self, members: int, commit_seconds: float | None) -> None:
-        """Drop."""
-
-    def flush(self) -> None:
-        """Drop."""
-
-
-class MetricsFanout(NoMetrics):
-    """Every call to each of several sinks."""
+class MetricsFanout:
+    """Every call to each of several sinks; with none, a sink that drops everything."""
 
     def __init__(self, sinks: Sequence[Metrics]) -> None:
         self._sinks = tuple(sinks)

@@ -17,7 +17,7 @@ from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import MessageNotFound, QueueNotFound
-from dynamiq.metrics.base import NoMetrics
+from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 
@@ -245,10 +245,11 @@ async def test_recent_records_spare_the_store_read_but_never_outlive_a_delete(
     assert [m.body for m in await queues.receive("q", 10)] == [b"a", b"c"]
 
 
-class Recorder(NoMetrics):
+class Recorder(MetricsFanout):
     """Keeps what the engine reports (our own port; no third-party sink involved)."""
 
     def __init__(self) -> None:
+        super().__init__([])
         self.events: list[tuple[str, str, int]] = []
 
     def received(self, queue: str, count: int, asked: int) -> None:
