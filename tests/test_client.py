@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from dynamiq.client import AsyncClient
 from dynamiq.errors import BackendUnavailable, Invalid, QueueExists, QueueNotFound, TopicNotFound
+from tests.servers import free_port
 
 Http = TestClient[Any, Any]
 
@@ -75,3 +77,32 @@ async def test_change_visibility(client: AsyncClient) -> None:
     assert [m.id for m in await client.receive("v", 5)] == [ids[1]]
     with pytest.raises(Invalid):
         await client.change_visibility("v", [ids[0]], -1)
+
+
+async def test_fails_over_to_a_live_node(lmdb_http: Http) -> None:
+    live = str(lmdb_http.make_url("")).rstrip("/")
+    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    async with AsyncClient([dead[0], live, dead[1]], rounds=1, backoff=0.01) as client:
+        # Whatever order the shuffle chose, every call reaches the live node
+        await client.create_queue("fo")
+        ids = [i for _ in range(3) for i in await client.publish("fo", ["x"])]
+        assert len(set(ids)) == 3
+        assert client.url == live
+
+
+async def test_gives_up_after_every_node_failed_its_rounds() -> None:
+    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with AsyncClient(",".join(dead), rounds=3, backoff=0.05, timeout=2) as client:
+        with pytest.raises(BackendUnavailable):
+            await client.queues()
+    assert 0.15 <= loop.time() - started < 5  # two backoffs: 0.05 s, then 0.1 s
+
+
+def test_nodes_come_from_dynamiq_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DYNAMIQ_HOSTS", "http://a:1/, http://b:2")
+    client = AsyncClient()
+    assert client.url in {"http://a:1", "http://b:2"}
+    with pytest.raises(ValueError, match="no node URL"):
+        AsyncClient(" , ")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import os
+import random
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -17,6 +20,7 @@ __all__ = ["AsyncClient", "Body"]
 
 Body = bytes | str
 DEFAULT_URL = "http://127.0.0.1:8081"
+MAX_BACKOFF = 5.0
 
 
 def _wire(body: Body) -> dict[str, str]:
@@ -43,16 +47,48 @@ class AsyncClient:
     reached.
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0) -> None:
-        """Prepare a client.
+    def __init__(
+        self,
+        url: str | Sequence[str] | None = None,
+        *,
+        timeout: float = 60.0,
+        rounds: int = 3,
+        backoff: float = 0.1,
+    ) -> None:
+        """Prepare a client for one node or several.
 
         Args:
-            url: the node's base URL, e.g. ``http://127.0.0.1:8081``.
+            url: a node's base URL (``http://127.0.0.1:8081``), a comma-separated
+                list or a sequence of them; default ``DYNAMIQ_HOSTS``, else
+                ``http://127.0.0.1:8081``. The list is shuffled: clients spread
+                over the nodes.
             timeout: seconds allowed for one request (beyond any long-poll wait).
+            rounds: how many times every node is tried before an error is raised.
+            backoff: seconds to wait after the first round in which every node
+                failed; doubled after each further round (at most 5 s).
+
+        A request that cannot reach a node, or that a node answers with 503,
+        goes to the next node. A retried publish may store its messages twice
+        (the first attempt may have succeeded unseen): delivery is at least
+        once, so consumers must be idempotent.
         """
-        self.url = url.rstrip("/")
+        if url is None:
+            url = os.environ.get("DYNAMIQ_HOSTS") or DEFAULT_URL
+        urls = url.split(",") if isinstance(url, str) else list(url)
+        self._urls = [u.strip().rstrip("/") for u in urls if u.strip()]
+        if not self._urls:
+            raise ValueError("no node URL given")
+        random.shuffle(self._urls)
+        self._current = 0
         self._timeout = timeout
+        self._rounds = max(1, rounds)
+        self._backoff = backoff
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def url(self) -> str:
+        """The node requests go to now."""
+        return self._urls[self._current]
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -183,6 +219,21 @@ class AsyncClient:
         if self._session is None:
             self._session = aiohttp.ClientSession()
         data = msgspec.json.encode(payload) if payload is not None else None
+        nodes = len(self._urls)
+        for attempt in range(self._rounds * nodes):
+            try:
+                return await self._once(method, path, data, extra_time)
+            except BackendUnavailable as exc:
+                self._current = (self._current + 1) % nodes
+                if attempt + 1 == self._rounds * nodes:
+                    raise
+                if (attempt + 1) % nodes == 0:  # every node failed this round
+                    delay = self._backoff * 2 ** ((attempt + 1) // nodes - 1)
+                    await asyncio.sleep(min(MAX_BACKOFF, max(delay, exc.retry_after or 0)))
+        raise AssertionError("unreachable")
+
+    async def _once(self, method: str, path: str, data: bytes | None, extra_time: float) -> Any:
+        assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=self._timeout + extra_time)
         headers = {"Content-Type": "application/json"} if data is not None else None
         try:
@@ -193,7 +244,7 @@ class AsyncClient:
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BackendUnavailable(f"cannot reach {self.url}: {exc!r}") from exc
+            raise BackendUnavailable(f"cannot reach {self.url}: {exc!r}", retry_after=0) from exc
         body = msgspec.json.decode(raw) if raw else None
         if status >= 400:
             _raise(status, body, retry_after)

@@ -7,7 +7,7 @@ from collections.abc import Coroutine, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from dynamiq.client.aio import DEFAULT_URL, AsyncClient, Body
+from dynamiq.client.aio import AsyncClient, Body
 from dynamiq.models import Message
 
 __all__ = ["Client"]
@@ -22,10 +22,17 @@ class Client:
     method of the same name.
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, timeout: float = 60.0) -> None:
-        """Prepare a client for the node at ``url``."""
+    def __init__(
+        self,
+        url: str | Sequence[str] | None = None,
+        *,
+        timeout: float = 60.0,
+        rounds: int = 3,
+        backoff: float = 0.1,
+    ) -> None:
+        """Prepare a client for one node or several (see ``AsyncClient``)."""
         self._loop = asyncio.new_event_loop()
-        self._client = AsyncClient(url, timeout=timeout)
+        self._client = AsyncClient(url, timeout=timeout, rounds=rounds, backoff=backoff)
 
     def __enter__(self) -> Client:
         return self
