@@ -93,7 +93,6 @@ def test_killing_a_cluster_primary_under_load_loses_no_acknowledged_message(
             "1",
         ).start()
         acked: list[int] = []
-        failures = 0
         with Client(node.url, timeout=20) as client:
             client.create_queue("ha", visibility_timeout=600)
             # When publishes run and a primary is killed on the way
@@ -106,7 +105,7 @@ def test_killing_a_cluster_primary_under_load_loses_no_acknowledged_message(
                 try:
                     acked += client.publish("ha", [f"b{batch}-{i}" for i in range(50)])
                 except BackendUnavailable:
-                    failures += 1  # not acknowledged: the client may retry
+                    # Not acknowledged (after the client's own retries): may be retried.
                     time.sleep(0.2)
                 batch += 1
             # Then every acknowledged message is still there, once the cluster healed
@@ -120,6 +119,11 @@ def test_killing_a_cluster_primary_under_load_loses_no_acknowledged_message(
                 if not got:
                     break
                 delivered.update(m.id for m in got)
-        assert batch > 20 and len(acked) >= 20 * 50 and failures > 0  # the kill was felt
+        # The kill happened under load and a replica took over (the client's own
+        # failover may have hidden every refusal, so refusals are not required).
+        assert batch > 20 and len(acked) >= 20 * 50
+        live = [p for p in cluster.ports if p != victim]
+        assert cluster.role(victim) == "down"
+        assert sum(cluster.role(p) == "master" for p in live) == 3
         lost = set(acked) - delivered
         assert not lost, f"{len(lost)} of {len(acked)} acknowledged messages lost"
