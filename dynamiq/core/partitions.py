@@ -78,12 +78,6 @@ class PartitionSet:
         if count != len(self._parts):
             self._relayout(count, now)
 
-    def set_slice(self, lo: int, hi: int, now: float) -> None:
-        """Move to a new slice of the keyspace (membership changed)."""
-        if (lo, hi) != (self._lo, self._hi):
-            self._lo, self._hi = lo, hi
-            self._relayout(len(self._parts), now)
-
     def acquire(self, now: float, skip: Container[int] = ()) -> Partition | None:
         """Take the least-recently-used free partition that may hold messages.
 
@@ -116,11 +110,8 @@ class PartitionSet:
         if part.generation == self._generation:  # else its ranges changed: no hint
             self._empty_until[i] = 0.0 if found else now + EMPTY_HINT_SECONDS
 
-    def wake(self, ids: Iterable[int] | None = None) -> None:
-        """Forget empty hints: for the partitions holding ``ids``, or all."""
-        if ids is None:
-            self._empty_until = [0.0] * len(self._parts)
-            return
+    def wake(self, ids: Iterable[int]) -> None:
+        """Forget the empty hints of the partitions holding ``ids``."""
         first, owner = stripe_of(self._parts[0].lo), self._owner
         for stripe in {stripe_of(message_id) for message_id in ids}:
             if 0 <= stripe - first < len(owner):

@@ -348,7 +348,7 @@ class QueueService:
 
     def tidy(self) -> None:
         """Let go of recent records that are too old to be trusted (an upkeep round)."""
-        self._recent.take("", (), self._clock.now())
+        self._recent.evict(self._clock.now())
 
     def close(self) -> None:
         """Wake every waiting receive so that it returns now; idempotent."""

@@ -69,11 +69,11 @@ class RecentRecords:
         self._by_bucket.setdefault(uid, {}).update(zip(ids, records, strict=True))
         self._batches.append((now, uid, ids, size))
         self._bytes += size
-        self._evict(now)
+        self.evict(now)
 
     def take(self, uid: str, ids: Sequence[int], now: float) -> dict[int, bytes]:
         """Remove and return the records of ``ids`` that are kept and young enough."""
-        self._evict(now)
+        self.evict(now)
         kept = self._by_bucket.get(uid)
         if not kept:
             return {}
@@ -91,7 +91,8 @@ class RecentRecords:
             for message_id in ids:
                 kept.pop(message_id, None)
 
-    def _evict(self, now: float) -> None:
+    def evict(self, now: float) -> None:
+        """Let go of batches older than ``max_age``, and the oldest while over budget."""
         # Bytes are counted per batch as stored; taking a record early does not
         # refund them, so the budget bounds memory from above.
         batches, oldest = self._batches, now - self._max_age
