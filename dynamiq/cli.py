@@ -47,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(settings.core.loglevelstring)
     try:
         _run(serve(settings))
+    except ConfigError as exc:
+        print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
+        return 2
     except BackendUnavailable as exc:
         print(f"dynamiq: {exc}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from typing import Any
 from dynamiq.errors import ConfigError
 
 __all__ = [
+    "ClusterSettings",
     "CoreSettings",
     "LimitsSettings",
     "Settings",
@@ -58,6 +59,26 @@ class CoreSettings:
             "core.loglevelstring",
             f"must be one of {', '.join(LOG_LEVELS)}",
         )
+        for seed in self.seeds():
+            host, _, port = seed.rpartition(":")
+            _require(
+                bool(host) and port.isdigit() and 0 < int(port) < 65536,
+                "core.seedserver",
+                f"{seed!r} is not host or host:port",
+            )
+
+    def seeds(self) -> list[str]:
+        """Return the seed nodes' gossip addresses as ``host:port``.
+
+        An entry without a port takes ``seedport``, so several nodes can run
+        on one host (``127.0.0.1:7947,127.0.0.1:7948``).
+        """
+        out = []
+        for entry in (e.strip() for e in self.seedserver.split(",")):
+            if entry:
+                has_port = ":" in entry and not entry.endswith("]")
+                out.append(entry if has_port else f"{entry}:{self.seedport}")
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +146,46 @@ class LimitsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """``[cluster]``: gossip between nodes (the original's ``core.port``/``seed*`` say where).
+
+    Gossip is on when a secret is set: every packet is signed with it, and a
+    node refuses seeds without one. ``address`` is where gossip binds and what
+    the others call this node (``core.httpaddress`` when empty).
+    """
+
+    secret: str = ""
+    secret_file: str = ""
+    address: str = ""
+    pinginterval: float = 0.2
+    suspecttimeout: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require(0.01 <= self.pinginterval <= 10, "cluster.pinginterval", "must be in [0.01, 10]")
+        _require(
+            self.pinginterval <= self.suspecttimeout <= 60,
+            "cluster.suspecttimeout",
+            "must be in [pinginterval, 60] (seconds)",
+        )
+        _require(
+            not (self.secret and self.secret_file),
+            "cluster.secret_file",
+            "give either cluster.secret or cluster.secret_file, not both",
+        )
+
+    def shared_secret(self) -> str:
+        """Return the secret, reading ``secret_file`` when that is how it was given."""
+        if not self.secret_file:
+            return self.secret
+        try:
+            secret = Path(self.secret_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read: {exc}", key="cluster.secret_file") from None
+        _require(bool(secret), "cluster.secret_file", "the file is empty")
+        return secret
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a node is configured with."""
 
@@ -132,6 +193,25 @@ class Settings:
     stats: StatsSettings = field(default_factory=StatsSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+
+    def __post_init__(self) -> None:
+        _require(
+            not self.core.seeds() or bool(self.cluster.secret or self.cluster.secret_file),
+            "cluster.secret",
+            "is required when core.seedserver is set (gossip packets are signed with it)",
+        )
+        address = self.cluster.address or self.core.httpaddress
+        _require(
+            not self.gossip or address not in ("0.0.0.0", "::", ""),
+            "cluster.address",
+            "must be an address the other nodes can reach (core.httpaddress is a wildcard)",
+        )
+
+    @property
+    def gossip(self) -> bool:
+        """Whether this node gossips (a secret is set)."""
+        return bool(self.cluster.secret or self.cluster.secret_file)
 
 
 SECTIONS: dict[str, type[Any]] = {f.name: f.default_factory for f in dataclasses.fields(Settings)}  # type: ignore[misc]
@@ -270,4 +350,7 @@ def _build(raw: dict[str, tuple[str, str]], known: dict[str, type]) -> Settings:
             parts[section] = cls(**by_section[section])
         except ConfigError as exc:
             raise ConfigError(exc.detail, key=exc.key, source=sources.get(exc.key or "")) from None
-    return Settings(**parts)
+    try:
+        return Settings(**parts)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, key=exc.key, source=sources.get(exc.key or "")) from None

@@ -17,8 +17,12 @@ from aiohttp import web
 
 from dynamiq.api.app import build_app
 from dynamiq.api.context import SERVICES, Services
-from dynamiq.cluster.base import Member, StaticMembership
-from dynamiq.config import CoreSettings, Settings, StatsSettings, StorageSettings
+from dynamiq.cluster.base import Member, Membership, StaticMembership
+from dynamiq.cluster.coordinator import Coordinator
+from dynamiq.cluster.peers import PeerClient
+from dynamiq.cluster.swim import SwimMembership, free_gossip_port
+from dynamiq.cluster.wire import peer_token
+from dynamiq.config import Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
@@ -56,10 +60,22 @@ def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
     return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
 
 
-def open_membership(core: CoreSettings) -> StaticMembership:
-    """Return this node's view of the cluster (alone, until gossip joins it to others)."""
-    http = f"http://{core.httpaddress}:{core.httpport}"
-    return StaticMembership(Member(core.name, core.httpaddress, http))
+def open_membership(settings: Settings) -> StaticMembership | SwimMembership:
+    """Return this node's view of the cluster: gossip when a secret is set, else alone."""
+    core = settings.core
+    if not settings.gossip:
+        http = f"http://{core.httpaddress}:{core.httpport}"
+        return StaticMembership(Member(core.name, core.httpaddress, http))
+    host = settings.cluster.address or core.httpaddress
+    port = core.port or free_gossip_port(host)
+    return SwimMembership(
+        core.name,
+        f"{host}:{port}",
+        core.seeds(),
+        settings.cluster.shared_secret(),
+        settings.cluster.pinginterval,
+        settings.cluster.suspecttimeout,
+    )
 
 
 async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
@@ -72,16 +88,13 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
         await store.close()
         raise
     metrics, prometheus = open_metrics(settings.stats)
-    membership = open_membership(settings.core)
-    queues = QueueService(
-        store,
-        catalog,
-        clock or MonotonicClock(),
-        keyspace=membership.slice_of(settings.core.name),
-        metrics=metrics,
-    )
+    membership = open_membership(settings)
+    queues = QueueService(store, catalog, clock or MonotonicClock(), metrics=metrics)
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
     reporter = Reporter(queues, store, metrics, settings.stats.flushinterval)
+    token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None
+    coordinator = Coordinator(membership, queues, janitor, PeerClient(token) if token else None)
+    catalog.on_change = coordinator.announce
     app = build_app(
         Services(
             store=store,
@@ -91,16 +104,22 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
             janitor=janitor,
             limits=settings.limits,
             membership=membership,
+            coordinator=coordinator,
             metrics=metrics,
             render_metrics=prometheus.render,
+            peer_token=token,
         )
     )
 
     async def on_shutdown(_: web.Application) -> None:
         queues.close()  # long polls return now instead of holding the shutdown
+        await coordinator.leave()  # the others serve this slice now, not after a timeout
 
     async def store_ctx(_: web.Application) -> AsyncIterator[None]:
         yield
+        await coordinator.close()
+        if isinstance(membership, SwimMembership):
+            await membership.stop()
         await store.close()
 
     app.on_shutdown.append(on_shutdown)
@@ -160,13 +179,24 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     await site.start()
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}"
-    membership = app[SERVICES].membership
-    if isinstance(membership, StaticMembership):
-        membership.advertise(url)
+    services = app[SERVICES]
+    stop = asyncio.Event()
+    failure: list[str] = []
+
+    def on_fatal(reason: str) -> None:
+        log.error("stopping: %s", reason)
+        failure.append(reason)
+        stop.set()
+
+    try:
+        await _join(services.membership, url, on_fatal)
+    except BaseException:
+        await runner.cleanup()
+        raise
+    services.coordinator.start()
     _announce(settings, url)
     if ready:
         ready(url)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def on_signal() -> None:
@@ -182,6 +212,17 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     finally:
         await runner.cleanup()
     log.info("stopped")
+    if failure:
+        raise SystemExit(f"dynamiq: {failure[0]}")
+
+
+async def _join(membership: Membership, url: str, on_fatal: Callable[[str], None]) -> None:
+    """Advertise this node's URL and, with gossip, join the cluster."""
+    if isinstance(membership, StaticMembership):
+        membership.advertise(url)
+    elif isinstance(membership, SwimMembership):
+        membership.advertise(url)
+        await membership.start(on_fatal)
 
 
 def _announce(settings: Settings, url: str) -> None:

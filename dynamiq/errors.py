@@ -8,6 +8,7 @@ __all__ = [
     "ClientError",
     "ConfigError",
     "DynamiqError",
+    "Forbidden",
     "Invalid",
     "MessageNotFound",
     "NotFound",
@@ -65,6 +66,13 @@ class Invalid(ClientError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class Forbidden(ClientError):
+    """Raised when a request lacks the credentials a route needs (internal routes)."""
+
+    code = "FORBIDDEN"
+    status = 403
 
 
 class PayloadTooLarge(ClientError):

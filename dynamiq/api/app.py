@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynamiq.api import console, observe, v1, v2
+from dynamiq.api import console, internal, observe, v1, v2
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.errors import error_middleware
 
@@ -21,6 +21,7 @@ def build_app(services: Services) -> web.Application:
     app[SERVICES] = services
     app.add_routes(v1.routes())
     app.add_routes(v2.routes())
+    app.add_routes(internal.routes())
     app.add_routes(observe.routes())
     app.add_routes(console.routes())
     return app

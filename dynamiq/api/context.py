@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from dynamiq.cluster.base import Membership
+from dynamiq.cluster.coordinator import Coordinator
 from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.janitor import Janitor
@@ -30,8 +31,10 @@ class Services:
     janitor: Janitor
     limits: LimitsSettings
     membership: Membership
+    coordinator: Coordinator
     metrics: Metrics
     render_metrics: Callable[[], bytes]  # the Prometheus text exposition
+    peer_token: str | None = None  # what members show on internal routes; None: no gossip
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""

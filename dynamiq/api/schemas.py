@@ -187,7 +187,11 @@ class NodeStats(msgspec.Struct):
 
 
 class Member(msgspec.Struct):
-    """A cluster member and its slice of the id keyspace (decimal strings, inclusive)."""
+    """A cluster member, its gossip state (online, suspect, offline, left) and its slice.
+
+    The slice is the ids it owns in the live view (decimal strings, inclusive);
+    empty for a member that is not live.
+    """
 
     name: str
     http: str
@@ -196,10 +200,14 @@ class Member(msgspec.Struct):
 
 
 class Status(msgspec.Struct):
-    """This node and the members it sees."""
+    """This node, the ids it serves now, and the members it heard of.
+
+    ``serving`` is empty while the node waits for its slice to be handed over.
+    """
 
     node: str
     members: list[Member]
+    serving: list[str]
 
 
 class QueueInfo(msgspec.Struct):

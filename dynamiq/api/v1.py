@@ -185,7 +185,7 @@ async def receive(request: web.Request) -> web.Response:
     name = request.match_info["queue"]
     svc.catalog.queue(name)
     batch = _batch_size(request.match_info["batch"], svc.limits.maxbatch)
-    messages = await svc.queues.receive(name, batch)
+    messages = await svc.coordinator.receive(name, batch)
     return json_response([_text(m) for m in messages])
 
 

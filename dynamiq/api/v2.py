@@ -149,7 +149,7 @@ async def receive(request: web.Request) -> web.Response:
     _check_batch(body.max_messages, svc.limits.maxbatch)
     if body.wait_seconds > svc.limits.maxwaitseconds:
         raise Invalid(f"wait_seconds must be <= {svc.limits.maxwaitseconds:g}", "wait_seconds")
-    messages = await svc.queues.receive(
+    messages = await svc.coordinator.receive(
         name, body.max_messages, body.visibility_timeout, body.wait_seconds
     )
     force = body.encoding == "base64"
@@ -173,7 +173,7 @@ async def change_visibility(request: web.Request) -> web.Response:
     svc.catalog.queue(name)
     body = await read_json(request, VisibilityRequest)
     ids = _ids(body.ids, svc)
-    changed = set(svc.queues.change_visibility(name, ids, body.visibility_timeout))
+    changed = set(await svc.coordinator.change_visibility(name, ids, body.visibility_timeout))
     return json_response(VisibilityResponse(*_split(body.ids, [i in changed for i in ids])))
 
 
@@ -192,12 +192,22 @@ async def _bodies(request: web.Request, svc: Services) -> list[bytes]:
     return [decode_body(m) for m in body.messages]
 
 
-async def _detail(svc: Services, name: str) -> QueueStatsDetail:
-    st = await svc.queues.stats(name, detailed=True)
-    rates = Rates(st.publish_rate, st.receive_rate, st.delete_rate)
-    return QueueStatsDetail(
-        name, st.visible, st.in_flight, st.depth, st.oldest_age, rates, st.partitions
-    )
+async def _details(svc: Services, names: list[str]) -> list[QueueStatsDetail]:
+    """Return each queue's stats cluster-wide: leases and rates of every live node summed."""
+    peers = await svc.coordinator.peer_stats(names)
+    out = []
+    for name in names:
+        st = await svc.queues.stats(name, detailed=True)
+        in_flight, publish, receive, delete = peers.get(name, (0, 0.0, 0.0, 0.0))
+        in_flight += st.in_flight
+        rates = Rates(st.publish_rate + publish, st.receive_rate + receive, st.delete_rate + delete)
+        visible = max(0, st.depth - in_flight)
+        out.append(
+            QueueStatsDetail(
+                name, visible, in_flight, st.depth, st.oldest_age, rates, st.partitions
+            )
+        )
+    return out
 
 
 async def peek_many(request: web.Request) -> web.Response:
@@ -213,26 +223,40 @@ async def peek_many(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    """Return this node and the members it sees, with their slices."""
-    membership = request.app[SERVICES].membership
+    """Return this node, what it serves now, and every member it heard of with state and slice."""
+    svc = request.app[SERVICES]
+    membership = svc.membership
+    live = {m.name for m in membership.members()}
 
-    def member(m: ClusterMember) -> Member:
-        lo, hi = membership.slice_of(m.name)
-        return Member(m.name, m.http, "alive", [str(lo), str(hi)])
+    def member(m: ClusterMember, state: str) -> Member:
+        if state in ("online", "suspect") and m.name in live:
+            lo, hi = membership.slice_of(m.name)
+            return Member(m.name, m.http, state, [str(lo), str(hi)])
+        return Member(m.name, m.http, state, [])
 
-    members = [member(m) for m in membership.members()]
-    return json_response(Status(membership.local().name, members))
+    members = [member(s.member, s.state) for s in membership.states()]
+    serving = svc.queues.keyspace
+    return json_response(
+        Status(
+            membership.local().name,
+            members,
+            [str(serving[0]), str(serving[1])] if serving else [],
+        )
+    )
 
 
 async def queue_stats(request: web.Request) -> web.Response:
     """Return a queue's contents, oldest message age and rates."""
-    return json_response(await _detail(request.app[SERVICES], request.match_info["queue"]))
+    svc = request.app[SERVICES]
+    name = request.match_info["queue"]
+    svc.catalog.queue(name)
+    return json_response((await _details(svc, [name]))[0])
 
 
 async def node_stats(request: web.Request) -> web.Response:
     """Return every queue's stats and their sums."""
     svc = request.app[SERVICES]
-    queues = [await _detail(svc, name) for name in svc.catalog.queues()]
+    queues = await _details(svc, svc.catalog.queues())
     totals = Totals(
         visible=sum(q.visible for q in queues),
         in_flight=sum(q.in_flight for q in queues),

@@ -9,11 +9,13 @@ even while the old bucket is still being dropped.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.errors import (
     QueueExists,
@@ -47,6 +49,25 @@ def _decode_queue(name: str, raw: bytes) -> QueueRecord:
     return QueueRecord(name, data["uid"], QueueSettings(**data["settings"]))
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _change(
+    method: Callable[Concatenate[Catalog, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Catalog, P], Coroutine[Any, Any, R]]:
+    """Mark a catalog change: counted before it reaches the store, announced once it did."""
+
+    @functools.wraps(method)
+    async def change(self: Catalog, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        self._changes += 1
+        result = await method(self, *args, **kwargs)
+        self.on_change()
+        return result
+
+    return change
+
+
 class Catalog:
     """The names this node knows, read through to the store on every change."""
 
@@ -58,6 +79,8 @@ class Catalog:
         # reload whose read raced with a change must not put back what the
         # change replaced (the next reload will see both).
         self._changes = 0
+        # Called after every change this node made (the cluster tells its peers).
+        self.on_change: Callable[[], None] = lambda: None
 
     # -- reading (from the cache) ------------------------------------------
 
@@ -67,6 +90,10 @@ class Catalog:
         if record is None:
             raise QueueNotFound(name)
         return record
+
+    def find(self, name: str) -> QueueRecord | None:
+        """Return a queue, or None."""
+        return self._queues.get(name)
 
     def queues(self) -> list[str]:
         """Return every queue name, sorted."""
@@ -127,9 +154,9 @@ class Catalog:
 
     # -- queues --------------------------------------------------------------
 
+    @_change
     async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueRecord:
         """Create a queue; raise ``QueueExists`` if the name is taken."""
-        self._changes += 1
         validate_name("queue", name)
         record = QueueRecord(name, secrets.token_hex(8), settings or QueueSettings())
         if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
@@ -137,18 +164,18 @@ class Catalog:
         self._queues[name] = record
         return record
 
+    @_change
     async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """Change some settings of a queue, validated; effective at once."""
-        self._changes += 1
         current = self.queue(name)
         record = QueueRecord(name, current.uid, current.settings.updated(changes))
         await self._store.meta_put({f"q/{name}": _encode_queue(record)})
         self._queues[name] = record
         return record
 
+    @_change
     async def delete_queue(self, name: str) -> str:
         """Delete a queue and its subscriptions; return the uid of the bucket to drop."""
-        self._changes += 1
         record = self.queue(name)
         await self._store.meta_put({f"drop/{record.uid}": b""})
         subs = [f"s/{t}/{name}" for t, queues in self._topics.items() if name in queues]
@@ -159,24 +186,24 @@ class Catalog:
 
     # -- topics --------------------------------------------------------------
 
+    @_change
     async def create_topic(self, name: str) -> None:
         """Create a topic; raise ``TopicExists`` if the name is taken."""
-        self._changes += 1
         validate_name("topic", name)
         if not await self._store.meta_create(f"t/{name}", b"{}"):
             raise TopicExists(name)
         self._topics[name] = frozenset()
 
+    @_change
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its subscriptions (not the queues)."""
-        self._changes += 1
         subscribers = self.topic(name)
         await self._store.meta_delete([f"t/{name}", *(f"s/{name}/{q}" for q in subscribers)])
         self._topics.pop(name, None)
 
+    @_change
     async def subscribe(self, topic: str, queue: str) -> list[str]:
         """Subscribe a queue to a topic (idempotent); return the subscribers."""
-        self._changes += 1
         subscribers = self._topics.get(topic)
         if subscribers is None:
             raise TopicNotFound(topic)
@@ -185,9 +212,9 @@ class Catalog:
         self._topics[topic] = subscribers | {queue}
         return sorted(self._topics[topic])
 
+    @_change
     async def unsubscribe(self, topic: str, queue: str) -> list[str]:
         """Unsubscribe a queue (idempotent); return the remaining subscribers."""
-        self._changes += 1
         subscribers = self._topics.get(topic)
         if subscribers is None:
             raise TopicNotFound(topic)

@@ -30,6 +30,7 @@ __all__ = [
     "seq_of",
     "stripe_of",
     "stripe_range",
+    "stripes_within",
 ]
 
 ID_MAX = (1 << 63) - 1
@@ -77,16 +78,28 @@ class IdGenerator:
         self._last = seq
         return (self._rng.getrandbits(STRIPE_BITS) << SEQ_BITS) | seq
 
-    def many(self, count: int) -> list[int]:
-        """Return ``count`` new ids of one random stripe, in seq order.
+    def many(self, count: int, stripes: tuple[int, int] = (0, STRIPES - 1)) -> list[int]:
+        """Return ``count`` new ids of one random stripe in ``stripes``, in seq order.
 
         A batch stays in one stripe: stored side by side, its messages are
         written, read and deleted as a few neighbouring pages instead of one
-        page each; batches still spread evenly over the keyspace.
+        page each; batches still spread evenly over the stripes allowed
+        (a node publishes into its own slice, see ``stripes_within``).
         """
         first = max(self._clock_us() - EPOCH_US, self._last + 1)
         if first + count > SEQ_MASK:
             first = 0  # the seq space lasts until 3162; wrap rather than overflow
         self._last = first + count - 1
-        stripe = self._rng.getrandbits(STRIPE_BITS) << SEQ_BITS
+        stripe = self._rng.randint(*stripes) << SEQ_BITS
         return [stripe | seq for seq in range(first, first + count)]
+
+
+def stripes_within(lo: int, hi: int) -> tuple[int, int]:
+    """Return the first and last stripe lying wholly inside ``[lo, hi]``.
+
+    Every stripe when none does (a slice narrower than a stripe: more than
+    128 members).
+    """
+    first = -(-lo >> SEQ_BITS)  # ceil
+    last = ((hi + 1) >> SEQ_BITS) - 1
+    return (first, last) if first <= last else (0, STRIPES - 1)

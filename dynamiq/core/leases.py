@@ -65,6 +65,10 @@ class LeaseTable:
         for message_id in ids:
             self._deadline.pop(message_id, None)
 
+    def held_in(self, lo: int, hi: int, now: float) -> list[tuple[int, float]]:
+        """Return ``(id, deadline)`` of the live leases on ids in ``[lo, hi]``."""
+        return [(i, d) for i, d in self._deadline.items() if lo <= i <= hi and d > now]
+
     def release_all(self) -> list[int]:
         """End every lease; return the ids that were leased."""
         ids = list(self._deadline)

@@ -78,6 +78,12 @@ class PartitionSet:
         if count != len(self._parts):
             self._relayout(count, now)
 
+    def set_slice(self, lo: int, hi: int, now: float) -> None:
+        """Serve ``[lo, hi]`` from now on, keeping the partition count where it fits."""
+        if (lo, hi) != (self._lo, self._hi):
+            self._lo, self._hi = lo, hi
+            self._relayout(min(len(self._parts), self._max_count()), now)
+
     def acquire(self, now: float, skip: Container[int] = ()) -> Partition | None:
         """Take the least-recently-used free partition that may hold messages.
 

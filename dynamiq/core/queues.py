@@ -11,7 +11,15 @@ from dataclasses import dataclass, replace
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
-from dynamiq.core.ids import EPOCH_US, ID_MAX, STRIPES, IdGenerator, seq_of, stripe_range
+from dynamiq.core.ids import (
+    EPOCH_US,
+    ID_MAX,
+    STRIPES,
+    IdGenerator,
+    seq_of,
+    stripe_range,
+    stripes_within,
+)
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, layout
 from dynamiq.core.rates import RateCounter
@@ -21,12 +29,14 @@ from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Message
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["QueueService", "QueueStats"]
+__all__ = ["KeyRange", "QueueService", "QueueStats"]
 
 log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
+
+KeyRange = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,7 @@ class _QueueState:
     """The in-memory side of one queue on this node: partitions, leases, waiters."""
 
     def __init__(self, record: QueueRecord, lo: int, hi: int, now: float) -> None:
+        self.name = record.name
         self.settings = record.settings
         self.partitions = PartitionSet(lo, hi, record.settings, now)
         self.leases = LeaseTable()
@@ -110,7 +121,7 @@ class QueueService:
         catalog: Catalog,
         clock: Clock,
         ids: IdGenerator | None = None,
-        keyspace: tuple[int, int] = (0, ID_MAX),
+        keyspace: KeyRange | None = (0, ID_MAX),
         metrics: Metrics | None = None,
     ) -> None:
         self._store = store
@@ -118,10 +129,67 @@ class QueueService:
         self._clock = clock
         self._ids = ids or IdGenerator()
         self._keyspace = keyspace
+        self._stripes = stripes_within(*keyspace) if keyspace else (0, STRIPES - 1)
         self._metrics: Metrics = metrics or MetricsFanout([])
         self._states: dict[str, _QueueState] = {}
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
+        self._moves = 0  # keyspace changes so far
+
+    # -- the slice this node serves ------------------------------------------
+
+    @property
+    def keyspace(self) -> KeyRange | None:
+        """The ids this node leases out now, or None while it serves nothing."""
+        return self._keyspace
+
+    def serves(self, message_id: int) -> bool:
+        """Whether this node may lease ``message_id`` now."""
+        ks = self._keyspace
+        return ks is not None and ks[0] <= message_id <= ks[1]
+
+    def set_keyspace(self, keyspace: KeyRange | None) -> None:
+        """Serve ``keyspace`` from now on (None: serve nothing).
+
+        Leases already granted stay (a delete or an extension through this
+        node still finds them) but ids outside the new slice are not offered
+        again when they end; publishes go into the new slice.
+        """
+        if keyspace == self._keyspace:
+            return
+        self._keyspace, self._moves = keyspace, self._moves + 1
+        self._stripes = stripes_within(*keyspace) if keyspace else (0, STRIPES - 1)
+        now = self._clock.now()
+        for state in self._states.values():
+            state.cursors.clear()
+            if keyspace is not None:
+                state.partitions.set_slice(*keyspace, now)
+            state.notify()
+
+    def export_leases(self, lo: int, hi: int) -> dict[str, list[tuple[int, float]]]:
+        """Return the live leases on ids in ``[lo, hi]``: per queue, ``(id, seconds left)``."""
+        now = self._clock.now()
+        out: dict[str, list[tuple[int, float]]] = {}
+        for state in self._states.values():
+            held = state.leases.held_in(lo, hi, now)
+            if held:
+                out[state.name] = [(mid, deadline - now) for mid, deadline in held]
+        return out
+
+    def import_leases(self, queue: str, leases: Sequence[tuple[int, float]]) -> None:
+        """Hold ids leased by another node until their lease would end there."""
+        state = self._state(self._catalog.queue(queue))
+        now = self._clock.now()
+        for mid, left in leases:
+            state.leases.acquire((mid,), now, left)
+
+    def drop_leases(self) -> int:
+        """Forget every lease (this node was paused and others served its slice); return count."""
+        dropped = 0
+        for state in self._states.values():
+            dropped += len(state.leases.release_all())
+            state.cursors.clear()
+        return dropped
 
     # -- publishing ----------------------------------------------------------
 
@@ -137,7 +205,7 @@ class QueueService:
         ids = [0] * len(rows)
         todo = list(range(len(rows)))
         for _ in range(INSERT_ATTEMPTS):
-            fresh = self._ids.many(len(todo))
+            fresh = self._ids.many(len(todo), self._stripes)
             stored = await self._store.insert(
                 [(rows[i][0], mid, rows[i][1]) for i, mid in zip(todo, fresh, strict=True)]
             )
@@ -206,8 +274,10 @@ class QueueService:
         now = self._clock.now()
         expired = state.leases.expire(now)
         if expired:
-            state.expired(expired)
+            state.expired([mid for mid in expired if self.serves(mid)])
         out: list[Message] = []
+        if self._keyspace is None:
+            return out
         tried: set[int] = set()
         while len(out) < want:
             part = state.partitions.acquire(now, skip=tried)
@@ -225,6 +295,7 @@ class QueueService:
     async def _take(
         self, uid: str, state: _QueueState, part: Partition, want: int, lease_seconds: float
     ) -> list[Message]:
+        moves = self._moves
         cursor = state.cursor(part, self._clock.now())
         await self._walk(uid, cursor, want, state.leases)
         if not cursor.result:
@@ -236,6 +307,10 @@ class QueueService:
                 if rec is not None:
                     present[mid] = rec
         in_order = [mid for mid in cursor.result if mid in present]
+        if self._moves != moves:
+            # The slice moved while this receive read the store: lease only
+            # what this node still serves (another node may own the rest now).
+            in_order = [mid for mid in in_order if self.serves(mid)]
         taken = state.leases.acquire(in_order, self._clock.now(), lease_seconds)
         return [Message(mid, *decode(present[mid])) for mid in taken]
 
@@ -292,8 +367,7 @@ class QueueService:
     async def peek_many(self, queue: str, count: int) -> list[Message]:
         """Return up to ``count`` of the oldest messages, leased or not, without leasing."""
         record = self._catalog.queue(queue)
-        lo, hi = self._keyspace
-        cursor = PartitionCursor(layout(lo, hi, 1)[0], self._clock.now())
+        cursor = PartitionCursor(layout(0, ID_MAX, 1)[0], self._clock.now())
         await self._walk(record.uid, cursor, count, ())
         records = await self._store.get(record.uid, cursor.result)
         return [
@@ -322,6 +396,25 @@ class QueueService:
             receive_rate=state.received_per_s.rate(now),
             delete_rate=state.deleted_per_s.rate(now),
         )
+
+    def local_stats(self, names: Sequence[str]) -> dict[str, tuple[int, float, float, float]]:
+        """Return what only this node knows of each queue it has state for.
+
+        Per queue: ``(in_flight, publish rate, receive rate, delete rate)``.
+        """
+        now = self._clock.now()
+        out: dict[str, tuple[int, float, float, float]] = {}
+        for name in names:
+            record = self._catalog.find(name)
+            state = self._states.get(record.uid) if record else None
+            if state is not None:
+                out[name] = (
+                    len(state.leases),
+                    state.published_per_s.rate(now),
+                    state.received_per_s.rate(now),
+                    state.deleted_per_s.rate(now),
+                )
+        return out
 
     async def _oldest_age(self, uid: str) -> float | None:
         heads = await self._store.scan(uid, [stripe_range(s) for s in range(STRIPES)], 1)
@@ -359,7 +452,7 @@ class QueueService:
     def _state(self, record: QueueRecord) -> _QueueState:
         state = self._states.get(record.uid)
         if state is None:
-            lo, hi = self._keyspace
+            lo, hi = self._keyspace or (0, ID_MAX)
             state = self._states[record.uid] = _QueueState(record, lo, hi, self._clock.now())
         elif state.settings != record.settings:
             state.settings = record.settings

@@ -146,7 +146,7 @@ async function renderMembers() {
   const body = $("members").querySelector("tbody");
   body.replaceChildren(...status.members.map((m) => {
     const tr = document.createElement("tr");
-    tr.append(cell(m.name), cell(m.http), cell(m.state), cell(`${m.slice[0]} – ${m.slice[1]}`));
+    tr.append(cell(m.name), cell(m.http), cell(m.state), cell(m.slice.length ? `${m.slice[0]} – ${m.slice[1]}` : "—"));
     return tr;
   }));
 }

@@ -1,0 +1,307 @@
+"""The node in its cluster: which slice it serves, and what it asks its peers.
+
+Each live member serves the slice the sorted live names give it. When the
+view changes, a node stops serving what it lost at once; what it gained it
+serves only after every other live member has handed over its live leases
+in that range (a member answers once its own view has let the range go), so
+no message is leased twice while a lease on it is live, short of a member
+that died or was paused (its leases are lost: at-least-once). A member
+that is gone is not asked. A node paused for longer than the suspect
+timeout drops its leases and asks for its slice back like a newcomer.
+
+Receives any node cannot fill from its own slice are filled from its peers'
+slices (they lease); lease changes go to the member that serves the id;
+catalog changes are announced so peers reload at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from dynamiq.cluster.base import Member, Membership
+from dynamiq.cluster.peers import PeerClient, PeerUnavailable
+from dynamiq.core.janitor import Janitor
+from dynamiq.core.queues import KeyRange, QueueService
+from dynamiq.models import Message
+
+__all__ = ["Coordinator"]
+
+log = logging.getLogger("dynamiq.cluster")
+
+# A waiting receive looks at its peers' slices this often.
+PEER_POLL_SECONDS = 0.5
+# How long a member asked for a range waits for its own view to let it go.
+HANDOFF_WAIT_SECONDS = 2.0
+# How long a node waits for a live member that will not hand over a range
+# (its view disagrees) before serving the range anyway.
+HANDOFF_GIVE_UP_SECONDS = 10.0
+HANDOFF_RETRY_SECONDS = 0.1
+
+
+class Coordinator:
+    """Keeps this node's served slice in step with the view, and reaches the peers."""
+
+    def __init__(
+        self,
+        membership: Membership,
+        queues: QueueService,
+        janitor: Janitor,
+        peers: PeerClient | None,
+    ) -> None:
+        self._membership = membership
+        self._queues = queues
+        self._janitor = janitor
+        self._peers = peers
+        self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reconciler: asyncio.Task[None] | None = None
+        self._leaving = False
+        self.unserved_since: float | None = None  # monotonic time the slice went unserved
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Follow the view from now on (serving nothing until the first handoff ends)."""
+        self._membership.listen(self._on_view)
+        if self._peers is None:
+            self._queues.set_keyspace(self._own_slice())
+            return
+        self._queues.set_keyspace(None)
+        self.unserved_since = time.monotonic()
+        self._changed.set()
+        self._reconciler = asyncio.create_task(self._reconcile_loop())
+
+    async def leave(self) -> None:
+        """Stop serving, let the leases go, and tell the peers (SIGTERM)."""
+        self._leaving = True
+        self._queues.set_keyspace(None)
+        self._queues.drop_leases()
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reconciler
+        local = self._membership.local()
+        await self._to_peers(lambda p, m: p.leave(m, local.name, local.boot))
+
+    async def close(self) -> None:
+        """Wait for announcements in flight, close the peer connections."""
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, PeerUnavailable):
+                await task
+        if self._peers is not None:
+            await self._peers.close()
+
+    def peers(self) -> list[Member]:
+        """Return the other live members."""
+        me = self._membership.local().name
+        return [m for m in self._membership.members() if m.name != me]
+
+    # -- the served slice ----------------------------------------------------
+
+    def _own_slice(self) -> KeyRange:
+        return self._membership.slice_of(self._membership.local().name)
+
+    def _on_view(self, members: list[Member], stalled: bool) -> None:
+        if stalled:
+            # Paused past the suspect timeout: the others may have served this
+            # slice and leased its messages; ours are void.
+            self._queues.set_keyspace(None)
+            dropped = self._queues.drop_leases()
+            log.warning("dropped %d leases after a pause; asking for the slice again", dropped)
+        self._changed.set()
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            try:
+                await self._reconcile()
+            except Exception:  # never let the slice go unmanaged
+                log.exception("slice change failed; retrying")
+                await asyncio.sleep(HANDOFF_RETRY_SECONDS)
+                self._changed.set()
+
+    async def _reconcile(self) -> None:
+        target = self._own_slice()
+        current = self._queues.keyspace
+        kept = _intersect(current, target)
+        self._queues.set_keyspace(kept)  # stop serving what was lost, now
+        if kept == target:
+            self._served()
+            return
+        if self.unserved_since is None:
+            self.unserved_since = time.monotonic()
+        lo, hi = target
+        results = await asyncio.gather(*(self._take_over(m, lo, hi) for m in self.peers()))
+        if all(results) and not self._changed.is_set():
+            self._queues.set_keyspace(target)
+            self._served()
+            log.info("serving slice [%d, %d] of %d members", lo, hi, len(self.peers()) + 1)
+
+    def _served(self) -> None:
+        self.unserved_since = None
+
+    async def _take_over(self, member: Member, lo: int, hi: int) -> bool:
+        """Import ``member``'s leases in ``[lo, hi]`` once it let the range go.
+
+        False when the view changed meanwhile (the caller starts over).
+        """
+        assert self._peers is not None
+        name = self._membership.local().name
+        give_up = time.monotonic() + HANDOFF_GIVE_UP_SECONDS
+        while not self._changed.is_set():
+            try:
+                leases = await self._peers.handoff(member, lo, hi, name)
+            except PeerUnavailable as exc:
+                log.debug("handoff from %s: %s", member.name, exc)
+                leases = None
+            if leases is not None:
+                for queue, held in leases.items():
+                    with contextlib.suppress(Exception):  # a queue deleted meanwhile
+                        self._queues.import_leases(queue, held)
+                return True
+            if time.monotonic() >= give_up:
+                log.warning(
+                    "%s would not hand over [%d, %d] for %.0f s; serving it anyway",
+                    member.name,
+                    lo,
+                    hi,
+                    HANDOFF_GIVE_UP_SECONDS,
+                )
+                return True
+            await asyncio.sleep(HANDOFF_RETRY_SECONDS)
+        return False
+
+    async def hand_over(self, lo: int, hi: int) -> dict[str, list[tuple[int, float]]] | None:
+        """Answer a handoff: the live leases in ``[lo, hi]`` once this node serves none of it.
+
+        None when this node's view still gives it part of the range after a
+        short wait (views converge within a gossip round or two).
+        """
+        deadline = time.monotonic() + HANDOFF_WAIT_SECONDS
+        while _intersect(self._queues.keyspace, (lo, hi)) is not None:
+            if time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(0.02)
+        return self._queues.export_leases(lo, hi)
+
+    # -- requests that reach the peers ---------------------------------------
+
+    async def receive(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float | None = None,
+        wait_seconds: float = 0.0,
+    ) -> list[Message]:
+        """Lease from this node's slice, then from the peers' when that is not enough."""
+        if self._peers is None or self._leaving:
+            return await self._queues.receive(queue, max_messages, visibility_timeout, wait_seconds)
+        deadline = time.monotonic() + wait_seconds
+        got = await self._queues.receive(queue, max_messages, visibility_timeout)
+        while True:
+            if len(got) < max_messages:
+                got += await self._from_peers(queue, max_messages - len(got), visibility_timeout)
+            left = deadline - time.monotonic()
+            if got or left <= 0 or self._leaving:
+                return got
+            got = await self._queues.receive(
+                queue, max_messages, visibility_timeout, min(left, PEER_POLL_SECONDS)
+            )
+
+    async def _from_peers(
+        self, queue: str, want: int, visibility_timeout: float | None
+    ) -> list[Message]:
+        assert self._peers is not None
+        out: list[Message] = []
+        peers = self.peers()
+        random.shuffle(peers)
+        for member in peers:
+            try:
+                out += await self._peers.receive(member, queue, want - len(out), visibility_timeout)
+            except PeerUnavailable as exc:
+                log.debug("receive from %s: %s", member.name, exc)
+            if len(out) >= want:
+                break
+        return out
+
+    async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+        """Change leases where they are held: by the member serving each id."""
+        if self._peers is None:
+            return self._queues.change_visibility(queue, ids, seconds)
+        local = self._membership.local().name
+        by_owner: dict[str, list[int]] = {}
+        owners = {m.name: m for m in self._membership.members()}
+        bounds = sorted((self._membership.slice_of(n), n) for n in owners)
+        for mid in ids:
+            owner = next((n for (lo, hi), n in bounds if lo <= mid <= hi), local)
+            by_owner.setdefault(owner, []).append(mid)
+        changed = self._queues.change_visibility(queue, by_owner.pop(local, []), seconds)
+        for name, owned in by_owner.items():
+            try:
+                changed += await self._peers.change_visibility(owners[name], queue, owned, seconds)
+            except PeerUnavailable as exc:
+                log.debug("visibility at %s: %s", name, exc)
+        return changed
+
+    async def peer_stats(self, queues: list[str]) -> dict[str, tuple[int, float, float, float]]:
+        """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""
+        totals: dict[str, tuple[int, float, float, float]] = {}
+        if self._peers is None:
+            return totals
+        peers = self._peers
+        results = await asyncio.gather(
+            *(peers.stats(m, queues) for m in self.peers()), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                log.debug("stats from a peer: %s", result)
+                continue
+            for name, values in result.items():
+                before = totals.get(name, (0, 0.0, 0.0, 0.0))
+                totals[name] = (
+                    before[0] + values[0],
+                    before[1] + values[1],
+                    before[2] + values[2],
+                    before[3] + values[3],
+                )
+        return totals
+
+    def announce(self) -> None:
+        """Tell the peers the catalog changed (they reload now, not at their next poll)."""
+        if self._peers is not None:
+            self._spawn(self._to_peers(lambda p, m: p.sync(m)))
+
+    def catalog_changed(self) -> None:
+        """A peer changed the catalog: reload now."""
+        self._janitor.kick()
+
+    async def _to_peers(self, call: Any) -> None:
+        assert self._peers is not None or not self.peers()
+        peers = self._peers
+        if peers is None:
+            return
+        results = await asyncio.gather(
+            *(call(peers, m) for m in self.peers()), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, Exception):
+                log.debug("peer call failed: %s", result)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _intersect(a: KeyRange | None, b: KeyRange | None) -> KeyRange | None:
+    if a is None or b is None:
+        return None
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo <= hi else None

@@ -1,0 +1,121 @@
+"""The HTTP client a node uses to talk to its peers (internal routes, msgpack)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import aiohttp
+import msgspec
+
+from dynamiq.cluster.base import Member
+from dynamiq.cluster.wire import (
+    PEER_HEADER,
+    Handoff,
+    HandoffLeases,
+    Leave,
+    PeerIds,
+    PeerMessages,
+    PeerReceive,
+    PeerStats,
+    PeerVisibility,
+    QueueNames,
+)
+from dynamiq.models import Message
+
+__all__ = ["PeerClient", "PeerUnavailable"]
+
+T = TypeVar("T")
+
+PEER_TIMEOUT_SECONDS = 2.0
+
+
+class PeerUnavailable(Exception):
+    """A peer did not answer, or answered with an error."""
+
+    def __init__(self, member: Member, why: str, status: int = 0) -> None:
+        super().__init__(f"peer {member.name} ({member.http}): {why}")
+        self.status = status
+
+
+class PeerClient:
+    """Requests to other members; every failure is a ``PeerUnavailable``."""
+
+    def __init__(self, token: str, timeout: float = PEER_TIMEOUT_SECONDS) -> None:
+        self._headers = {PEER_HEADER: token, "Content-Type": "application/msgpack"}
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._encoder = msgspec.msgpack.Encoder()
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        if self._session is not None:
+            await self._session.close()
+
+    async def receive(
+        self, member: Member, queue: str, count: int, visibility: float | None
+    ) -> list[Message]:
+        """Lease up to ``count`` from ``member``'s own slice (none if it lacks the queue)."""
+        try:
+            got = await self._post(
+                member, f"queues/{queue}/receive", PeerReceive(count, visibility), PeerMessages
+            )
+        except PeerUnavailable as exc:
+            if exc.status == 404:  # the queue is not there yet (or any more)
+                return []
+            raise
+        return [Message(mid, body, published) for mid, body, published in got.messages]
+
+    async def change_visibility(
+        self, member: Member, queue: str, ids: list[int], seconds: float
+    ) -> list[int]:
+        """Change leases ``member`` holds; return the ids that were live there."""
+        got = await self._post(
+            member, f"queues/{queue}/visibility", PeerVisibility(ids, seconds), PeerIds
+        )
+        return got.ids
+
+    async def stats(
+        self, member: Member, queues: list[str]
+    ) -> dict[str, tuple[int, float, float, float]]:
+        """Return ``member``'s own leases in flight and rates per queue."""
+        return (await self._post(member, "stats", QueueNames(queues), PeerStats)).queues
+
+    async def handoff(
+        self, member: Member, lo: int, hi: int, name: str
+    ) -> dict[str, list[tuple[int, float]]] | None:
+        """Ask ``member`` to hand over ``[lo, hi]``; None while it still serves part of it."""
+        try:
+            got = await self._post(member, "handoff", Handoff(lo, hi, name), HandoffLeases)
+        except PeerUnavailable as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return got.leases
+
+    async def sync(self, member: Member) -> None:
+        """Tell ``member`` the catalog changed: reload it now."""
+        await self._post(member, "sync", None, None)
+
+    async def leave(self, member: Member, name: str, boot: str) -> None:
+        """Tell ``member`` that this node is leaving."""
+        await self._post(member, "leave", Leave(name, boot), None)
+
+    async def _post(self, member: Member, path: str, body: object, kind: type[T] | None) -> T:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        url = f"{member.http}/internal/v1/{path}"
+        try:
+            async with self._session.post(
+                url, data=self._encoder.encode(body), headers=self._headers
+            ) as response:
+                raw = await response.read()
+                if response.status >= 300:
+                    raise PeerUnavailable(member, f"HTTP {response.status}", response.status)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise PeerUnavailable(member, str(exc) or type(exc).__name__) from None
+        if kind is None:
+            return None  # type: ignore[return-value]
+        try:
+            return msgspec.msgpack.decode(raw, type=kind)
+        except msgspec.ValidationError as exc:
+            raise PeerUnavailable(member, f"bad answer: {exc}") from None

@@ -1,0 +1,301 @@
+"""Membership by SWIM gossip over UDP (the ``swim-protocol`` package), behind the port.
+
+The library's traps, and what this adapter does about each:
+
+1. With no peer to ping, its failure detector dies on an assertion and never
+   marks anyone offline again (a node started alone, joined later): the
+   worker here waits for a peer instead, and the view loop stops the node
+   if the worker task ever ends.
+2. ``Members.find(exclude=...)`` ignores ``exclude``, so indirect probes often
+   go to the suspect itself: ``find`` is overridden to honour it.
+3. A notification fired before a listener's poller first runs is lost: the
+   view is not built from notifications but re-read every ``VIEW_SECONDS``.
+4. Packets are signed pickles and a missing secret signs with the MAC
+   address: a secret is required (see ``config``).
+5. Both sockets bind with ``reuse_port``, so a second process on the same
+   port starts silently: the port is bound exclusively once first, and a
+   second node with the same name is refused at start. There is no leave
+   message: ``depart`` takes one announced over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import socket
+import time
+from collections.abc import Callable, Set
+from contextlib import AsyncExitStack
+from typing import NoReturn
+
+from swimprotocol.members import Member as SwimMember
+from swimprotocol.members import Members
+from swimprotocol.status import Status
+from swimprotocol.udp import UdpTransport
+from swimprotocol.udp.config import UdpConfig
+from swimprotocol.worker import Worker
+
+from dynamiq.cluster.base import Member, MemberState, ViewListener
+from dynamiq.cluster.slices import slices
+from dynamiq.errors import ConfigError
+
+__all__ = ["SwimMembership", "free_gossip_port"]
+
+log = logging.getLogger("dynamiq.cluster")
+
+VIEW_SECONDS = 0.05  # how often the live set is re-read
+JOIN_SECONDS = 3.0  # how long a starting node waits to hear from its seeds
+
+
+class _Members(Members):
+    """``Members`` whose ``find`` honours ``exclude`` (trap 2)."""
+
+    def find(
+        self, count: int, *, status: Status = Status.ALL, exclude: Set[SwimMember] = frozenset()
+    ) -> frozenset[SwimMember]:
+        pool = [m for m in self.get_status(status) if m not in exclude]
+        if len(pool) <= count:
+            return frozenset(pool)
+        return frozenset(secrets.SystemRandom().sample(pool, count))
+
+
+class _Worker(Worker):
+    """A worker whose failure detector waits for a peer instead of dying (trap 1)."""
+
+    async def run_failure_detection(self) -> NoReturn:
+        while True:
+            for target in self.members.find(1):
+                self.run_subtask(self.check(target))
+            await asyncio.sleep(self.config.ping_interval)
+
+
+def free_gossip_port(host: str) -> int:
+    """Return a port free for both UDP and TCP on ``host`` (for ``core.port = 0``)."""
+    for _ in range(20):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.bind((host, 0))
+            port: int = udp.getsockname()[1]
+            try:
+                _claim(host, port)
+            except OSError:
+                continue
+            return port
+    raise ConfigError("found no free gossip port", key="core.port")
+
+
+def _claim(host: str, port: int) -> None:
+    """Bind ``port`` exclusively for a moment; raise OSError when another process holds it."""
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            sock.bind((host, port))
+
+
+class SwimMembership:
+    """This node's view of the cluster, kept by SWIM gossip.
+
+    Live members are those ONLINE or SUSPECT (a suspect keeps its slice until
+    it is declared offline) whose metadata has arrived, minus those that
+    announced their departure. Listeners hear about every change of that set,
+    and about this process having been paused (``stalled``), which means
+    the others may have served its slice meanwhile.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        seeds: list[str],
+        secret: str,
+        ping_interval: float = 0.2,
+        suspect_timeout: float = 1.0,
+    ) -> None:
+        self._name = name
+        self._address = address
+        self._seeds = [s for s in dict.fromkeys(seeds) if s != address]
+        self._secret = secret
+        self._ping_interval = ping_interval
+        self._suspect_timeout = suspect_timeout
+        self._boot = secrets.token_hex(8)
+        self._started_ms = time.time_ns() // 1_000_000
+        self._local = Member(name, address.rpartition(":")[0], "", self._boot)
+        self._departed: dict[str, str] = {}  # name -> boot id that left
+        self._listeners: list[ViewListener] = []
+        self._members: Members | None = None
+        self._stack = AsyncExitStack()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._worker_task: asyncio.Task[NoReturn] | None = None
+        self._fatal: Callable[[str], None] = _raise
+        self._view: tuple[Member, ...] = (self._local,)
+
+    # -- the port ------------------------------------------------------------
+
+    def local(self) -> Member:
+        """Return this node."""
+        return self._local
+
+    def members(self) -> list[Member]:
+        """Return the live members, sorted by name (this node included)."""
+        return list(self._view)
+
+    def slice_of(self, name: str) -> tuple[int, int]:
+        """Return the slice of a live member."""
+        return slices(m.name for m in self._view)[name]
+
+    def states(self) -> list[MemberState]:
+        """Return every member heard of, live or not, with its gossip state."""
+        out = [MemberState(self._local, "online")]
+        for m in self._members.non_local if self._members else ():
+            member = self._member(m)
+            if member is not None:
+                left = self._departed.get(member.name) == member.boot
+                out.append(MemberState(member, "left" if left else m.status.name.lower()))
+        return sorted(out, key=lambda s: (s.member.name, s.member.host))
+
+    def listen(self, listener: ViewListener) -> None:
+        """Call ``listener(members, stalled)`` whenever the live set changes."""
+        self._listeners.append(listener)
+
+    def depart(self, name: str, boot: str) -> None:
+        """Take a member's word that it is leaving (SWIM has no leave message)."""
+        self._departed[name] = boot
+        self._refresh()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def advertise(self, http: str) -> None:
+        """Set this node's HTTP URL; call before ``start``."""
+        self._local = Member(self._name, self._local.host, http, self._boot)
+        self._view = (self._local,)
+
+    async def start(self, on_fatal: Callable[[str], None]) -> None:
+        """Bind the gossip port, join the seeds, and check that this node's name is free.
+
+        Raises:
+            ConfigError: the gossip port is taken, or a live node has this name.
+        """
+        host, _, port = self._address.rpartition(":")
+        try:
+            _claim(host, int(port))
+        except OSError as exc:
+            raise ConfigError(
+                f"gossip port {self._address} is taken ({exc.strerror}): another node?",
+                key="core.port",
+            ) from None
+        config = UdpConfig(
+            local_name=self._address,
+            peers=self._seeds,
+            secret=self._secret,
+            local_metadata={
+                "name": self._name.encode(),
+                "http": self._local.http.encode(),
+                "boot": self._boot.encode(),
+                "started": str(self._started_ms).encode(),
+            },
+            ping_interval=self._ping_interval,
+            ping_timeout=min(0.1, self._ping_interval / 2),
+            ping_req_timeout=min(0.3, self._ping_interval * 1.5),
+            suspect_timeout=self._suspect_timeout,
+            sync_interval=min(0.1, self._ping_interval),
+        )
+        self._members = members = _Members(config)
+        worker = _Worker(config, members)
+        await self._stack.enter_async_context(UdpTransport(config, worker))
+        self._worker_task = await self._stack.enter_async_context(worker)
+        await self._join()
+        self._fatal = on_fatal
+        self._loop_task = asyncio.create_task(self._view_loop())
+
+    async def stop(self) -> None:
+        """Stop gossiping (the others see this node go offline)."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        await self._stack.aclose()
+
+    async def _join(self) -> None:
+        deadline = time.monotonic() + JOIN_SECONDS
+        while time.monotonic() < deadline and not self._heard_from_seeds():  # noqa: ASYNC110
+            await asyncio.sleep(VIEW_SECONDS)  # gossip arrives with no event to wait on
+        self._refresh()
+        twin = self._twin()
+        if twin is not None:
+            raise ConfigError(
+                f"a live node at {twin.host} ({twin.http}) is already named {self._name!r}; "
+                "names must be unique",
+                key="core.name",
+            )
+
+    def _heard_from_seeds(self) -> bool:
+        assert self._members is not None
+        return all(
+            self._members.get(seed).metadata is not SwimMember.METADATA_UNKNOWN
+            for seed in self._seeds
+        )
+
+    # -- the view ------------------------------------------------------------
+
+    async def _view_loop(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(VIEW_SECONDS)
+            now = time.monotonic()
+            stalled = now - last > self._suspect_timeout
+            last = now
+            if self._worker_task is not None and self._worker_task.done():
+                self._fatal("the gossip worker stopped; this node can no longer see failures")
+                return
+            twin = self._twin()
+            if twin is not None:
+                self._fatal(f"another live node ({twin.http}) is named {self._name!r}")
+                return
+            self._refresh(stalled)
+
+    def _refresh(self, stalled: bool = False) -> None:
+        live = [self._local]
+        for m in self._members.get_status(Status.AVAILABLE) if self._members else ():
+            member = self._member(m)
+            if (
+                member is not None
+                and member.name != self._name
+                and self._departed.get(member.name) != member.boot
+            ):
+                live.append(member)
+        view = tuple(sorted(live, key=lambda m: m.name))
+        if view != self._view or stalled:
+            self._view = view
+            if stalled:
+                log.warning("this process was paused; the others may have served its slice")
+            for listener in self._listeners:
+                listener(list(view), stalled)
+
+    def _twin(self) -> Member | None:
+        """Return a live member with this node's name that started first, if any."""
+        if self._members is None:
+            return None
+        mine = (self._started_ms, self._address)
+        for m in self._members.get_status(Status.AVAILABLE):
+            member = self._member(m)
+            if member is not None and member.name == self._name and member.boot != self._boot:
+                started = int(m.metadata.get("started", b"0") or 0)
+                if (started, m.name) < mine:
+                    return member
+        return None
+
+    @staticmethod
+    def _member(m: SwimMember) -> Member | None:
+        meta = m.metadata
+        if "http" not in meta or "name" not in meta:
+            return None  # its metadata has not arrived yet
+        return Member(
+            meta["name"].decode(),
+            m.name.rpartition(":")[0],
+            meta["http"].decode(),
+            meta.get("boot", b"").decode(),
+        )
+
+
+def _raise(reason: str) -> None:
+    raise RuntimeError(reason)

@@ -1,0 +1,92 @@
+"""What nodes say to each other over HTTP (msgpack bodies under ``/internal/v1``).
+
+Every internal request carries ``X-Dynamiq-Peer``, a token derived from the
+cluster secret, so that only members can move leases or leave for another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import msgspec
+
+__all__ = [
+    "PEER_HEADER",
+    "Handoff",
+    "HandoffLeases",
+    "Leave",
+    "PeerIds",
+    "PeerMessages",
+    "PeerReceive",
+    "PeerStats",
+    "PeerVisibility",
+    "QueueNames",
+    "peer_token",
+]
+
+PEER_HEADER = "X-Dynamiq-Peer"
+
+
+def peer_token(secret: str) -> str:
+    """Return the token members show each other (never the secret itself)."""
+    return hmac.new(secret.encode(), b"dynamiq peer v1", hashlib.sha256).hexdigest()
+
+
+class PeerReceive(msgspec.Struct):
+    """Lease up to ``max_messages`` from the receiving node's own slice, without waiting."""
+
+    max_messages: int
+    visibility_timeout: float | None = None
+
+
+class PeerMessages(msgspec.Struct):
+    """Leased messages as ``(id, body, published_ms)``."""
+
+    messages: list[tuple[int, bytes, int]]
+
+
+class PeerVisibility(msgspec.Struct):
+    """Change the leases of ``ids`` (held by the receiving node) to ``seconds`` from now."""
+
+    ids: list[int]
+    seconds: float
+
+
+class PeerIds(msgspec.Struct):
+    """Ids the request applied to."""
+
+    ids: list[int]
+
+
+class Handoff(msgspec.Struct):
+    """``name`` now owns ``[lo, hi]``: stop serving it and hand over its live leases."""
+
+    lo: int
+    hi: int
+    name: str
+
+
+class HandoffLeases(msgspec.Struct):
+    """Live leases in the range handed over: per queue, ``(id, seconds left)``."""
+
+    leases: dict[str, list[tuple[int, float]]]
+
+
+class Leave(msgspec.Struct):
+    """Member ``name`` (process ``boot``) is leaving the cluster now."""
+
+    name: str
+    boot: str
+
+
+class QueueNames(msgspec.Struct):
+    """The queues a stats request asks about."""
+
+    queues: list[str]
+
+
+class PeerStats(msgspec.Struct):
+    """Per queue, what only one node knows: ``(in_flight, publish, receive, delete rates)``."""
+
+    queues: dict[str, tuple[int, float, float, float]]
