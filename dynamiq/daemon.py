@@ -89,7 +89,11 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
         raise
     metrics, prometheus = open_metrics(settings.stats)
     membership = open_membership(settings)
-    queues = QueueService(store, catalog, clock or MonotonicClock(), metrics=metrics)
+    # With gossip, nothing is served until the cluster hands this node its slice.
+    keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
+    queues = QueueService(
+        store, catalog, clock or MonotonicClock(), keyspace=keyspace, metrics=metrics
+    )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
     reporter = Reporter(queues, store, metrics, settings.stats.flushinterval)
     token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None

@@ -6,7 +6,7 @@ import logging
 
 __all__ = ["LOGGERS", "configure"]
 
-LOGGERS = ("dynamiq.api", "dynamiq.core", "dynamiq.daemon", "dynamiq.storage")
+LOGGERS = ("dynamiq.api", "dynamiq.cluster", "dynamiq.core", "dynamiq.daemon", "dynamiq.storage")
 
 _LEVELS = {
     "debug": logging.DEBUG,

@@ -34,6 +34,11 @@ class Client:
         self._loop = asyncio.new_event_loop()
         self._client = AsyncClient(url, timeout=timeout, rounds=rounds, backoff=backoff)
 
+    @property
+    def url(self) -> str:
+        """The node requests go to now."""
+        return self._client.url
+
     def __enter__(self) -> Client:
         return self
 

@@ -77,11 +77,11 @@ def free_gossip_port(host: str) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
             udp.bind((host, 0))
             port: int = udp.getsockname()[1]
-            try:
-                _claim(host, port)
-            except OSError:
-                continue
-            return port
+        try:
+            _claim(host, port)
+        except OSError:
+            continue
+        return port
     raise ConfigError("found no free gossip port", key="core.port")
 
 

@@ -1,0 +1,226 @@
+"""A local cluster on loopback: node processes sharing one data directory (for trying it out).
+
+Used by ``dynamiq cluster``, the cluster tests and ``bench.chaos``. Every node
+is a real ``dynamiq serve`` process with its own HTTP and gossip ports
+(chosen by the OS when not given), all seeded with each other, so any of
+them can be killed, paused, restarted or stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["LocalCluster", "LocalNode"]
+
+HOST = "127.0.0.1"
+
+
+def _free_port() -> int:
+    """Return a port free for TCP and UDP on loopback now."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind((HOST, 0))
+            port: int = tcp.getsockname()[1]
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                    udp.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("found no free port")
+
+
+@dataclass
+class LocalNode:
+    """One node process of a local cluster; the same ports across restarts."""
+
+    name: str
+    http_port: int
+    gossip_port: int
+    args: list[str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        """The node's HTTP base URL."""
+        return f"http://{HOST}:{self.http_port}"
+
+    @property
+    def gossip(self) -> str:
+        """The node's gossip address."""
+        return f"{HOST}:{self.gossip_port}"
+
+    def start(self, env: dict[str, str]) -> None:
+        """Start the process (its output goes to ``log_path``)."""
+        self._log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dynamiq", "serve", *self.args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    def alive(self) -> bool:
+        """Whether the process is running (paused counts as running)."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to the process if it runs."""
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30.0) -> int | None:
+        """Wait for the process to exit; return its status (None if it never started)."""
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGCONT, then SIGTERM; kill -9 if it does not exit within ``timeout``."""
+        if not self.alive():
+            self.wait()
+            return
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        try:
+            self.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.wait()
+
+    def status(self, timeout: float = 1.0) -> dict[str, Any] | None:
+        """Return the node's ``/v2/status``, or None when it does not answer."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/v2/status", timeout=timeout) as r:
+                data: dict[str, Any] = json.load(r)
+                return data
+        except (OSError, urllib.error.URLError, ValueError):
+            return None
+
+
+class LocalCluster:
+    """Nodes ``n1`` .. ``nN`` on loopback, sharing ``data`` (LMDB) or the configured store."""
+
+    def __init__(
+        self,
+        data: Path,
+        nodes: int = 3,
+        secret: str | None = None,
+        extra: Sequence[str] = (),
+        http_ports: Sequence[int] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.data = data
+        self.secret = secret or secrets.token_hex(16)
+        self.extra = list(extra)
+        self.env = {**os.environ, **(env or {}), "DYNAMIQ_CLUSTER_SECRET": self.secret}
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        (data / "logs").mkdir(parents=True, exist_ok=True)
+        self.nodes: dict[str, LocalNode] = {}
+        for i in range(nodes):
+            port = http_ports[i] if i < len(http_ports) else _free_port()
+            self._define(f"n{i + 1}", port)
+
+    def _define(self, name: str, http_port: int) -> LocalNode:
+        node = LocalNode(name, http_port, _free_port(), [], self.data / "logs" / f"{name}.log")
+        self.nodes[name] = node
+        return node
+
+    def _args(self, node: LocalNode, seeds: Sequence[str] | None) -> list[str]:
+        if seeds is None:
+            seeds = [n.gossip for n in self.nodes.values() if n is not node]
+        return [
+            "--core-name",
+            node.name,
+            "--core-httpaddress",
+            HOST,
+            "--core-httpport",
+            str(node.http_port),
+            "--core-port",
+            str(node.gossip_port),
+            "--core-seedserver",
+            ",".join(seeds),
+            "--storage-path",
+            str(self.data / "data"),
+            *self.extra,
+        ]
+
+    def start(self, timeout: float = 30.0) -> float:
+        """Start every node; wait until each serves its slice of the full view; return seconds."""
+        for node in self.nodes.values():
+            self.start_node(node.name)
+        return self.wait_converged(timeout)
+
+    def start_node(self, name: str, seeds: Sequence[str] | None = None) -> LocalNode:
+        """(Re)start one node with the same ports; seeded with every other node by default."""
+        node = self.nodes[name]
+        node.args = self._args(node, seeds)
+        node.start(self.env)
+        return node
+
+    def add_node(self) -> LocalNode:
+        """Define and start one more node, seeded with the others."""
+        node = self._define(f"n{len(self.nodes) + 1}", _free_port())
+        return self.start_node(node.name)
+
+    def running(self) -> list[LocalNode]:
+        """Return the nodes whose process runs."""
+        return [n for n in self.nodes.values() if n.alive()]
+
+    def converged(self, expected: Sequence[str] | None = None) -> bool:
+        """Whether every expected node sees exactly the expected live set and serves its slice."""
+        names = sorted(expected if expected is not None else [n.name for n in self.running()])
+        for name in names:
+            st = self.nodes[name].status()
+            if st is None:
+                return False
+            live = sorted(m["name"] for m in st["members"] if m["slice"])
+            mine = next((m for m in st["members"] if m["name"] == name), None)
+            if live != names or mine is None or st["serving"] != mine["slice"]:
+                return False
+        return True
+
+    def wait_converged(self, timeout: float = 30.0, expected: Sequence[str] | None = None) -> float:
+        """Wait until ``converged``; return the seconds it took.
+
+        Raises:
+            TimeoutError: it did not happen within ``timeout``.
+        """
+        start = time.monotonic()
+        while not self.converged(expected):
+            if time.monotonic() - start > timeout:
+                raise TimeoutError(f"the cluster did not converge in {timeout:g} s")
+            for node in self.nodes.values():
+                if node.proc is not None and node.proc.poll() not in (None, 0, -9, -15):
+                    raise RuntimeError(f"{node.name} exited: see {node.log_path}")
+            time.sleep(0.05)
+        return time.monotonic() - start
+
+    def stop(self) -> None:
+        """Stop every node (SIGTERM, kill -9 after a grace period)."""
+        for node in self.nodes.values():
+            node.signal(signal.SIGCONT)
+            node.signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            node.stop()

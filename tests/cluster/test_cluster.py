@@ -1,0 +1,300 @@
+"""A real cluster: node processes on loopback gossiping over UDP, one shared LMDB directory."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.workload import Workload
+from dynamiq.client import Client
+from dynamiq.cluster.slices import KEYSPACE
+from dynamiq.launch import LocalCluster
+
+pytestmark = pytest.mark.timeout(180)
+
+ClusterFactory = Callable[..., LocalCluster]
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
+    made: list[LocalCluster] = []
+
+    def make(nodes: int = 3, *extra: str, start: bool = True) -> LocalCluster:
+        cluster = LocalCluster(
+            tmp_path / f"cluster{len(made)}",
+            nodes,
+            extra=["--core-loglevelstring", "info", *extra],
+        )
+        made.append(cluster)
+        if start:
+            cluster.start()
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            cluster.stop()
+
+
+@pytest.fixture
+def cluster(cluster_factory: ClusterFactory) -> LocalCluster:
+    return cluster_factory(3)
+
+
+def get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = r.read()
+        return json.loads(body) if r.headers.get_content_type() == "application/json" else body
+
+
+def urls(cluster: LocalCluster) -> list[str]:
+    return [n.url for n in cluster.nodes.values()]
+
+
+def until(check: Callable[[], bool], timeout: float, step: float = 0.02) -> float:
+    """Wait for ``check``; return the seconds it took (fails the test on timeout)."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            pytest.fail(f"not within {timeout} s")
+        time.sleep(step)
+    return time.monotonic() - start
+
+
+def serving(cluster: LocalCluster, name: str) -> tuple[int, int] | None:
+    st = cluster.nodes[name].status()
+    if not st or not st["serving"]:
+        return None
+    return int(st["serving"][0]), int(st["serving"][1])
+
+
+def covered_by(cluster: LocalCluster, names: list[str]) -> bool:
+    spans = sorted(s for s in (serving(cluster, n) for n in names) if s)
+    reach = 0
+    for lo, hi in spans:
+        if lo != reach:
+            return False
+        reach = hi + 1
+    return reach == KEYSPACE
+
+
+def test_three_nodes_form_and_their_slices_tile_the_keyspace(cluster: LocalCluster) -> None:
+    views = [n.status() for n in cluster.nodes.values()]
+    assert all(v is not None for v in views)
+    members = [v["members"] for v in views if v]
+    assert members[0] == members[1] == members[2]  # one view
+    assert [m["name"] for m in members[0]] == ["n1", "n2", "n3"]
+    assert all(m["state"] == "online" for m in members[0])
+    spans = [(int(m["slice"][0]), int(m["slice"][1])) for m in members[0]]
+    assert spans[0][0] == 0 and spans[-1][1] == KEYSPACE - 1
+    assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    sizes = [hi - lo + 1 for lo, hi in spans]
+    assert max(sizes) - min(sizes) <= 1
+    for node, (lo, hi) in zip(cluster.nodes.values(), spans, strict=True):
+        assert get(f"{node.url}/v1/status/partitionrange") == {"bottom": str(lo), "top": str(hi)}
+        servers = get(f"{node.url}/v1/status/servers").decode().splitlines()
+        assert servers == [f"Member: n{i} 127.0.0.1" for i in (1, 2, 3)]
+
+
+def test_messages_published_through_every_node_drain_through_one(cluster: LocalCluster) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as one:
+        one.create_queue("orders")
+    published: dict[int, str] = {}
+    for url in (n1, n2, n3):
+        with Client(url) as client:
+            until(lambda c=client: "orders" in c.queues(), 1.0)  # noqa: B023
+            bodies = [f"{url}-{i}" for i in range(100)]
+            published.update(zip(client.publish("orders", bodies), bodies, strict=True))
+    got: dict[int, str] = {}
+    with Client(n2) as only:
+        while batch := only.receive("orders", 50, visibility_timeout=60):
+            got.update((m.id, m.body.decode()) for m in batch)
+            only.delete("orders", [m.id for m in batch])
+    assert got == published
+    assert get(f"{n3}/v2/queues/orders/stats")["depth"] == 0
+
+
+def test_changes_on_one_node_reach_every_node_within_a_second(
+    cluster_factory: ClusterFactory,
+) -> None:
+    # A config poll of one minute: only the announcement can be this quick.
+    cluster = cluster_factory(3, "--core-syncconfiginterval", "60000")
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as a, Client(n2) as b, Client(n3) as c:
+        a.create_queue("jobs")
+        assert until(lambda: "jobs" in b.queues() and "jobs" in c.queues(), 1.0) < 1.0
+        b.configure_queue("jobs", visibility_timeout=7)
+        until(lambda: c.queue("jobs")["settings"]["visibility_timeout"] == 7.0, 1.0)
+        c.create_topic("events")
+        c.subscribe("events", "jobs")
+        until(lambda: _subscribed(n1), 1.0)
+        assert list(a.publish_topic("events", [b"e"])) == ["jobs"]
+        a.delete_queue("jobs")
+        until(lambda: "jobs" not in b.queues() and "jobs" not in c.queues(), 1.0)
+
+
+def _subscribed(url: str) -> bool:
+    return "jobs" in get(f"{url}/v2/topics/events")["queues"]
+
+
+def test_node_stats_agree_across_the_cluster(cluster: LocalCluster) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as a, Client(n2) as b:
+        a.create_queue("stats")
+        until(lambda: "stats" in b.queues(), 1.0)
+        a.publish("stats", [b"x"] * 10)
+        assert len(b.receive("stats", 4, visibility_timeout=60)) == 4
+    seen = [get(f"{url}/v2/queues/stats/stats") for url in (n1, n2, n3)]
+    for st in seen:
+        assert (st["depth"], st["in_flight"], st["visible"]) == (10, 4, 6)
+    totals = [get(f"{url}/v2/stats") for url in (n1, n2, n3)]
+    assert all(t["members"] == 3 and t["totals"]["in_flight"] == 4 for t in totals)
+
+
+def test_sigterm_hands_a_nodes_leases_back_at_once(cluster: LocalCluster) -> None:
+    n1, _, n3 = urls(cluster)
+    with Client(n3) as c:
+        c.create_queue("handover")
+        ids = set(c.publish("handover", [b"m"] * 5))  # into n3's own slice
+        leased = {m.id for m in c.receive("handover", 5, visibility_timeout=600)}
+    assert leased == ids
+    node = cluster.nodes["n3"]
+    node.signal(signal.SIGTERM)
+    assert node.wait(30) == 0
+    got: set[int] = set()
+    with Client(n1) as a:
+
+        def redelivered() -> bool:
+            got.update(m.id for m in a.receive("handover", 5))
+            return got == ids
+
+        # Well before the 600 s lease, and before gossip alone would notice.
+        assert until(redelivered, 3.0, step=0.05) < 3.0
+
+
+def test_a_node_started_alone_still_sees_failures_once_joined(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(2, start=False)
+    second = cluster.nodes["n2"]
+    cluster.start_node("n1", seeds=[])  # no peer at all: the library's empty-peer trap
+    cluster.wait_converged(30, expected=["n1"])
+    cluster.start_node("n2")
+    cluster.wait_converged(30, expected=["n1", "n2"])
+    second.signal(signal.SIGKILL)
+    second.wait()
+    took = until(lambda: serving(cluster, "n1") == (0, KEYSPACE - 1), 10.0, step=0.05)
+    assert took < 5.0
+
+
+def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) -> None:
+    with Client(urls(cluster)) as client:
+        client.create_queue("load")
+    time.sleep(0.5)
+    load = Workload(urls(cluster), "load", rate=600).start()
+    time.sleep(2.0)
+    victim = cluster.nodes["n3"]
+    victim.signal(signal.SIGKILL)
+    victim.wait()
+    took = until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, step=0.05)
+    time.sleep(1.0)
+    cluster.start_node("n3")
+    cluster.wait_converged(30)
+    time.sleep(1.0)
+    load.stop()
+    assert load.drain(60)
+    report = load.ledger.report()
+    assert report.acked > 1000
+    assert report.lost == 0, report
+    assert took < 5.0  # the dead node's slice is served again
+
+
+def test_sigstop_then_sigcont_under_load(cluster: LocalCluster) -> None:
+    with Client(urls(cluster)) as client:
+        client.create_queue("paused")
+    time.sleep(0.5)
+    load = Workload(urls(cluster), "paused", rate=600).start()
+    time.sleep(1.5)
+    victim = cluster.nodes["n2"]
+    victim.signal(signal.SIGSTOP)
+    until(lambda: covered_by(cluster, ["n1", "n3"]), 10.0, step=0.05)
+    time.sleep(1.0)
+    victim.signal(signal.SIGCONT)
+    cluster.wait_converged(30)
+    time.sleep(1.0)
+    load.stop()
+    assert load.drain(60)
+    report = load.ledger.report()
+    assert report.acked > 1000 and report.lost == 0, report
+    assert "paused" in victim.log_path.read_text()  # it noticed and dropped its leases
+
+
+def test_a_fourth_node_joins_under_load_without_loss_or_double_lease(
+    cluster: LocalCluster,
+) -> None:
+    with Client(urls(cluster)) as client:
+        client.create_queue("grow")
+    time.sleep(0.5)
+    # Leases far longer than the test: a message delivered twice would mean two
+    # live leases on it at once.
+    load = Workload(urls(cluster), "grow", rate=600, visibility=120).start()
+    time.sleep(1.5)
+    cluster.add_node()
+    cluster.wait_converged(30, expected=["n1", "n2", "n3", "n4"])
+    assert covered_by(cluster, ["n1", "n2", "n3", "n4"])
+    time.sleep(1.5)
+    load.stop()
+    assert load.drain(60)
+    report = load.ledger.report()
+    assert report.acked > 1000
+    assert (report.lost, report.duplicated) == (0, 0), report
+
+
+def test_a_second_node_with_a_taken_name_is_refused(cluster: LocalCluster) -> None:
+    n1 = cluster.nodes["n1"]
+    args = [a for a in n1.args]
+    args[args.index("--core-httpport") + 1] = "0"
+    args[args.index("--core-port") + 1] = "0"
+    args[args.index("--core-seedserver") + 1] = cluster.nodes["n2"].gossip
+    done = subprocess.run(
+        [sys.executable, "-m", "dynamiq", "serve", *args],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "already named 'n1'" in done.stderr
+
+
+def test_seeds_without_a_secret_are_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "dynamiq", "serve", "--core-seedserver", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "cluster.secret" in done.stderr
+
+
+def test_internal_routes_need_the_peer_token(cluster: LocalCluster) -> None:
+    request = urllib.request.Request(
+        f"{cluster.nodes['n1'].url}/internal/v1/leave", data=b"\x80", method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=5)
+    caught.value.close()
+    assert caught.value.code == 403
