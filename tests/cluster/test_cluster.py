@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -97,7 +98,7 @@ def test_three_nodes_form_and_their_slices_tile_the_keyspace(cluster: LocalClust
     assert all(m["state"] == "online" for m in members[0])
     spans = [(int(m["slice"][0]), int(m["slice"][1])) for m in members[0]]
     assert spans[0][0] == 0 and spans[-1][1] == KEYSPACE - 1
-    assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
     sizes = [hi - lo + 1 for lo, hi in spans]
     assert max(sizes) - min(sizes) <= 1
     for node, (lo, hi) in zip(cluster.nodes.values(), spans, strict=True):
@@ -113,7 +114,7 @@ def test_messages_published_through_every_node_drain_through_one(cluster: LocalC
     published: dict[int, str] = {}
     for url in (n1, n2, n3):
         with Client(url) as client:
-            until(lambda c=client: "orders" in c.queues(), 1.0)  # noqa: B023
+            until(lambda c=client: "orders" in c.queues(), 1.0)
             bodies = [f"{url}-{i}" for i in range(100)]
             published.update(zip(client.publish("orders", bodies), bodies, strict=True))
     got: dict[int, str] = {}
@@ -263,7 +264,7 @@ def test_a_fourth_node_joins_under_load_without_loss_or_double_lease(
 
 def test_a_second_node_with_a_taken_name_is_refused(cluster: LocalCluster) -> None:
     n1 = cluster.nodes["n1"]
-    args = [a for a in n1.args]
+    args = list(n1.args)
     args[args.index("--core-httpport") + 1] = "0"
     args[args.index("--core-port") + 1] = "0"
     args[args.index("--core-seedserver") + 1] = cluster.nodes["n2"].gossip
