@@ -63,6 +63,9 @@ def _loop_run(coro: Any) -> Any:
 class Dynamiq(peers.Adapter):  # type: ignore[misc]
     name = "dynamiq"
     port = PORT
+    # The nodes clients talk to: publishes go round-robin over them, and each
+    # receiver keeps to one (its deletes go where its receives went).
+    urls: tuple[str, ...] = (f"http://127.0.0.1:{PORT}",)
 
     def settings(self) -> str:
         return (
@@ -94,7 +97,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
         encode = msgspec.json.Encoder().encode
         bodies = peers.Bodies(self.size)
-        url = f"http://127.0.0.1:{PORT}/v2/queues/{q}/messages"
+        urls = [f"{u}/v2/queues/{q}/messages" for u in self.urls]
+        requests = max(PUBLISH_REQUESTS, len(urls))
         headers = {"Content-Type": "application/json"}
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
@@ -103,6 +107,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
             async def send(first: int, count: int) -> None:
                 msgs = [{"body": bodies.make(i).decode()} for i in range(first, first + count)]
+                url = urls[(first // max(1, count)) % len(urls)]
                 async with session.post(
                     url, data=encode({"messages": msgs}), headers=headers
                 ) as response:
@@ -114,8 +119,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
             sent, err = 0, None
             if rate is None:
-                per_request = max(1, self.window // PUBLISH_REQUESTS)
-                slots = asyncio.Semaphore(PUBLISH_REQUESTS)
+                per_request = max(1, self.window // requests)
+                slots = asyncio.Semaphore(requests)
                 tasks = []
 
                 async def slot(first: int, count: int) -> None:
@@ -151,37 +156,38 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
         encode = msgspec.json.Encoder().encode
         decode = msgspec.json.Decoder().decode
-        base = f"http://127.0.0.1:{PORT}/v2/queues/{q}"
+        bases = [f"{u}/v2/queues/{q}" for u in self.urls]
         headers = {"Content-Type": "application/json"}
         receive_body = encode({"max_messages": self.batch, "wait_seconds": 1})
         rec = peers.Recv(n, latency)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
-            async def post(path: str, body: bytes) -> Any:
+            async def post(base: str, path: str, body: bytes) -> Any:
                 async with session.post(base + path, data=body, headers=headers) as response:
                     raw = await response.read()
                     if response.status != 200:
                         raise RuntimeError(f"{path} failed: HTTP {response.status}")
                     return decode(raw)
 
-            async def delete(ids: list[str]) -> None:
+            async def delete(base: str, ids: list[str]) -> None:
                 if ids:
-                    await post("/delete", encode({"ids": ids}))
+                    await post(base, "/delete", encode({"ids": ids}))
 
-            async with session.get(base) as warm:  # connect without leasing anything
-                await warm.read()
+            for base in bases:
+                async with session.get(base) as warm:  # connect without leasing anything
+                    await warm.read()
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
             in_flight = asyncio.Semaphore(DELETES_IN_FLIGHT)
             pending: set[asyncio.Task[None]] = set()
             errors: list[str] = []
 
-            async def receiver() -> None:
+            async def receiver(base: str) -> None:
                 while not rec.done:
                     if clock.expired():
                         errors.append("timeout")
                         break
-                    got = await post("/receive", receive_body)
+                    got = await post(base, "/receive", receive_body)
                     ids = []
                     for m in got["messages"]:
                         rec.on(m["body"].encode())
@@ -190,12 +196,15 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                         # Deleted messages stay leased until their delete commits,
                         # so the next receive need not wait for it (as AMQP acks go).
                         await in_flight.acquire()
-                        task = asyncio.ensure_future(delete(ids))
+                        task = asyncio.ensure_future(delete(base, ids))
                         task.add_done_callback(lambda _: in_flight.release())
                         pending.add(task)
                         task.add_done_callback(pending.discard)
 
-            receivers = [asyncio.ensure_future(receiver()) for _ in range(RECEIVERS)]
+            count = max(RECEIVERS, len(bases))
+            receivers = [
+                asyncio.ensure_future(receiver(bases[i % len(bases)])) for i in range(count)
+            ]
             await asyncio.wait(receivers, return_when=asyncio.FIRST_COMPLETED)
             for task in receivers:  # the others may sit in a long poll nobody will answer
                 task.cancel()
@@ -300,9 +309,52 @@ class DynamiqRedisCluster(DynamiqRedis):
     cluster = True
 
 
+class DynamiqCluster3(Dynamiq):
+    """Three nodes on one host sharing one LMDB directory, clients spread over them."""
+
+    name = "dynamiq-cluster3"
+    nodes = 3
+
+    def settings(self) -> str:
+        return (
+            super()
+            .settings()
+            .replace(
+                "embedded LMDB",
+                f"{self.nodes} nodes on one LMDB directory, publishes round-robin, "
+                f"one receiver per node",
+            )
+        )
+
+    def start_server(self, datadir: str) -> Any:
+        sys.path.insert(0, str(ROOT))
+        from dynamiq.launch import LocalCluster
+
+        d = Path(datadir) / self.name
+        shutil.rmtree(d, ignore_errors=True)
+        ports = [PORT + i for i in range(self.nodes)]
+        cluster = LocalCluster(
+            d, self.nodes, extra=["--core-loglevelstring", "warn"], http_ports=ports
+        )
+        try:
+            cluster.start()
+        except BaseException:
+            cluster.stop()
+            raise
+        self.urls = tuple(n.url for n in cluster.nodes.values())
+        return cluster
+
+    def stop_server(self, handle: Any) -> None:
+        handle.stop()
+
+    def server_pid(self, handle: Any) -> int:
+        return int(handle.nodes["n1"].proc.pid)  # the figures of one node of three
+
+
 ADAPTERS = {
     "dynamiq": Dynamiq,
     "dynamiq-statsd": DynamiqStatsd,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
+    "dynamiq-cluster3": DynamiqCluster3,
 }
