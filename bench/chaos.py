@@ -1,7 +1,8 @@
 """Chaos: a local cluster under steady load, through rounds of kill -9, SIGSTOP and restarts.
 
-    python -m bench.chaos --rounds 20            # 3 nodes on LMDB
-    python -m bench.chaos --rounds 5 --redis-url redis://127.0.0.1:7000,...
+    python -m bench.chaos --rounds 20            # 3 nodes on one LMDB directory
+    python -m bench.chaos --rounds 10 --redis-cluster   # on a 6-node Redis Cluster it starts
+    python -m bench.chaos --redis-url redis://127.0.0.1:7000,...   # on a store you run
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
@@ -15,6 +16,7 @@ Exits 1 when a message was lost.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import signal
 import sys
@@ -103,14 +105,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--rate", type=float, default=1000.0, help="messages per second")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--redis-url", help="run the nodes on this Redis (Cluster) instead")
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--redis-url", help="run the nodes on this Redis (Cluster) instead")
+    store.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        help="start a 6-node Redis Cluster (Debian's redis-server) and run the nodes on it",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
     extra = ["--core-loglevelstring", "warn"]
-    if args.redis_url:
-        extra += ["--storage-backend", "redis", "--storage-url", args.redis_url]
-    with tempfile.TemporaryDirectory(prefix="dynamiq-chaos-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="dynamiq-chaos-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        url = args.redis_url
+        if args.redis_cluster:
+            from tests.servers import redis_cluster
+
+            url = stack.enter_context(redis_cluster(Path(tmp) / "redis")).url
+        if url:
+            extra += ["--storage-backend", "redis", "--storage-url", url]
         cluster = LocalCluster(Path(tmp), args.nodes, extra=extra)
         try:
             return _run(cluster, args, seed)

@@ -131,6 +131,16 @@ class SwimMembership:
 
     # -- the port ------------------------------------------------------------
 
+    @property
+    def address(self) -> str:
+        """This node's gossip address, ``host:port``."""
+        return self._address
+
+    @property
+    def detecting(self) -> bool:
+        """Whether the failure detector runs (started and not dead)."""
+        return self._worker_task is not None and not self._worker_task.done()
+
     def local(self) -> Member:
         """Return this node."""
         return self._local
@@ -244,7 +254,7 @@ class SwimMembership:
             now = time.monotonic()
             stalled = now - last > self._suspect_timeout
             last = now
-            if self._worker_task is not None and self._worker_task.done():
+            if not self.detecting:
                 self._fatal("the gossip worker stopped; this node can no longer see failures")
                 return
             twin = self._twin()

@@ -1,7 +1,12 @@
-"""A real cluster: node processes on loopback gossiping over UDP, one shared LMDB directory."""
+"""A real cluster: node processes on loopback gossiping over UDP.
+
+Every test runs on both shared stores: one LMDB directory, and a 6-node Redis
+Cluster (3 primaries, 3 replicas).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import signal
@@ -19,21 +24,31 @@ from bench.workload import Workload
 from dynamiq.client import Client
 from dynamiq.cluster.slices import KEYSPACE
 from dynamiq.launch import LocalCluster
+from tests.servers import flush_redis
 
 pytestmark = pytest.mark.timeout(180)
 
 ClusterFactory = Callable[..., LocalCluster]
 
 
+@pytest.fixture(params=["lmdb", "redis-cluster"])
+def store_flags(request: pytest.FixtureRequest) -> list[str]:
+    if request.param == "lmdb":
+        return []  # the launcher's shared directory
+    url: str = request.getfixturevalue("redis_cluster_url")
+    asyncio.run(flush_redis(url))
+    return ["--storage-backend", "redis", "--storage-url", url]
+
+
 @pytest.fixture
-def cluster_factory(tmp_path: Path) -> Iterator[ClusterFactory]:
+def cluster_factory(tmp_path: Path, store_flags: list[str]) -> Iterator[ClusterFactory]:
     made: list[LocalCluster] = []
 
     def make(nodes: int = 3, *extra: str, start: bool = True) -> LocalCluster:
         cluster = LocalCluster(
             tmp_path / f"cluster{len(made)}",
             nodes,
-            extra=["--core-loglevelstring", "info", *extra],
+            extra=["--core-loglevelstring", "info", *store_flags, *extra],
         )
         made.append(cluster)
         if start:

@@ -1,0 +1,96 @@
+"""The SWIM adapter against the library's traps, in one process over real UDP sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from swimprotocol.status import Status
+from swimprotocol.udp.config import UdpConfig
+
+from dynamiq.cluster.base import Member
+from dynamiq.cluster.swim import SwimMembership, _Members, free_gossip_port
+from dynamiq.errors import ConfigError
+
+HOST = "127.0.0.1"
+
+
+def fatal(reason: str) -> None:
+    raise AssertionError(f"unexpected fatal: {reason}")
+
+
+@pytest.fixture
+async def lone() -> AsyncIterator[SwimMembership]:
+    node = SwimMembership("solo", f"{HOST}:{free_gossip_port(HOST)}", [], "secret")
+    node.advertise("http://127.0.0.1:1")
+    await node.start(fatal)
+    yield node
+    await node.stop()
+
+
+def test_find_honours_exclude() -> None:
+    members = _Members(
+        UdpConfig(local_name=f"{HOST}:1", peers=[f"{HOST}:2", f"{HOST}:3"], secret="s")
+    )
+    target = members.get(f"{HOST}:2")
+    for _ in range(200):
+        assert target not in members.find(1, status=Status.ALL, exclude={target})
+    assert members.find(5) == {target, members.get(f"{HOST}:3")}
+
+
+async def test_a_node_alone_keeps_its_failure_detector(lone: SwimMembership) -> None:
+    await asyncio.sleep(0.6)  # several ping intervals with nobody to ping
+    assert lone.detecting
+    assert lone.members() == [lone.local()]
+    assert lone.slice_of("solo") == (0, (1 << 63) - 1)
+
+
+async def test_a_taken_gossip_port_is_refused(lone: SwimMembership) -> None:
+    host, _, port = lone.address.rpartition(":")
+    twin = SwimMembership("other", f"{host}:{port}", [], "secret")
+    with pytest.raises(ConfigError, match="is taken"):
+        await twin.start(fatal)
+
+
+async def test_two_members_see_each_other_and_a_departure(lone: SwimMembership) -> None:
+    changes: list[list[str]] = []
+    lone.listen(lambda members, _: changes.append([m.name for m in members]))
+    other = SwimMembership("beta", f"{HOST}:{free_gossip_port(HOST)}", [lone.address], "secret")
+    other.advertise("http://127.0.0.1:2")
+    await other.start(fatal)
+    try:
+        assert [m.name for m in other.members()] == ["beta", "solo"]
+        for _ in range(100):
+            if changes and changes[-1] == ["beta", "solo"]:
+                break
+            await asyncio.sleep(0.02)
+        assert changes[-1] == ["beta", "solo"]
+        beta = next(m for m in lone.members() if m.name == "beta")
+        assert beta == Member("beta", HOST, "http://127.0.0.1:2", beta.boot)
+        lone.depart("beta", beta.boot)
+        assert changes[-1] == ["solo"]
+        assert {s.member.name: s.state for s in lone.states()} == {"solo": "online", "beta": "left"}
+    finally:
+        await other.stop()
+
+
+async def test_a_wrong_secret_never_joins(lone: SwimMembership) -> None:
+    stranger = SwimMembership(
+        "mallory", f"{HOST}:{free_gossip_port(HOST)}", [lone.address], "not the secret"
+    )
+    stranger.advertise("http://127.0.0.1:3")
+    await stranger.start(fatal)  # waits out the join window, hearing nothing
+    try:
+        assert [m.name for m in lone.members()] == ["solo"]
+        assert [m.name for m in stranger.members()] == ["mallory"]
+    finally:
+        await stranger.stop()
+
+
+def test_free_gossip_port_is_free_for_udp_and_tcp() -> None:
+    port = free_gossip_port(HOST)
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            sock.bind((HOST, port))
