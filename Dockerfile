@@ -7,5 +7,7 @@ RUN pip install --no-cache-dir . && useradd --system dynamiq && mkdir /data && c
 USER dynamiq
 ENV DYNAMIQ_STORAGE_PATH=/data DYNAMIQ_CORE_HTTPADDRESS=0.0.0.0
 VOLUME /data
-EXPOSE 8081 7946/udp
+# Gossip uses UDP and, for large packets, TCP on core.port. In a cluster set
+# DYNAMIQ_CLUSTER_ADDRESS to the address the other nodes reach this one at.
+EXPOSE 8081 7946/udp 7946/tcp
 ENTRYPOINT ["dynamiq", "serve", "-c", "config/dynamiq.gcfg"]

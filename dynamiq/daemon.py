@@ -95,7 +95,13 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
         store, catalog, clock or MonotonicClock(), keyspace=keyspace, metrics=metrics
     )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
-    reporter = Reporter(queues, store, metrics, settings.stats.flushinterval)
+    reporter = Reporter(
+        queues,
+        store,
+        metrics,
+        settings.stats.flushinterval,
+        cluster_size=lambda: len(membership.members()),
+    )
     token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None
     coordinator = Coordinator(membership, queues, janitor, PeerClient(token) if token else None)
     catalog.on_change = coordinator.announce

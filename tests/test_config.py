@@ -102,3 +102,39 @@ def test_the_cli_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
     )
     assert flag.returncode == 2
     assert "flag --limits-maxbatch: limits.maxbatch: 'x' is not an integer" in flag.stderr
+
+
+def test_seed_entries_may_carry_their_own_port() -> None:
+    s = load_settings(
+        env={
+            "DYNAMIQ_CORE_SEEDSERVER": "a, 127.0.0.1:7950,b:1",
+            "DYNAMIQ_CORE_SEEDPORT": "7000",
+            "DYNAMIQ_CLUSTER_SECRET": "s",
+        }
+    )
+    assert s.core.seeds() == ["a:7000", "127.0.0.1:7950", "b:1"]
+    assert s.gossip and s.cluster.shared_secret() == "s"
+
+
+def test_seeds_need_a_secret_and_a_reachable_address() -> None:
+    with pytest.raises(ConfigError, match=r"cluster\.secret: is required"):
+        load_settings(env={"DYNAMIQ_CORE_SEEDSERVER": "a"})
+    with pytest.raises(ConfigError, match=r"cluster\.address"):
+        load_settings(env={"DYNAMIQ_CLUSTER_SECRET": "s", "DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0"})
+    with pytest.raises(ConfigError, match=r"core\.seedserver"):
+        load_settings(env={"DYNAMIQ_CORE_SEEDSERVER": "a:notaport", "DYNAMIQ_CLUSTER_SECRET": "s"})
+    alone = load_settings(env={})
+    assert not alone.gossip and alone.core.seeds() == []
+
+
+def test_the_secret_can_come_from_a_file(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("from a file\n")
+    s = load_settings(env={"DYNAMIQ_CLUSTER_SECRET_FILE": str(secret)})
+    assert s.gossip and s.cluster.shared_secret() == "from a file"
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="the file is empty"):
+        load_settings(env={"DYNAMIQ_CLUSTER_SECRET_FILE": str(empty)}).cluster.shared_secret()
+    with pytest.raises(ConfigError, match="not both"):
+        load_settings(env={"DYNAMIQ_CLUSTER_SECRET": "a", "DYNAMIQ_CLUSTER_SECRET_FILE": "b"})

@@ -28,6 +28,7 @@ from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient, PeerUnavailable
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import KeyRange, QueueService
+from dynamiq.errors import QueueNotFound
 from dynamiq.models import Message
 
 __all__ = ["Coordinator"]
@@ -163,7 +164,9 @@ class Coordinator:
                 leases = None
             if leases is not None:
                 for queue, held in leases.items():
-                    with contextlib.suppress(Exception):  # a queue deleted meanwhile
+                    # A queue this node does not know: deleted meanwhile, or
+                    # created a moment ago (its leases are not kept then).
+                    with contextlib.suppress(QueueNotFound):
                         self._queues.import_leases(queue, held)
                 return True
             if time.monotonic() >= give_up:

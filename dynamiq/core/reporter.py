@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError
@@ -19,9 +20,15 @@ class Reporter:
     """Reads levels that are not events (depth, in flight, commit latency) and flushes."""
 
     def __init__(
-        self, queues: QueueService, store: StorageBackend, metrics: Metrics, interval: float
+        self,
+        queues: QueueService,
+        store: StorageBackend,
+        metrics: Metrics,
+        interval: float,
+        cluster_size: Callable[[], int] = lambda: 1,
     ) -> None:
         self._queues = queues
+        self._cluster_size = cluster_size
         self._store = store
         self._metrics = metrics
         self._interval = interval
@@ -37,7 +44,7 @@ class Reporter:
         done = commits - self._last[0]
         mean = (seconds - self._last[1]) / done if done else None
         self._last = (commits, seconds)
-        self._metrics.node_level(1, mean)
+        self._metrics.node_level(self._cluster_size(), mean)
         self._metrics.flush()
 
     async def reporter_loop(self) -> None:
