@@ -7,6 +7,7 @@ Cluster (3 primaries, 3 replicas).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import signal
@@ -85,6 +86,20 @@ def until(check: Callable[[], bool], timeout: float, step: float = 0.02) -> floa
             pytest.fail(f"not within {timeout} s")
         time.sleep(step)
     return time.monotonic() - start
+
+
+@contextlib.contextmanager
+def steady_load(cluster: LocalCluster, queue: str, visibility: float = 5.0) -> Iterator[Workload]:
+    """Run 600 msg/s of publishes, receives and deletes on a new queue; drain it afterwards."""
+    with Client(urls(cluster)) as client:
+        client.create_queue(queue)
+    time.sleep(0.5)  # the announcement reaches every node well within this
+    load = Workload(urls(cluster), queue, rate=600, visibility=visibility).start()
+    try:
+        yield load
+    finally:
+        load.stop()
+    assert load.drain(60)
 
 
 def serving(cluster: LocalCluster, name: str) -> tuple[int, int] | None:
@@ -216,21 +231,16 @@ def test_a_node_started_alone_still_sees_failures_once_joined(
 
 
 def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) -> None:
-    with Client(urls(cluster)) as client:
-        client.create_queue("load")
-    time.sleep(0.5)
-    load = Workload(urls(cluster), "load", rate=600).start()
-    time.sleep(2.0)
-    victim = cluster.nodes["n3"]
-    victim.signal(signal.SIGKILL)
-    victim.wait()
-    took = until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, step=0.05)
-    time.sleep(1.0)
-    cluster.start_node("n3")
-    cluster.wait_converged(30)
-    time.sleep(1.0)
-    load.stop()
-    assert load.drain(60)
+    with steady_load(cluster, "load") as load:
+        time.sleep(2.0)
+        victim = cluster.nodes["n3"]
+        victim.signal(signal.SIGKILL)
+        victim.wait()
+        took = until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, step=0.05)
+        time.sleep(1.0)
+        cluster.start_node("n3")
+        cluster.wait_converged(30)
+        time.sleep(1.0)
     report = load.ledger.report()
     assert report.acked > 1000
     assert report.lost == 0, report
@@ -238,20 +248,15 @@ def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) 
 
 
 def test_sigstop_then_sigcont_under_load(cluster: LocalCluster) -> None:
-    with Client(urls(cluster)) as client:
-        client.create_queue("paused")
-    time.sleep(0.5)
-    load = Workload(urls(cluster), "paused", rate=600).start()
-    time.sleep(1.5)
     victim = cluster.nodes["n2"]
-    victim.signal(signal.SIGSTOP)
-    until(lambda: covered_by(cluster, ["n1", "n3"]), 10.0, step=0.05)
-    time.sleep(1.0)
-    victim.signal(signal.SIGCONT)
-    cluster.wait_converged(30)
-    time.sleep(1.0)
-    load.stop()
-    assert load.drain(60)
+    with steady_load(cluster, "paused") as load:
+        time.sleep(1.5)
+        victim.signal(signal.SIGSTOP)
+        until(lambda: covered_by(cluster, ["n1", "n3"]), 10.0, step=0.05)
+        time.sleep(1.0)
+        victim.signal(signal.SIGCONT)
+        cluster.wait_converged(30)
+        time.sleep(1.0)
     report = load.ledger.report()
     assert report.acked > 1000 and report.lost == 0, report
     assert "paused" in victim.log_path.read_text()  # it noticed and dropped its leases
@@ -260,19 +265,14 @@ def test_sigstop_then_sigcont_under_load(cluster: LocalCluster) -> None:
 def test_a_fourth_node_joins_under_load_without_loss_or_double_lease(
     cluster: LocalCluster,
 ) -> None:
-    with Client(urls(cluster)) as client:
-        client.create_queue("grow")
-    time.sleep(0.5)
     # Leases far longer than the test: a message delivered twice would mean two
     # live leases on it at once.
-    load = Workload(urls(cluster), "grow", rate=600, visibility=120).start()
-    time.sleep(1.5)
-    cluster.add_node()
-    cluster.wait_converged(30, expected=["n1", "n2", "n3", "n4"])
-    assert covered_by(cluster, ["n1", "n2", "n3", "n4"])
-    time.sleep(1.5)
-    load.stop()
-    assert load.drain(60)
+    with steady_load(cluster, "grow", visibility=120) as load:
+        time.sleep(1.5)
+        cluster.add_node()
+        cluster.wait_converged(30, expected=["n1", "n2", "n3", "n4"])
+        assert covered_by(cluster, ["n1", "n2", "n3", "n4"])
+        time.sleep(1.5)
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.duplicated) == (0, 0), report
