@@ -1,9 +1,9 @@
 """Message ids and keyspace arithmetic.
 
 An id is a non-negative int64: ``stripe << SEQ_BITS | seq``. The stripe (top
-``STRIPE_BITS`` bits) is drawn uniformly at random for each published batch,
-so ids spread evenly over ``[0, 2^63-1]`` and every node's slice gets its
-share. The seq (low bits) is a
+``STRIPE_BITS`` bits) is drawn uniformly at random for each published batch
+among the stripes of the publishing node's slice, so a node serves what was
+published through it, and ids spread evenly over the slice. The seq (low bits) is a
 microsecond timestamp made strictly increasing per generator, so inside one
 stripe ids sort oldest-first. Partitions are unions of whole stripes, and a
 receive merges its stripes by seq (see ``partitions``), which gives

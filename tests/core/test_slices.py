@@ -1,0 +1,91 @@
+"""The served slice of a node: publishing into it, leasing only from it, handing leases over."""
+
+from __future__ import annotations
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.ids import ID_MAX, STRIPES, stripe_of, stripes_within
+from dynamiq.core.queues import QueueService
+from dynamiq.storage.lmdb import LmdbBackend
+
+HALF = 1 << 62  # two members: [0, HALF-1] and [HALF, ID_MAX]
+
+
+def test_stripes_within_keep_whole_stripes_only() -> None:
+    assert stripes_within(0, ID_MAX) == (0, STRIPES - 1)
+    assert stripes_within(0, HALF - 1) == (0, STRIPES // 2 - 1)
+    assert stripes_within(HALF, ID_MAX) == (STRIPES // 2, STRIPES - 1)
+    third = (1 << 63) // 3
+    assert stripes_within(third, 2 * third - 1) == (86, 169)  # from 85.33 to 170.67
+    assert stripes_within(5, 10) == (0, STRIPES - 1)  # narrower than a stripe
+
+
+async def _two_nodes(store: LmdbBackend, clock: FakeClock) -> tuple[QueueService, QueueService]:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    low = QueueService(store, catalog, clock, keyspace=(0, HALF - 1))
+    high = QueueService(store, catalog, clock, keyspace=(HALF, ID_MAX))
+    return low, high
+
+
+async def test_a_node_publishes_into_and_leases_from_its_own_slice(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    low, high = await _two_nodes(store, fake_clock)
+    low_ids = [i for _ in range(20) for i in await low.publish("q", [b"l"])]
+    high_ids = [i for _ in range(20) for i in await high.publish("q", [b"h"])]
+    assert all(i < HALF for i in low_ids) and all(i >= HALF for i in high_ids)
+    fake_clock.advance(1.5)  # past the cursors' life: each sees the other's writes
+    assert {m.id for m in await low.receive("q", 100)} == set(low_ids)
+    assert {m.id for m in await high.receive("q", 100)} == set(high_ids)
+
+
+async def test_nothing_is_served_without_a_slice(store: LmdbBackend, fake_clock: FakeClock) -> None:
+    low, _ = await _two_nodes(store, fake_clock)
+    await low.publish("q", [b"x"] * 5)
+    low.set_keyspace(None)
+    assert low.keyspace is None and not low.serves(0)
+    assert await low.receive("q", 10) == []
+    low.set_keyspace((0, ID_MAX))
+    assert len(await low.receive("q", 10)) == 5
+
+
+async def test_leases_handed_over_keep_a_message_from_a_second_lease(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    low, high = await _two_nodes(store, fake_clock)
+    ids = await low.publish("q", [b"a", b"b", b"c"])
+    leased = await low.receive("q", 2, visibility_timeout=30)
+    fake_clock.advance(10)
+    # The low slice moves to the high node: the low node lets it go, hands over.
+    low.set_keyspace(None)
+    handed = low.export_leases(0, HALF - 1)
+    assert handed == {"q": [(m.id, 20.0) for m in leased]}
+    high.import_leases("q", handed["q"])
+    high.set_keyspace((0, ID_MAX))
+    got = await high.receive("q", 10)
+    assert [m.id for m in got] == ids[2:]  # the leased two stay invisible
+    fake_clock.advance(20)
+    assert {m.id for m in await high.receive("q", 10)} == {m.id for m in leased}
+
+
+async def test_expired_leases_outside_the_slice_are_not_offered_again(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    low, _ = await _two_nodes(store, fake_clock)
+    await low.publish("q", [b"a"])
+    assert len(await low.receive("q", 1, visibility_timeout=5)) == 1
+    low.set_keyspace((HALF, ID_MAX))  # its slice moved away
+    fake_clock.advance(6)
+    assert await low.receive("q", 1) == []
+    assert low.drop_leases() == 0  # the expired lease was let go, not kept
+
+
+async def test_dropped_leases_make_messages_visible(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    low, _ = await _two_nodes(store, fake_clock)
+    await low.publish("q", [b"a", b"b"])
+    assert len(await low.receive("q", 2, visibility_timeout=300)) == 2
+    assert low.drop_leases() == 2
+    assert stripe_of((await low.receive("q", 2))[0].id) < STRIPES // 2
