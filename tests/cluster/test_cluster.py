@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -176,7 +177,13 @@ def test_changes_on_one_node_reach_every_node_within_a_second(
 
 
 def _subscribed(url: str) -> bool:
-    return "jobs" in get(f"{url}/v2/topics/events")["queues"]
+    try:
+        return "jobs" in get(f"{url}/v2/topics/events")["queues"]
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code == 404:  # the topic has not reached this node yet
+            return False
+        raise
 
 
 def test_node_stats_agree_across_the_cluster(cluster: LocalCluster) -> None:
