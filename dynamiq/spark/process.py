@@ -1,0 +1,91 @@
+"""Receive-and-delete from Spark executors: each task runs the user's function per message.
+
+``process(spark, "events", fn, url=...)`` starts one task per partition
+(the session's default parallelism unless told), spread over the cluster's
+live nodes. Each task receives batches, calls ``fn(message)`` for each, and
+deletes exactly the messages for which ``fn`` returned; when ``fn`` raises,
+the task deletes the messages handled before in that batch and fails, so the
+failed message and the rest of its batch stay leased until their
+visibility timeout and come back: Spark retries the task (``local[N,F]`` or
+``spark.task.maxFailures``) and a retry, or another task, handles them.
+
+Tasks drain: each stops once the queue holds nothing (not even messages in
+flight elsewhere, which may come back). At-least-once: a task killed between
+``fn`` and the delete leaves its messages to be handled again, so ``fn``
+must be idempotent (key its effects by ``message.id``).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from dynamiq.client import Client
+from dynamiq.models import Message
+from dynamiq.spark.common import Options, live_nodes
+
+__all__ = ["Processed", "process"]
+
+
+@dataclass(frozen=True)
+class Processed:
+    """What a ``process`` run did: messages handled and deleted, tasks run."""
+
+    messages: int
+    tasks: int
+
+
+def process(
+    spark: SparkSession,
+    queue: str,
+    fn: Callable[[Message], Any],
+    url: str | list[str] | None = None,
+    *,
+    partitions: int | None = None,
+    batch_size: int = 100,
+    visibility_timeout: float = 60.0,
+) -> Processed:
+    """Drain ``queue`` through ``fn`` on the executors; see the module text for the guarantee."""
+    urls = ",".join(url) if isinstance(url, list) else (url or "")
+    options = Options({"url": urls, "queue": queue, "batchSize": str(batch_size)})
+    nodes = live_nodes(options.urls)
+    count = partitions or spark.sparkContext.defaultParallelism
+    plan = [(nodes[i % len(nodes)], options.urls) for i in range(count)]
+    visibility = float(visibility_timeout)
+
+    def task(assigned: Iterable[tuple[str, list[str]]]) -> Iterator[int]:
+        for node, _ in assigned:
+            yield _drain(node, queue, fn, batch_size, visibility)
+
+    done = spark.sparkContext.parallelize(plan, count).mapPartitions(task).collect()
+    return Processed(sum(done), count)
+
+
+def _drain(node: str, queue: str, fn: Callable[[Message], Any], size: int, lease: float) -> int:
+    handled = 0
+    with Client([node]) as client:
+        while True:
+            got = client.receive(queue, size, wait_seconds=1.0, visibility_timeout=lease)
+            if not got:
+                if _depth(node, queue) == 0:
+                    return handled
+                continue
+            ok: list[int] = []
+            try:
+                for message in got:
+                    fn(message)
+                    ok.append(message.id)
+            finally:
+                if ok:
+                    client.delete(queue, ok)
+                    handled += len(ok)
+
+
+def _depth(node: str, queue: str) -> int:
+    with urllib.request.urlopen(f"{node}/v2/queues/{queue}/stats", timeout=10) as r:
+        return int(json.load(r)["depth"])

@@ -1,0 +1,64 @@
+"""A streaming query from a Dynamiq queue into JSON files, run as its own process.
+
+    python -m tests.spark.stream_job URL QUEUE OUT CHECKPOINT [--until-empty]
+
+With ``--until-empty`` it stops once the queue holds nothing (every message
+written and deleted); otherwise it runs until killed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+
+from pyspark.sql import SparkSession
+
+import dynamiq.spark
+
+
+def depth(url: str, queue: str) -> int:
+    with urllib.request.urlopen(f"{url}/v2/queues/{queue}/stats", timeout=10) as r:
+        return int(json.load(r)["depth"])
+
+
+def main() -> int:
+    url, queue, out, checkpoint = sys.argv[1:5]
+    until_empty = "--until-empty" in sys.argv
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("dynamiq-stream-job")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    dynamiq.spark.register(spark)
+    stream = (
+        spark.readStream.format("dynamiq")
+        .option("url", url)
+        .option("queue", queue)
+        .option("maxMessagesPerBatch", 50)
+        .option("visibilityTimeout", 5)
+        .load()
+    )
+    query = (
+        stream.selectExpr("id", "text")
+        .writeStream.format("json")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    while query.isActive:
+        time.sleep(0.5)
+        if until_empty and depth(url, queue) == 0:
+            query.stop()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The Spark connector against a real node with a real local Spark session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dynamiq.spark
+from dynamiq.client import Client
+from dynamiq.models import Message
+from tests.conftest import NodeProcess
+from tests.spark.conftest import SPARK_ENV
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_batch_read_leases_messages_across_partitions(spark: Any, node: NodeProcess) -> None:
+    with Client(node.url) as client:
+        client.create_queue("batch")
+        bodies = [f"m{i}" for i in range(250)]
+        published = dict(zip(client.publish("batch", bodies), range(250), strict=True))
+        client.publish("batch", [b"\xff\xfe"])  # not UTF-8: text is null
+    df = (
+        spark.read.format("dynamiq")
+        .option("url", node.url)
+        .option("queue", "batch")
+        .option("maxMessages", 1000)
+        .option("tasksPerNode", 3)
+        .option("visibilityTimeout", 600)
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 3
+    rows = df.collect()
+    assert len(rows) == 251
+    texts = {r.id: r.text for r in rows}
+    assert all(texts[i] == f"m{n}" for i, n in published.items())
+    odd = [r for r in rows if r.id not in published]
+    assert odd[0].body == b"\xff\xfe" and odd[0].text is None and odd[0].queue == "batch"
+    assert all(r.published_at.year >= 2026 for r in rows)
+    with Client(node.url) as client:  # leased, not deleted
+        assert client.receive("batch", 10) == []
+
+
+def test_process_deletes_what_succeeded_and_a_retry_takes_the_failed_rest(
+    spark: Any, node: NodeProcess, tmp_path: Path
+) -> None:
+    with Client(node.url) as client:
+        client.create_queue("work")
+        ids = set(client.publish("work", [f"w{i}" for i in range(300)]))
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    flag = tmp_path / "failed-once"
+
+    def handle(message: Message) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        if context.partitionId() == 1 and not flag.exists():
+            flag.write_text(str(message.id))
+            raise RuntimeError("the first attempt of task 1 fails on its first message")
+        (seen / f"{message.id}-{context.attemptNumber()}").touch()
+
+    result = dynamiq.spark.process(
+        spark, "work", handle, node.url, partitions=3, batch_size=20, visibility_timeout=3
+    )
+    handled = [int(p.name.split("-")[0]) for p in seen.iterdir()]
+    assert set(handled) == ids  # everything, including the failed batch, in the end
+    assert len(handled) == len(ids) == result.messages  # nothing handled twice
+    failed = int(flag.read_text())
+    assert failed in handled  # the message that failed came back and was handled
+    with Client(node.url) as client:
+        assert client.receive("work", 10) == []
+    assert json.loads(_get(f"{node.url}/v2/queues/work/stats"))["depth"] == 0
+
+
+def test_writer_publishes_a_dataframe_to_a_topic(spark: Any, node: NodeProcess) -> None:
+    with Client(node.url) as client:
+        for queue in ("left", "right"):
+            client.create_queue(queue)
+        client.create_topic("fanout")
+        client.subscribe("fanout", "left")
+        client.subscribe("fanout", "right")
+    df = spark.createDataFrame([(f"row{i}",) for i in range(120)], "body STRING").repartition(3)
+    df.write.format("dynamiq").option("url", node.url).option("topic", "fanout").mode(
+        "append"
+    ).save()
+    for queue in ("left", "right"):
+        with Client(node.url) as client:
+            got: list[str] = []
+            while batch := client.receive(queue, 100):
+                got += [m.body.decode() for m in batch]
+        assert sorted(got) == sorted(f"row{i}" for i in range(120))
+
+
+def test_a_killed_streaming_query_restarts_from_its_checkpoint_and_loses_nothing(
+    node: NodeProcess, tmp_path: Path
+) -> None:
+    with Client(node.url) as client:
+        client.create_queue("stream")
+        ids: set[int] = set()
+        for start in range(0, 600, 100):
+            ids |= set(client.publish("stream", [f"s{i}" for i in range(start, start + 100)]))
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    job = [
+        sys.executable,
+        "-m",
+        "tests.spark.stream_job",
+        node.url,
+        "stream",
+        str(out),
+        str(checkpoint),
+    ]
+    env = {**os.environ, **SPARK_ENV}
+    first = subprocess.Popen(job, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_written(out)) < 150:  # a few micro-batches are in
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
+        first.wait()
+    assert len(_written(out)) < len(ids)
+    second = subprocess.run([*job, "--until-empty"], cwd=ROOT, env=env, timeout=240)
+    assert second.returncode == 0
+    assert _written(out) >= ids  # at least once
+    assert json.loads(_get(f"{node.url}/v2/queues/stream/stats"))["depth"] == 0
+
+
+def _written(out: Path) -> set[int]:
+    found: set[int] = set()
+    for part in out.glob("part-*.json"):
+        for line in part.read_text().splitlines():
+            found.add(int(json.loads(line)["id"]))
+    return found
+
+
+def _get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
