@@ -14,8 +14,8 @@ run: setup  ## start one node on the embedded store at http://127.0.0.1:8081
 test: check pytest  ## the whole suite: style, types, layering, tests
 
 check: setup
-	$(VENV)/bin/ruff check dynamiq tests bench
-	$(VENV)/bin/ruff format --check dynamiq tests bench
+	$(VENV)/bin/ruff check dynamiq tests bench examples
+	$(VENV)/bin/ruff format --check dynamiq tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

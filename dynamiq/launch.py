@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["LocalCluster", "LocalNode"]
+__all__ = ["LocalCluster", "LocalNode", "free_port"]
 
 HOST = "127.0.0.1"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """Return a port free for TCP and UDP on loopback now."""
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
@@ -139,11 +139,11 @@ class LocalCluster:
         (data / "logs").mkdir(parents=True, exist_ok=True)
         self.nodes: dict[str, LocalNode] = {}
         for i in range(nodes):
-            port = http_ports[i] if i < len(http_ports) else _free_port()
+            port = http_ports[i] if i < len(http_ports) else free_port()
             self._define(f"n{i + 1}", port)
 
     def _define(self, name: str, http_port: int) -> LocalNode:
-        node = LocalNode(name, http_port, _free_port(), [], self.data / "logs" / f"{name}.log")
+        node = LocalNode(name, http_port, free_port(), [], self.data / "logs" / f"{name}.log")
         self.nodes[name] = node
         return node
 
@@ -181,7 +181,7 @@ class LocalCluster:
 
     def add_node(self) -> LocalNode:
         """Define and start one more node, seeded with the others."""
-        node = self._define(f"n{len(self.nodes) + 1}", _free_port())
+        node = self._define(f"n{len(self.nodes) + 1}", free_port())
         return self.start_node(node.name)
 
     def running(self) -> list[LocalNode]:

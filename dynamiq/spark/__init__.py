@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from dynamiq.spark.process import Processed, process
+from dynamiq.spark.process import Processed, delete, process
 from dynamiq.spark.source import DynamiqDataSource
 
-__all__ = ["DynamiqDataSource", "Processed", "process", "register"]
+__all__ = ["DynamiqDataSource", "Processed", "delete", "process", "register"]
 
 
 def register(spark: SparkSession) -> None:

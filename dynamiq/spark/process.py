@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from dynamiq.client import Client
 from dynamiq.models import Message
 from dynamiq.spark.common import Options, live_nodes
 
-__all__ = ["Processed", "process"]
+__all__ = ["Processed", "delete", "process"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,33 @@ def process(
 
     done = spark.sparkContext.parallelize(plan, count).mapPartitions(task).collect()
     return Processed(sum(done), count)
+
+
+def delete(df: DataFrame, queue: str, url: str | list[str] | None = None) -> int:
+    """Delete the messages whose ids are the ``id`` column of ``df``, from the executors.
+
+    The end of a read-then-write job: read with ``format("dynamiq")`` (which
+    leases), pin the rows (``localCheckpoint()``: a second evaluation would
+    lease other messages), write the results, then delete what was read.
+    Returns how many existed.
+    """
+    urls = ",".join(url) if isinstance(url, list) else (url or "")
+    nodes = Options({"url": urls}).urls
+
+    def task(rows: Iterable[Any]) -> Iterator[int]:
+        deleted = 0
+        with Client(nodes) as client:
+            batch: list[int] = []
+            for row in rows:
+                batch.append(int(row.id))
+                if len(batch) == 1000:
+                    deleted += len(client.delete(queue, batch))
+                    batch = []
+            if batch:
+                deleted += len(client.delete(queue, batch))
+        yield deleted
+
+    return sum(df.select("id").rdd.mapPartitions(task).collect())
 
 
 def _drain(node: str, queue: str, fn: Callable[[Message], Any], size: int, lease: float) -> int:

@@ -151,3 +151,43 @@ def _get(url: str) -> str:
 
     with urllib.request.urlopen(url, timeout=10) as r:
         return r.read().decode()
+
+
+def test_the_example_pipeline_totals_events_into_the_results_topic(
+    spark: Any, node: NodeProcess
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "pipeline", ROOT / "examples" / "spark_pipeline.py"
+    )
+    assert spec is not None and spec.loader is not None
+    pipeline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pipeline)
+    pipeline.prepare(node.url, 0)
+    events = [{"user": f"u{i % 3}", "amount": i} for i in range(30)]
+    with Client(node.url) as client:
+        client.publish("events", [json.dumps(e) for e in events])
+    assert pipeline.run(spark, node.url) == 30
+    want = {
+        f"u{k}": {
+            "user": f"u{k}",
+            "total": sum(e["amount"] for e in events if e["user"] == f"u{k}"),
+            "events": 10,
+        }
+        for k in range(3)
+    }
+    with Client(node.url) as client:
+        got = [json.loads(m.body) for m in client.receive("results-log", 10)]
+        assert {r["user"]: r for r in got} == want
+        assert client.receive("events", 10) == []
+    assert json.loads(_get(f"{node.url}/v2/queues/events/stats"))["depth"] == 0
+
+
+def test_a_read_without_a_queue_says_so(spark: Any, node: NodeProcess) -> None:
+    with pytest.raises(Exception, match="set option 'queue'"):
+        spark.read.format("dynamiq").option("url", node.url).load().collect()
+    with pytest.raises(Exception, match="exactly one of options 'topic' and 'queue'"):
+        spark.createDataFrame([("x",)], "body STRING").write.format("dynamiq").option(
+            "url", node.url
+        ).mode("append").save()
