@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dynamiq import __version__
 from dynamiq.config import keys, load_settings
-from dynamiq.errors import BackendUnavailable, ConfigError
+from dynamiq.errors import ConfigError, DynamiqError
 
 __all__ = ["main"]
 
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
         return 2
-    except BackendUnavailable as exc:
+    except DynamiqError as exc:  # the store is unreachable, or the node cannot go on
         print(f"dynamiq: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:

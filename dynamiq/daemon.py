@@ -29,6 +29,7 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
 from dynamiq.core.topics import TopicService
+from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.metrics.prometheus import PrometheusMetrics
 from dynamiq.storage.base import StorageBackend
@@ -191,11 +192,11 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     url = f"http://{host}:{port}"
     services = app[SERVICES]
     stop = asyncio.Event()
-    failure: list[str] = []
+    failure: list[DynamiqError] = []
 
-    def on_fatal(reason: str) -> None:
-        log.error("stopping: %s", reason)
-        failure.append(reason)
+    def on_fatal(error: DynamiqError) -> None:
+        log.error("stopping: %s", error)
+        failure.append(error)
         stop.set()
 
     try:
@@ -223,10 +224,10 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
         await runner.cleanup()
     log.info("stopped")
     if failure:
-        raise SystemExit(f"dynamiq: {failure[0]}")
+        raise failure[0]
 
 
-async def _join(membership: Membership, url: str, on_fatal: Callable[[str], None]) -> None:
+async def _join(membership: Membership, url: str, on_fatal: Callable[[DynamiqError], None]) -> None:
     """Advertise this node's URL and, with gossip, join the cluster."""
     if isinstance(membership, StaticMembership):
         membership.advertise(url)

@@ -39,14 +39,14 @@ from swimprotocol.worker import Worker
 
 from dynamiq.cluster.base import Member, MemberState, ViewListener
 from dynamiq.cluster.slices import slices
-from dynamiq.errors import ConfigError
+from dynamiq.errors import ConfigError, DynamiqError, ServerError
 
 __all__ = ["SwimMembership", "free_gossip_port"]
 
 log = logging.getLogger("dynamiq.cluster")
 
 VIEW_SECONDS = 0.05  # how often the live set is re-read
-JOIN_SECONDS = 3.0  # how long a starting node waits to hear from its seeds
+JOIN_SECONDS = 5.0  # how long a starting node waits to hear from its seeds
 
 
 class _Members(Members):
@@ -126,7 +126,7 @@ class SwimMembership:
         self._stack = AsyncExitStack()
         self._loop_task: asyncio.Task[None] | None = None
         self._worker_task: asyncio.Task[NoReturn] | None = None
-        self._fatal: Callable[[str], None] = _raise
+        self._fatal: Callable[[DynamiqError], None] = _raise
         self._view: tuple[Member, ...] = (self._local,)
 
     # -- the port ------------------------------------------------------------
@@ -179,8 +179,12 @@ class SwimMembership:
         self._local = Member(self._name, self._local.host, http, self._boot)
         self._view = (self._local,)
 
-    async def start(self, on_fatal: Callable[[str], None]) -> None:
+    async def start(self, on_fatal: Callable[[DynamiqError], None]) -> None:
         """Bind the gossip port, join the seeds, and check that this node's name is free.
+
+        Later, ``on_fatal`` hears why this node must stop: a node with its
+        name showed up after all (``ConfigError``), or the failure detector
+        died (``ServerError``).
 
         Raises:
             ConfigError: the gossip port is taken, or a live node has this name.
@@ -232,11 +236,14 @@ class SwimMembership:
         self._refresh()
         twin = self._twin()
         if twin is not None:
-            raise ConfigError(
-                f"a live node at {twin.host} ({twin.http}) is already named {self._name!r}; "
-                "names must be unique",
-                key="core.name",
-            )
+            raise self._duplicate(twin)
+
+    def _duplicate(self, twin: Member) -> ConfigError:
+        return ConfigError(
+            f"a live node at {twin.host} ({twin.http}) is already named {self._name!r}; "
+            "names must be unique",
+            key="core.name",
+        )
 
     def _heard_from_seeds(self) -> bool:
         assert self._members is not None
@@ -255,11 +262,13 @@ class SwimMembership:
             stalled = now - last > self._suspect_timeout
             last = now
             if not self.detecting:
-                self._fatal("the gossip worker stopped; this node can no longer see failures")
+                self._fatal(
+                    ServerError("the gossip worker stopped; this node can no longer see failures")
+                )
                 return
             twin = self._twin()
             if twin is not None:
-                self._fatal(f"another live node ({twin.http}) is named {self._name!r}")
+                self._fatal(self._duplicate(twin))
                 return
             self._refresh(stalled)
 
@@ -307,5 +316,5 @@ class SwimMembership:
         )
 
 
-def _raise(reason: str) -> None:
-    raise RuntimeError(reason)
+def _raise(error: DynamiqError) -> None:
+    raise error

@@ -12,13 +12,13 @@ from swimprotocol.udp.config import UdpConfig
 
 from dynamiq.cluster.base import Member
 from dynamiq.cluster.swim import SwimMembership, _Members, free_gossip_port
-from dynamiq.errors import ConfigError
+from dynamiq.errors import ConfigError, DynamiqError
 
 HOST = "127.0.0.1"
 
 
-def fatal(reason: str) -> None:
-    raise AssertionError(f"unexpected fatal: {reason}")
+def fatal(error: DynamiqError) -> None:
+    raise AssertionError(f"unexpected fatal: {error}")
 
 
 @pytest.fixture
