@@ -4,6 +4,27 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+if [ "${1:-}" = "--riak" ]; then
+    # Riak's bucket types are made only with riak-admin, on a Riak node itself.
+    url=${2:?usage: setup.sh --riak http://host:8098}
+    echo "Run once on one node of the Riak cluster at $url:"
+    echo
+    echo "  riak-admin bucket-type create messages '{\"props\":{\"allow_mult\":true}}'"
+    echo "  riak-admin bucket-type activate messages"
+    echo "  riak-admin bucket-type create maps '{\"props\":{\"datatype\":\"map\"}}'"
+    echo "  riak-admin bucket-type activate maps"
+    echo
+    echo "Then run nodes with [storage] backend = riak and [core] riaknodes = host:8098,..."
+    for type in messages maps; do
+        if curl -fsS "$url/types/$type/props" >/dev/null 2>&1; then
+            echo "bucket type $type: present at $url"
+        else
+            echo "bucket type $type: not found at $url (or the node is unreachable)"
+        fi
+    done
+    exit 0
+fi
+
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "setup.sh: Python 3.11 or newer is required (found: $("$PYTHON" --version 2>&1))" >&2

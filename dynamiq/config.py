@@ -30,7 +30,7 @@ __all__ = [
 
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 STATS_TYPES = ("statsd", "prometheus", "none")
-BACKENDS = ("lmdb", "redis")
+BACKENDS = ("lmdb", "redis", "riak")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,13 @@ class CoreSettings:
             "core.loglevelstring",
             f"must be one of {', '.join(LOG_LEVELS)}",
         )
+        for node in self.riak_nodes():
+            host, _, port = node.removeprefix("http://").rpartition(":")
+            _require(
+                bool(host) and port.isdigit(),
+                "core.riaknodes",
+                f"{node!r} is not host:port or http://host:port",
+            )
         for seed in self.seeds():
             host, _, port = seed.rpartition(":")
             _require(
@@ -66,6 +73,11 @@ class CoreSettings:
                 "core.seedserver",
                 f"{seed!r} is not host or host:port",
             )
+
+    def riak_nodes(self) -> list[str]:
+        """Return the Riak nodes' HTTP base URLs (``host:8098`` entries get ``http://``)."""
+        entries = [e.strip().rstrip("/") for e in self.riaknodes.split(",") if e.strip()]
+        return [e if e.startswith("http://") else f"http://{e}" for e in entries]
 
     def seeds(self) -> list[str]:
         """Return the seed nodes' gossip addresses as ``host:port``.
@@ -200,6 +212,11 @@ class Settings:
             not self.core.seeds() or bool(self.cluster.secret or self.cluster.secret_file),
             "cluster.secret",
             "is required when core.seedserver is set (gossip packets are signed with it)",
+        )
+        _require(
+            self.storage.backend != "riak" or bool(self.core.riaknodes),
+            "core.riaknodes",
+            "must name at least one Riak node (host:8098) when storage.backend is riak",
         )
         address = self.cluster.address or self.core.httpaddress
         _require(

@@ -39,8 +39,14 @@ __all__ = ["create_app", "open_store", "serve"]
 log = logging.getLogger("dynamiq.daemon")
 
 
-def open_store(settings: StorageSettings, pool_size: int = 16) -> StorageBackend:
+def open_store(
+    settings: StorageSettings, pool_size: int = 16, riak_nodes: list[str] | None = None
+) -> StorageBackend:
     """Open the configured store (backends are imported only when chosen)."""
+    if settings.backend == "riak":
+        from dynamiq.storage.riak import RiakBackend
+
+        return RiakBackend(riak_nodes or [], pool_size)
     if settings.backend == "redis":
         from dynamiq.storage.redis import RedisBackend
 
@@ -81,7 +87,9 @@ def open_membership(settings: Settings) -> StaticMembership | SwimMembership:
 
 async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
     """Open the store, load the catalog and return the node's application."""
-    store = open_store(settings.storage, settings.core.backendconnectionpool)
+    store = open_store(
+        settings.storage, settings.core.backendconnectionpool, settings.core.riak_nodes()
+    )
     catalog = Catalog(store)
     try:
         await catalog.reload()

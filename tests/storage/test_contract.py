@@ -1,8 +1,16 @@
-"""The storage contract: every StorageBackend adapter must pass this suite."""
+"""The storage contract: every StorageBackend adapter must pass this suite.
+
+Riak runs only where ``DYNAMIQ_RIAK_URL`` names a Riak KV 3.2 node with the
+``messages`` and ``maps`` bucket types active (``setup.sh --riak URL``) and a
+2i-capable backend (leveled, leveldb or memory); each test uses its own
+namespace of buckets.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,11 +22,18 @@ from dynamiq.storage.lmdb import LmdbBackend
 from tests.servers import flush_redis
 
 
-@pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
+@pytest.fixture(params=["lmdb", "redis", "redis-cluster", "riak"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     store: StorageBackend
     if request.param == "lmdb":
         store = LmdbBackend(tmp_path / "lmdb", map_size=1 << 28)
+    elif request.param == "riak":
+        from dynamiq.storage.riak import RiakBackend
+
+        url = os.environ.get("DYNAMIQ_RIAK_URL")
+        if not url:
+            pytest.skip("set DYNAMIQ_RIAK_URL to a Riak KV node to run the Riak contract")
+        store = RiakBackend(url.split(","), namespace=f"t{secrets.token_hex(4)}-")
     else:
         from dynamiq.storage.redis import RedisBackend
 
