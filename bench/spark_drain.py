@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from dynamiq.client import AsyncClient
-from dynamiq.launch import HOST, LocalNode, free_port
+from dynamiq.launch import LocalNode, free_port
 from dynamiq.models import Message
 
 BODY = "x" * 1024
@@ -60,22 +60,9 @@ async def python_drain(url: str, queue: str, n: int, receivers: int, batch: int)
 
 def spark_drain(url: str, queue: str, tasks: int, batch: int) -> tuple[float, int]:
     """Drain with ``dynamiq.spark.process`` on local[2]; return seconds and messages."""
-    os.environ.update(
-        SPARK_LOCAL_IP=HOST, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable
-    )
-    from pyspark.sql import SparkSession
-
     import dynamiq.spark
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("dynamiq-drain-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", HOST)
-        .config("spark.driver.bindAddress", HOST)
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    spark = dynamiq.spark.local_session("dynamiq-drain-bench")
     try:
         spark.sparkContext.parallelize([0, 1], 2).count()  # start the executors' workers
 

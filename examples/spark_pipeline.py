@@ -79,18 +79,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="publish this many sample events first")
     args = parser.parse_args()
     prepare(args.url, args.seed)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("dynamiq-example")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    dynamiq.spark.register(spark)
+    spark = dynamiq.spark.local_session("dynamiq-example")
     try:
         counted = run(spark, args.url)
     finally:

@@ -13,8 +13,6 @@ import sys
 import time
 import urllib.request
 
-from pyspark.sql import SparkSession
-
 import dynamiq.spark
 
 
@@ -26,16 +24,7 @@ def depth(url: str, queue: str) -> int:
 def main() -> int:
     url, queue, out, checkpoint = sys.argv[1:5]
     until_empty = "--until-empty" in sys.argv
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("dynamiq-stream-job")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    dynamiq.spark.register(spark)
+    spark = dynamiq.spark.local_session("dynamiq-stream-job")
     stream = (
         spark.readStream.format("dynamiq")
         .option("url", url)

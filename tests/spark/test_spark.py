@@ -17,7 +17,6 @@ import dynamiq.spark
 from dynamiq.client import Client
 from dynamiq.models import Message
 from tests.conftest import NodeProcess
-from tests.spark.conftest import SPARK_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -121,7 +120,7 @@ def test_a_killed_streaming_query_restarts_from_its_checkpoint_and_loses_nothing
         str(out),
         str(checkpoint),
     ]
-    env = {**os.environ, **SPARK_ENV}
+    env = dict(os.environ)
     first = subprocess.Popen(job, cwd=ROOT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
