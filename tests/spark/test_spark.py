@@ -190,3 +190,38 @@ def test_a_read_without_a_queue_says_so(spark: Any, node: NodeProcess) -> None:
         spark.createDataFrame([("x",)], "body STRING").write.format("dynamiq").option(
             "url", node.url
         ).mode("append").save()
+
+
+def test_a_batch_slower_than_the_lease_is_not_delivered_twice(
+    spark: Any, node: NodeProcess, tmp_path: Path
+) -> None:
+    with Client(node.url) as client:
+        client.create_queue("slow")
+        ids = set(client.publish("slow", [f"s{i}" for i in range(90)]))
+    seen: list[int] = []
+
+    def slow_sink(batch: Any, _: int) -> None:
+        rows = batch.select("id").collect()
+        time.sleep(3.0)  # three times the lease: only the lease keeper holds them
+        seen.extend(r.id for r in rows)
+
+    query = (
+        spark.readStream.format("dynamiq")
+        .option("url", node.url)
+        .option("queue", "slow")
+        .option("maxMessagesPerBatch", 30)
+        .option("visibilityTimeout", 1)
+        .load()
+        .writeStream.foreachBatch(slow_sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while json.loads(_get(f"{node.url}/v2/queues/slow/stats"))["depth"] > 0:
+            assert time.monotonic() < deadline and query.isActive
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    assert sorted(seen) == sorted(ids)  # each once: no lease lapsed while its batch ran
