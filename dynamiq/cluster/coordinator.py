@@ -37,6 +37,10 @@ log = logging.getLogger("dynamiq.cluster")
 
 # A waiting receive looks at its peers' slices this often.
 PEER_POLL_SECONDS = 0.5
+# A peer that had fewer visible messages than asked (or did not answer) is
+# not asked again by this node for that queue for this long: receives that
+# their own slice fills do not pay a round trip to every peer each time.
+PEER_DRY_SECONDS = 0.25
 # How long a member asked for a range waits for its own view to let it go.
 HANDOFF_WAIT_SECONDS = 2.0
 # How long a node waits for a live member that will not hand over a range
@@ -63,6 +67,7 @@ class Coordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconciler: asyncio.Task[None] | None = None
         self._leaving = False
+        self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
         self.unserved_since: float | None = None  # monotonic time the slice went unserved
 
     # -- lifecycle -------------------------------------------------------------
@@ -223,13 +228,21 @@ class Coordinator:
     ) -> list[Message]:
         assert self._peers is not None
         out: list[Message] = []
-        peers = self.peers()
+        now = time.monotonic()
+        peers = [m for m in self.peers() if self._dry.get((queue, m.name), 0.0) <= now]
         random.shuffle(peers)
         for member in peers:
+            asked = want - len(out)
             try:
-                out += await self._peers.receive(member, queue, want - len(out), visibility_timeout)
+                got = await self._peers.receive(member, queue, asked, visibility_timeout)
             except PeerUnavailable as exc:
                 log.debug("receive from %s: %s", member.name, exc)
+                got = []
+            if len(got) < asked:
+                self._dry[(queue, member.name)] = time.monotonic() + PEER_DRY_SECONDS
+            else:
+                self._dry.pop((queue, member.name), None)
+            out += got
             if len(out) >= want:
                 break
         return out
