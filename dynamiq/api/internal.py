@@ -39,6 +39,7 @@ def routes() -> list[web.RouteDef]:
     return [
         web.post("/internal/v1/queues/{queue}/receive", receive),
         web.post("/internal/v1/queues/{queue}/visibility", change_visibility),
+        web.post("/internal/v1/queues/{queue}/release", release),
         web.post("/internal/v1/stats", stats),
         web.post("/internal/v1/handoff", handoff),
         web.post("/internal/v1/sync", sync),
@@ -75,6 +76,13 @@ async def change_visibility(request: web.Request) -> web.Response:
     svc, body = await _read(request, PeerVisibility)
     name = request.match_info["queue"]
     return _msgpack(PeerIds(svc.queues.change_visibility(name, body.ids, body.seconds)))
+
+
+async def release(request: web.Request) -> web.Response:
+    """Messages were deleted through another node: end the leases held here."""
+    svc, body = await _read(request, PeerIds)
+    svc.queues.release(request.match_info["queue"], body.ids)
+    return web.Response(status=204)
 
 
 async def stats(request: web.Request) -> web.Response:

@@ -194,7 +194,7 @@ async def delete_message(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     name = request.match_info["queue"]
     svc.catalog.queue(name)
-    (existed,) = await svc.queues.delete(name, [parse_id(request.match_info["id"])])
+    (existed,) = await svc.coordinator.delete(name, [parse_id(request.match_info["id"])])
     return json_response(existed)
 
 
@@ -207,7 +207,7 @@ async def delete_messages(request: web.Request) -> web.Response:
     if len(parts) > svc.limits.maxbatch:
         raise Invalid(f"at most {svc.limits.maxbatch} ids per request", field="ids")
     ids = [parse_id(p.strip()) for p in parts]
-    existed = await svc.queues.delete(name, ids)
+    existed = await svc.coordinator.delete(name, ids)
     return json_response({"deleted": sum(existed)})
 
 

@@ -162,7 +162,7 @@ async def delete(request: web.Request) -> web.Response:
     name = request.match_info["queue"]
     svc.catalog.queue(name)
     body = await read_json(request, DeleteRequest)
-    existed = await svc.queues.delete(name, _ids(body.ids, svc))
+    existed = await svc.coordinator.delete(name, _ids(body.ids, svc))
     return json_response(DeleteResponse(*_split(body.ids, existed)))
 
 

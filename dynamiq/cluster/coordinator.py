@@ -251,20 +251,43 @@ class Coordinator:
         """Change leases where they are held: by the member serving each id."""
         if self._peers is None:
             return self._queues.change_visibility(queue, ids, seconds)
-        local = self._membership.local().name
-        by_owner: dict[str, list[int]] = {}
-        owners = {m.name: m for m in self._membership.members()}
-        bounds = sorted((self._membership.slice_of(n), n) for n in owners)
-        for mid in ids:
-            owner = next((n for (lo, hi), n in bounds if lo <= mid <= hi), local)
-            by_owner.setdefault(owner, []).append(mid)
-        changed = self._queues.change_visibility(queue, by_owner.pop(local, []), seconds)
-        for name, owned in by_owner.items():
+        mine, theirs = self._by_owner(ids)
+        changed = self._queues.change_visibility(queue, mine, seconds)
+        for member, owned in theirs:
             try:
-                changed += await self._peers.change_visibility(owners[name], queue, owned, seconds)
+                changed += await self._peers.change_visibility(member, queue, owned, seconds)
             except PeerUnavailable as exc:
-                log.debug("visibility at %s: %s", name, exc)
+                log.debug("visibility at %s: %s", member.name, exc)
         return changed
+
+    async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
+        """Delete from the store; tell the members holding leases on the ids to let them go."""
+        existed = await self._queues.delete(queue, ids)
+        if self._peers is not None:
+            peers = self._peers
+            _, theirs = self._by_owner([i for i, ok in zip(ids, existed, strict=True) if ok])
+            for member, owned in theirs:
+                self._spawn(self._quietly(peers.release(member, queue, owned)))
+        return existed
+
+    def _by_owner(self, ids: Sequence[int]) -> tuple[list[int], list[tuple[Member, list[int]]]]:
+        """Split ids into this node's and, per other live member, the ones its slice holds."""
+        local = self._membership.local()
+        members = {m.name: m for m in self._membership.members()}
+        bounds = sorted((self._membership.slice_of(n), n) for n in members)
+        by_owner: dict[str, list[int]] = {}
+        for mid in ids:
+            owner = next((n for (lo, hi), n in bounds if lo <= mid <= hi), local.name)
+            by_owner.setdefault(owner, []).append(mid)
+        mine = by_owner.pop(local.name, [])
+        return mine, [(members[name], owned) for name, owned in by_owner.items()]
+
+    @staticmethod
+    async def _quietly(call: Coroutine[Any, Any, None]) -> None:
+        try:
+            await call
+        except PeerUnavailable as exc:  # its leases end by their timeout instead
+            log.debug("release at a peer: %s", exc)
 
     async def peer_stats(self, queues: list[str]) -> dict[str, tuple[int, float, float, float]]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""

@@ -74,6 +74,10 @@ class PeerClient:
         )
         return got.ids
 
+    async def release(self, member: Member, queue: str, ids: list[int]) -> None:
+        """Tell ``member`` that ``ids`` were deleted: end its leases on them."""
+        await self._post(member, f"queues/{queue}/release", PeerIds(ids), None)
+
     async def stats(
         self, member: Member, queues: list[str]
     ) -> dict[str, tuple[int, float, float, float]]:

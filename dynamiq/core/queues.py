@@ -340,6 +340,13 @@ class QueueService:
             state.lapsed.difference_update(ids)
         return existed
 
+    def release(self, queue: str, ids: Sequence[int]) -> None:
+        """End the leases on ``ids`` (deleted through another node)."""
+        state = self._states.get(self._catalog.queue(queue).uid)
+        if state is not None:
+            state.leases.release(ids)
+            state.lapsed.difference_update(ids)
+
     def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend the live leases of ``ids`` by ``seconds`` from now, or end them (0).
 

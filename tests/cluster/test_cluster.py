@@ -191,14 +191,19 @@ def test_node_stats_agree_across_the_cluster(cluster: LocalCluster) -> None:
     with Client(n1) as a, Client(n2) as b:
         a.create_queue("stats")
         until(lambda: "stats" in b.queues(), 1.0)
-        a.publish("stats", [b"x"] * 10)
-        assert len(b.receive("stats", 4, visibility_timeout=60)) == 4
-    seen = [get(f"{url}/v2/queues/stats/stats") for url in (n1, n2, n3)]
-    for st in seen:
-        assert (st["depth"], st["in_flight"], st["visible"]) == (10, 4, 6)
-    totals = [get(f"{url}/v2/stats") for url in (n1, n2, n3)]
-    assert all(t["members"] == 3 and t["totals"]["in_flight"] == 4 for t in totals)
-    until(lambda: b"dynamiq_cluster_size 3.0" in get(f"{n2}/metrics"), 3.0)
+        a.publish("stats", [b"x"] * 10)  # into n1's slice
+        leased = [m.id for m in b.receive("stats", 4, visibility_timeout=60)]  # n1 leases
+        assert len(leased) == 4
+        seen = [get(f"{url}/v2/queues/stats/stats") for url in (n1, n2, n3)]
+        for st in seen:
+            assert (st["depth"], st["in_flight"], st["visible"]) == (10, 4, 6)
+        totals = [get(f"{url}/v2/stats") for url in (n1, n2, n3)]
+        assert all(t["members"] == 3 and t["totals"]["in_flight"] == 4 for t in totals)
+        until(lambda: b"dynamiq_cluster_size 3.0" in get(f"{n2}/metrics"), 3.0)
+        b.delete("stats", leased)  # through n2: n1, which holds the leases, hears of it
+    until(lambda: get(f"{n3}/v2/queues/stats/stats")["in_flight"] == 0, 1.0)
+    st = get(f"{n1}/v2/queues/stats/stats")
+    assert (st["depth"], st["in_flight"], st["visible"]) == (6, 0, 6)
 
 
 def test_sigterm_hands_a_nodes_leases_back_at_once(cluster: LocalCluster) -> None:
