@@ -9,10 +9,8 @@ was lost (``unacknowledged``). Used by ``bench.chaos`` and the cluster tests.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -172,14 +170,13 @@ class Workload:
         deadline = time.monotonic() + timeout
         with self._client() as client:
             while time.monotonic() < deadline:
-                if self._consume_once(client, wait=0.2) == 0 and self.depth(client.url) == 0:
+                if self._consume_once(client, wait=0.2) == 0 and self._empty(client):
                     return True
         return False
 
-    def depth(self, url: str) -> int | None:
-        """Return the queue's depth as the node at ``url`` counts it (None if unreachable)."""
+    def _empty(self, client: Client) -> bool:
+        """Whether the store holds nothing of the queue (False when no node answers)."""
         try:
-            with urllib.request.urlopen(f"{url}/v2/queues/{self.queue}/stats", timeout=5) as r:
-                return int(json.load(r)["depth"])
-        except (OSError, ValueError, KeyError):
-            return None
+            return int(client.queue(self.queue)["stats"]["depth"]) == 0
+        except DynamiqError:
+            return False

@@ -21,13 +21,14 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient, PeerUnavailable
 from dynamiq.core.janitor import Janitor
-from dynamiq.core.queues import KeyRange, QueueService
+from dynamiq.core.partitions import KeyRange
+from dynamiq.core.queues import QueueService
 from dynamiq.errors import QueueNotFound
 from dynamiq.models import Message
 
@@ -68,7 +69,6 @@ class Coordinator:
         self._reconciler: asyncio.Task[None] | None = None
         self._leaving = False
         self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
-        self.unserved_since: float | None = None  # monotonic time the slice went unserved
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -79,7 +79,6 @@ class Coordinator:
             self._queues.set_keyspace(self._own_slice())
             return
         self._queues.set_keyspace(None)
-        self.unserved_since = time.monotonic()
         self._changed.set()
         self._reconciler = asyncio.create_task(self._reconcile_loop())
 
@@ -139,19 +138,12 @@ class Coordinator:
         kept = _intersect(current, target)
         self._queues.set_keyspace(kept)  # stop serving what was lost, now
         if kept == target:
-            self._served()
             return
-        if self.unserved_since is None:
-            self.unserved_since = time.monotonic()
         lo, hi = target
         results = await asyncio.gather(*(self._take_over(m, lo, hi) for m in self.peers()))
         if all(results) and not self._changed.is_set():
             self._queues.set_keyspace(target)
-            self._served()
             log.info("serving slice [%d, %d] of %d members", lo, hi, len(self.peers()) + 1)
-
-    def _served(self) -> None:
-        self.unserved_since = None
 
     async def _take_over(self, member: Member, lo: int, hi: int) -> bool:
         """Import ``member``'s leases in ``[lo, hi]`` once it let the range go.
@@ -321,8 +313,8 @@ class Coordinator:
         """A peer changed the catalog: reload now."""
         self._janitor.kick()
 
-    async def _to_peers(self, call: Any) -> None:
-        assert self._peers is not None or not self.peers()
+    async def _to_peers(self, call: Callable[[PeerClient, Member], Awaitable[None]]) -> None:
+        """Make ``call`` to every other live member at once; failures are only logged."""
         peers = self._peers
         if peers is None:
             return

@@ -127,7 +127,7 @@ class SwimMembership:
         self._loop_task: asyncio.Task[None] | None = None
         self._worker_task: asyncio.Task[NoReturn] | None = None
         self._fatal: Callable[[DynamiqError], None] = _raise
-        self._view: tuple[Member, ...] = (self._local,)
+        self._set_view((self._local,))
 
     # -- the port ------------------------------------------------------------
 
@@ -151,7 +151,7 @@ class SwimMembership:
 
     def slice_of(self, name: str) -> tuple[int, int]:
         """Return the slice of a live member."""
-        return slices(m.name for m in self._view)[name]
+        return self._slices[name]
 
     def states(self) -> list[MemberState]:
         """Return every member heard of, live or not, with its gossip state."""
@@ -177,7 +177,7 @@ class SwimMembership:
     def advertise(self, http: str) -> None:
         """Set this node's HTTP URL; call before ``start``."""
         self._local = Member(self._name, self._local.host, http, self._boot)
-        self._view = (self._local,)
+        self._set_view((self._local,))
 
     async def start(self, on_fatal: Callable[[DynamiqError], None]) -> None:
         """Bind the gossip port, join the seeds, and check that this node's name is free.
@@ -284,11 +284,17 @@ class SwimMembership:
                 live.append(member)
         view = tuple(sorted(live, key=lambda m: m.name))
         if view != self._view or stalled:
-            self._view = view
+            self._set_view(view)
             if stalled:
                 log.warning("this process was paused; the others may have served its slice")
             for listener in self._listeners:
                 listener(list(view), stalled)
+
+    def _set_view(self, view: tuple[Member, ...]) -> None:
+        # The slices change only with the view: computed here, not per lookup
+        # (a delete in a cluster looks up every member's slice).
+        self._view = view
+        self._slices = slices(m.name for m in view)
 
     def _twin(self) -> Member | None:
         """Return a live member with this node's name that started first, if any."""

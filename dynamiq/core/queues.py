@@ -21,7 +21,7 @@ from dynamiq.core.ids import (
     stripes_within,
 )
 from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, layout
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, KeyRange, Partition, PartitionSet, layout
 from dynamiq.core.rates import RateCounter
 from dynamiq.core.records import RecentRecords, decode, encode
 from dynamiq.errors import MessageNotFound, ServerError
@@ -29,14 +29,12 @@ from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Message
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["KeyRange", "QueueService", "QueueStats"]
+__all__ = ["QueueService", "QueueStats"]
 
 log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
-
-KeyRange = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +88,11 @@ class _QueueState:
             cursor.touch(ascending)
         self.notify()
 
+    def release(self, ids: Sequence[int]) -> None:
+        """End the leases on ``ids`` (their messages were deleted)."""
+        self.leases.release(ids)
+        self.lapsed.difference_update(ids)
+
     def expired(self, ids: list[int]) -> None:
         self.lapsed.update(ids)
         self.partitions.wake(ids)
@@ -128,13 +131,14 @@ class QueueService:
         self._catalog = catalog
         self._clock = clock
         self._ids = ids or IdGenerator()
-        self._keyspace = keyspace
-        self._stripes = stripes_within(*keyspace) if keyspace else (0, STRIPES - 1)
         self._metrics: Metrics = metrics or MetricsFanout([])
         self._states: dict[str, _QueueState] = {}
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
+        self._keyspace: KeyRange | None = None
+        self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
+        self.set_keyspace(keyspace)
 
     # -- the slice this node serves ------------------------------------------
 
@@ -336,16 +340,14 @@ class QueueService:
         state = self._states.get(record.uid)
         if state is not None:
             state.deleted_per_s.add(sum(existed), self._clock.now())
-            state.leases.release(ids)
-            state.lapsed.difference_update(ids)
+            state.release(ids)
         return existed
 
     def release(self, queue: str, ids: Sequence[int]) -> None:
         """End the leases on ``ids`` (deleted through another node)."""
         state = self._states.get(self._catalog.queue(queue).uid)
         if state is not None:
-            state.leases.release(ids)
-            state.lapsed.difference_update(ids)
+            state.release(ids)
 
     def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend the live leases of ``ids`` by ``seconds`` from now, or end them (0).

@@ -3,19 +3,45 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from dynamiq.models import Message
 
-__all__ = ["SCHEMA", "Options", "live_nodes", "row_of"]
+__all__ = ["MAX_BATCH", "SCHEMA", "Options", "batches", "live_nodes", "node_urls", "row_of"]
+
+T = TypeVar("T")
 
 # One row per message. ``text`` is the body decoded as UTF-8, null when it is not.
 SCHEMA = "id LONG, body BINARY, text STRING, queue STRING, published_at TIMESTAMP"
+# Most ids or messages one request carries (a node's default ``limits.maxbatch``).
+MAX_BATCH = 1000
+
+
+def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Yield ``items`` in lists of ``size`` (the last may be shorter)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def node_urls(url: str | Sequence[str] | None) -> list[str]:
+    """Return node URLs from a comma list or a list, else from ``DYNAMIQ_HOSTS``.
+
+    Raises:
+        ValueError: none given anywhere.
+    """
+    raw = url if isinstance(url, str) else ",".join(url or ())
+    raw = raw or os.environ.get("DYNAMIQ_HOSTS", "")
+    urls = [u.strip().rstrip("/") for u in raw.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("dynamiq: set option 'url' (one or more node URLs) or DYNAMIQ_HOSTS")
+    return urls
 
 
 class Options:
@@ -23,10 +49,7 @@ class Options:
 
     def __init__(self, options: Mapping[str, str]) -> None:
         lowered = {k.lower(): v for k, v in options.items()}
-        raw = lowered.get("url") or os.environ.get("DYNAMIQ_HOSTS", "")
-        self.urls = [u.strip().rstrip("/") for u in raw.split(",") if u.strip()]
-        if not self.urls:
-            raise ValueError("dynamiq: set option 'url' (one or more node URLs) or DYNAMIQ_HOSTS")
+        self.urls = node_urls(lowered.get("url"))
         self.queue = lowered.get("queue", "")
         self.topic = lowered.get("topic", "")
         self.max_messages = _positive(lowered, "maxmessages", 1000)

@@ -17,8 +17,6 @@ must be idempotent (key its effects by ``message.id``).
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dynamiq.client import Client
 from dynamiq.models import Message
-from dynamiq.spark.common import Options, live_nodes
+from dynamiq.spark.common import MAX_BATCH, batches, live_nodes, node_urls
 
 __all__ = ["Processed", "delete", "process"]
 
@@ -51,15 +49,13 @@ def process(
     visibility_timeout: float = 60.0,
 ) -> Processed:
     """Drain ``queue`` through ``fn`` on the executors; see the module text for the guarantee."""
-    urls = ",".join(url) if isinstance(url, list) else (url or "")
-    options = Options({"url": urls, "queue": queue, "batchSize": str(batch_size)})
-    nodes = live_nodes(options.urls)
+    nodes = live_nodes(node_urls(url))
     count = partitions or spark.sparkContext.defaultParallelism
-    plan = [(nodes[i % len(nodes)], options.urls) for i in range(count)]
+    plan = [nodes[i % len(nodes)] for i in range(count)]
     visibility = float(visibility_timeout)
 
-    def task(assigned: Iterable[tuple[str, list[str]]]) -> Iterator[int]:
-        for node, _ in assigned:
+    def task(assigned: Iterable[str]) -> Iterator[int]:
+        for node in assigned:
             yield _drain(node, queue, fn, batch_size, visibility)
 
     done = spark.sparkContext.parallelize(plan, count).mapPartitions(task).collect()
@@ -74,21 +70,14 @@ def delete(df: DataFrame, queue: str, url: str | list[str] | None = None) -> int
     lease other messages), write the results, then delete what was read.
     Returns how many existed.
     """
-    urls = ",".join(url) if isinstance(url, list) else (url or "")
-    nodes = Options({"url": urls}).urls
+    nodes = node_urls(url)
 
     def task(rows: Iterable[Any]) -> Iterator[int]:
-        deleted = 0
         with Client(nodes) as client:
-            batch: list[int] = []
-            for row in rows:
-                batch.append(int(row.id))
-                if len(batch) == 1000:
-                    deleted += len(client.delete(queue, batch))
-                    batch = []
-            if batch:
-                deleted += len(client.delete(queue, batch))
-        yield deleted
+            yield sum(
+                len(client.delete(queue, ids))
+                for ids in batches((int(row.id) for row in rows), MAX_BATCH)
+            )
 
     return sum(df.select("id").rdd.mapPartitions(task).collect())
 
@@ -99,7 +88,7 @@ def _drain(node: str, queue: str, fn: Callable[[Message], Any], size: int, lease
         while True:
             got = client.receive(queue, size, wait_seconds=1.0, visibility_timeout=lease)
             if not got:
-                if _depth(node, queue) == 0:
+                if client.queue(queue)["stats"]["depth"] == 0:
                     return handled
                 continue
             ok: list[int] = []
@@ -111,8 +100,3 @@ def _drain(node: str, queue: str, fn: Callable[[Message], Any], size: int, lease
                 if ok:
                     client.delete(queue, ok)
                     handled += len(ok)
-
-
-def _depth(node: str, queue: str) -> int:
-    with urllib.request.urlopen(f"{node}/v2/queues/{queue}/stats", timeout=10) as r:
-        return int(json.load(r)["depth"])

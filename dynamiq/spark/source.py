@@ -26,7 +26,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import Row, StructType
 
 from dynamiq.client import Client
-from dynamiq.spark.common import SCHEMA, Options, live_nodes, row_of
+from dynamiq.spark.common import SCHEMA, Options, batches, live_nodes, row_of
 
 __all__ = ["DynamiqDataSource"]
 
@@ -123,16 +123,9 @@ class Writer(DataSourceWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Row]) -> Published:
-        o = self.options
         count = 0
-        with Client(o.urls) as client:
-            batch: list[bytes] = []
-            for row in iterator:
-                batch.append(_body(row))
-                if len(batch) >= o.batch_size:
-                    count += self._publish(client, batch)
-                    batch = []
-            if batch:
+        with Client(self.options.urls) as client:
+            for batch in batches((_body(row) for row in iterator), self.options.batch_size):
                 count += self._publish(client, batch)
         return Published(count)
 

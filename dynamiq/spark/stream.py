@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
 from dynamiq.models import Message
-from dynamiq.spark.common import Options, row_of
+from dynamiq.spark.common import MAX_BATCH, Options, batches, row_of
 
 __all__ = ["StreamReader"]
 
@@ -111,8 +111,8 @@ class StreamReader(DataSourceStreamReader):
         with self._lock:
             done = [b for b in self._pending if b <= end["batch"]]
             ids = [i for b in done for i in self._pending[b]]
-        for start in range(0, len(ids), 1000):
-            self._connect().delete(self.queue, ids[start : start + 1000])
+        for chunk in batches(ids, MAX_BATCH):
+            self._connect().delete(self.queue, chunk)
         with self._lock:
             for batch in done:
                 self._pending.pop(batch, None)
@@ -134,7 +134,7 @@ class StreamReader(DataSourceStreamReader):
         got: list[Message] = []
         while len(got) < most:
             batch = self._connect().receive(
-                self.queue, min(1000, most - len(got)), visibility_timeout=o.visibility
+                self.queue, min(MAX_BATCH, most - len(got)), visibility_timeout=o.visibility
             )
             if not batch:
                 break
@@ -153,9 +153,7 @@ class StreamReader(DataSourceStreamReader):
                     ids = [i for batch in self._pending.values() for i in batch]
                 ids += [r[0] for rows in list(self._rows.values()) for r in rows]
                 try:
-                    for start in range(0, len(ids), 1000):
-                        client.change_visibility(
-                            self.queue, ids[start : start + 1000], o.visibility
-                        )
+                    for batch in batches(ids, MAX_BATCH):
+                        client.change_visibility(self.queue, batch, o.visibility)
                 except DynamiqError as exc:
                     log.warning("could not extend leases: %s", exc)

@@ -8,17 +8,11 @@ written and deleted); otherwise it runs until killed.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-import urllib.request
 
 import dynamiq.spark
-
-
-def depth(url: str, queue: str) -> int:
-    with urllib.request.urlopen(f"{url}/v2/queues/{queue}/stats", timeout=10) as r:
-        return int(json.load(r)["depth"])
+from dynamiq.client import Client
 
 
 def main() -> int:
@@ -41,10 +35,11 @@ def main() -> int:
         .trigger(processingTime="200 milliseconds")
         .start()
     )
-    while query.isActive:
-        time.sleep(0.5)
-        if until_empty and depth(url, queue) == 0:
-            query.stop()
+    with Client(url) as client:
+        while query.isActive:
+            time.sleep(0.5)
+            if until_empty and client.queue(queue)["stats"]["depth"] == 0:
+                query.stop()
     spark.stop()
     return 0
 

@@ -80,7 +80,7 @@ def test_process_deletes_what_succeeded_and_a_retry_takes_the_failed_rest(
     assert failed in handled  # the message that failed came back and was handled
     with Client(node.url) as client:
         assert client.receive("work", 10) == []
-    assert json.loads(_get(f"{node.url}/v2/queues/work/stats"))["depth"] == 0
+    assert _depth(node, "work") == 0
 
 
 def test_writer_publishes_a_dataframe_to_a_topic(spark: Any, node: NodeProcess) -> None:
@@ -134,7 +134,7 @@ def test_a_killed_streaming_query_restarts_from_its_checkpoint_and_loses_nothing
     second = subprocess.run([*job, "--until-empty"], cwd=ROOT, env=env, timeout=240)
     assert second.returncode == 0
     assert _written(out) >= ids  # at least once
-    assert json.loads(_get(f"{node.url}/v2/queues/stream/stats"))["depth"] == 0
+    assert _depth(node, "stream") == 0
 
 
 def _written(out: Path) -> set[int]:
@@ -145,11 +145,9 @@ def _written(out: Path) -> set[int]:
     return found
 
 
-def _get(url: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return r.read().decode()
+def _depth(node: NodeProcess, queue: str) -> int:
+    with Client(node.url) as client:
+        return int(client.queue(queue)["stats"]["depth"])
 
 
 def test_the_example_pipeline_totals_events_into_the_results_topic(
@@ -180,7 +178,7 @@ def test_the_example_pipeline_totals_events_into_the_results_topic(
         got = [json.loads(m.body) for m in client.receive("results-log", 10)]
         assert {r["user"]: r for r in got} == want
         assert client.receive("events", 10) == []
-    assert json.loads(_get(f"{node.url}/v2/queues/events/stats"))["depth"] == 0
+    assert _depth(node, "events") == 0
 
 
 def test_a_read_without_a_queue_says_so(spark: Any, node: NodeProcess) -> None:
@@ -219,7 +217,7 @@ def test_a_batch_slower_than_the_lease_is_not_delivered_twice(
     )
     try:
         deadline = time.monotonic() + 120
-        while json.loads(_get(f"{node.url}/v2/queues/slow/stats"))["depth"] > 0:
+        while _depth(node, "slow") > 0:
             assert time.monotonic() < deadline and query.isActive
             time.sleep(0.5)
     finally:
