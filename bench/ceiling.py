@@ -17,8 +17,9 @@ from pathlib import Path
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import MonotonicClock
-from dynamiq.core.ids import ID_MAX, IdGenerator
+from dynamiq.core.ids import IdGenerator
 from dynamiq.core.queues import QueueService
+from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
 
 __all__ = ["Rates", "measure_engine", "measure_store"]

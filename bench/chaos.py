@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench.workload import Workload
 from dynamiq.client import Client
-from dynamiq.launch import LocalCluster, LocalNode
+from dynamiq.testing.cluster import LocalCluster, LocalNode
+from dynamiq.testing.workload import Workload
 
 KEYSPACE = 1 << 63
 FAULTS = ("kill -9", "SIGSTOP", "SIGTERM")

@@ -328,7 +328,7 @@ class DynamiqCluster3(Dynamiq):
 
     def start_server(self, datadir: str) -> Any:
         sys.path.insert(0, str(ROOT))
-        from dynamiq.launch import LocalCluster
+        from dynamiq.testing.cluster import LocalCluster
 
         d = Path(datadir) / self.name
         shutil.rmtree(d, ignore_errors=True)

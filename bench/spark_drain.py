@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from dynamiq.client import AsyncClient
-from dynamiq.launch import LocalNode, free_port
 from dynamiq.models import Message
+from dynamiq.testing.cluster import LocalNode
 
 BODY = "x" * 1024
 
@@ -86,18 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="messages per receive, both")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="dynamiq-spark-bench-") as tmp:
-        port = free_port()
         node = LocalNode(
             "bench",
-            port,
             0,
-            ["--core-httpport", str(port), "--storage-path", tmp, "--core-loglevelstring", "warn"],
+            0,
+            ["--core-httpport", "0", "--storage-path", tmp, "--core-loglevelstring", "warn"],
             Path(tmp) / "node.log",
         )
-        node.start(dict(os.environ))
+        node.start(dict(os.environ))  # returns once the node serves
         try:
-            while node.status() is None:
-                time.sleep(0.1)
             url = node.url
             asyncio.run(_create(url, "drain"))
             seconds = asyncio.run(publish(url, "drain", args.n))

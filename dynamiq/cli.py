@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _local_cluster(count: int, data: Path, http_port: int) -> int:
-    from dynamiq.launch import LocalCluster
+    from dynamiq.testing.cluster import LocalCluster
 
     if not 1 <= count <= 16:
         print("dynamiq: --nodes must be from 1 to 16", file=sys.stderr)

@@ -29,6 +29,11 @@ __all__ = [
 ]
 
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
+# Variables the project reads for other purposes than settings: the client's
+# nodes, the Riak tests' node, the benchmark driver, the installer's extras.
+OTHER_VARIABLES = frozenset(
+    {"DYNAMIQ_HOSTS", "DYNAMIQ_RIAK_URL", "DYNAMIQ_PEERS", "DYNAMIQ_EXTRAS"}
+)
 STATS_TYPES = ("statsd", "prometheus", "none")
 BACKENDS = ("lmdb", "redis", "riak")
 
@@ -149,8 +154,10 @@ class LimitsSettings:
     maxbatch: int = 1000
     maxwaitseconds: float = 20.0
     shutdowntimeout: float = 10.0
+    backlog: int = 1024  # connections waiting to be accepted (bursts of new clients)
 
     def __post_init__(self) -> None:
+        _require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
         _require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")
         _require(self.maxbatch >= 1, "limits.maxbatch", "must be >= 1")
         _require(0 <= self.maxwaitseconds <= 3600, "limits.maxwaitseconds", "must be in [0, 3600]")
@@ -327,7 +334,8 @@ def load_settings(
     Args:
         path: a gcfg/INI file, or None for defaults only.
         env: environment variables (``os.environ`` when None); only
-            ``DYNAMIQ_<SECTION>_<KEY>`` names are read.
+            ``DYNAMIQ_<SECTION>_<KEY>`` names are read, and any other
+            ``DYNAMIQ_`` name is refused (a misspelt setting).
         flags: ``{"section.key": value}`` from the command line.
 
     Raises:
@@ -343,10 +351,13 @@ def load_settings(
             raise ConfigError(f"cannot read config file: {exc}", source=str(path)) from None
         raw.update(parse_gcfg(text, str(path)))
     environ = os.environ if env is None else env
-    for key in known:
-        name = "DYNAMIQ_" + key.replace(".", "_").upper()
-        if name in environ:
-            raw[key] = (environ[name], f"environment variable {name}")
+    by_variable = {"DYNAMIQ_" + key.replace(".", "_").upper(): key for key in known}
+    for name in sorted(n for n in environ if n.startswith("DYNAMIQ_")):
+        if name in by_variable:
+            raw[by_variable[name]] = (environ[name], f"environment variable {name}")
+        elif name not in OTHER_VARIABLES:
+            key = name.removeprefix("DYNAMIQ_").lower().replace("_", ".", 1)
+            raise ConfigError("unknown setting", key=key, source=f"environment variable {name}")
     for key, value in (flags or {}).items():
         raw[key] = (value, f"flag --{key.replace('.', '-')}")
     return _build(raw, known)

@@ -1,4 +1,11 @@
-"""The composition root: build a node from Settings, serve it, stop it cleanly."""
+"""The composition root: build a node from Settings, own its lifecycle, serve it, stop it.
+
+Everything a node runs is started and stopped by the application's cleanup
+contexts, in one order, whether the app is served by ``serve`` or by a test:
+the store, the catalog, the peers' client, the membership, the coordinator
+and the background loops. aiohttp stops them in reverse and goes on when
+one fails to stop, so every resource is released.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +17,16 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 
 from aiohttp import web
 
 from dynamiq.api.app import build_app
 from dynamiq.api.context import SERVICES, Services
-from dynamiq.cluster.base import Member, Membership, StaticMembership
-from dynamiq.cluster.coordinator import Coordinator
+from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
 from dynamiq.cluster.peers import PeerClient
-from dynamiq.cluster.swim import SwimMembership, free_gossip_port
+from dynamiq.cluster.swim import SwimMembership
 from dynamiq.cluster.wire import peer_token
 from dynamiq.config import Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
@@ -28,15 +34,20 @@ from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
-from dynamiq.core.topics import TopicService
 from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.metrics.prometheus import PrometheusMetrics
+from dynamiq.service.cluster import Coordinator
+from dynamiq.service.node import Node
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["create_app", "open_store", "serve"]
+__all__ = ["STORE", "create_app", "listen", "open_store", "serve"]
 
 log = logging.getLogger("dynamiq.daemon")
+
+STORE = web.AppKey("store", StorageBackend)  # the store the app owns (closed at cleanup)
+
+Context = Callable[[web.Application], AsyncIterator[None]]
 
 
 def open_store(
@@ -67,17 +78,16 @@ def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
     return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
 
 
-def open_membership(settings: Settings) -> StaticMembership | SwimMembership:
+def open_membership(settings: Settings, http: str) -> Membership:
     """Return this node's view of the cluster: gossip when a secret is set, else alone."""
     core = settings.core
     if not settings.gossip:
-        http = f"http://{core.httpaddress}:{core.httpport}"
         return StaticMembership(Member(core.name, core.httpaddress, http))
     host = settings.cluster.address or core.httpaddress
-    port = core.port or free_gossip_port(host)
     return SwimMembership(
         core.name,
-        f"{host}:{port}",
+        http,
+        f"{host}:{core.port}",
         core.seeds(),
         settings.cluster.shared_secret(),
         settings.cluster.pinginterval,
@@ -85,19 +95,43 @@ def open_membership(settings: Settings) -> StaticMembership | SwimMembership:
     )
 
 
-async def create_app(settings: Settings, clock: Clock | None = None) -> web.Application:
-    """Open the store, load the catalog and return the node's application."""
+def listen(settings: Settings) -> socket.socket:
+    """Bind the node's HTTP socket (port 0: one the OS picks), before the app is built."""
+    host, port = settings.core.httpaddress, settings.core.httpport
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """Return the HTTP base URL of a bound socket."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def create_app(
+    settings: Settings,
+    sock: socket.socket,
+    clock: Clock | None = None,
+    on_fatal: FatalHandler | None = None,
+) -> web.Application:
+    """Return the node's application for the HTTP socket ``sock``; it starts when served.
+
+    ``on_fatal`` hears why the node must stop (a twin joined, gossip died);
+    by default the error is logged.
+    """
     store = open_store(
         settings.storage, settings.core.backendconnectionpool, settings.core.riak_nodes()
     )
     catalog = Catalog(store)
-    try:
-        await catalog.reload()
-    except BaseException:
-        await store.close()
-        raise
     metrics, prometheus = open_metrics(settings.stats)
-    membership = open_membership(settings)
+    membership = open_membership(settings, url_of(sock))
     # With gossip, nothing is served until the cluster hands this node its slice.
     keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
     queues = QueueService(
@@ -105,48 +139,72 @@ async def create_app(settings: Settings, clock: Clock | None = None) -> web.Appl
     )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
     reporter = Reporter(
-        queues,
-        store,
-        metrics,
-        settings.stats.flushinterval,
-        cluster_size=lambda: len(membership.members()),
+        queues, store, metrics, settings.stats.flushinterval, lambda: len(membership.members())
     )
     token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None
-    coordinator = Coordinator(membership, queues, janitor, PeerClient(token) if token else None)
+    peers = PeerClient(token) if token else None
+    coordinator = Coordinator(membership, queues, janitor, peers)
     catalog.on_change = coordinator.announce
-    app = build_app(
-        Services(
-            store=store,
-            catalog=catalog,
-            queues=queues,
-            topics=TopicService(catalog, queues),
-            janitor=janitor,
-            limits=settings.limits,
-            membership=membership,
-            coordinator=coordinator,
-            metrics=metrics,
-            render_metrics=prometheus.render,
-            peer_token=token,
-        )
+    node = Node(catalog, queues, coordinator, membership, janitor, settings.limits)
+    app = build_app(Services(node, metrics, prometheus.render, token), settings.limits.maxbodybytes)
+
+    async def stop_serving(_: web.Application) -> None:
+        await node.stop_serving()  # long polls answer now; the others take this slice now
+
+    app[STORE] = store
+    app.on_shutdown.append(stop_serving)
+    app.cleanup_ctx.extend(
+        [
+            _owned(None, store.close),  # exits last
+            _owned(catalog.reload, None),
+            _owned(None, peers.close if peers else None),
+            _owned(lambda: membership.start(on_fatal or _log_fatal), membership.stop),
+            _owned(_started(coordinator.start), coordinator.close),
+            _task(janitor.janitor_loop),
+            _task(reporter.reporter_loop),
+            _task(trim_memory_loop),
+        ]
     )
-
-    async def on_shutdown(_: web.Application) -> None:
-        queues.close()  # long polls return now instead of holding the shutdown
-        await coordinator.leave()  # the others serve this slice now, not after a timeout
-
-    async def store_ctx(_: web.Application) -> AsyncIterator[None]:
-        yield
-        await coordinator.close()
-        if isinstance(membership, SwimMembership):
-            await membership.stop()
-        await store.close()
-
-    app.on_shutdown.append(on_shutdown)
-    app.cleanup_ctx.append(store_ctx)  # exits last: after the tasks below stop
-    app.cleanup_ctx.append(_task_ctx(janitor.janitor_loop))
-    app.cleanup_ctx.append(_task_ctx(reporter.reporter_loop))
-    app.cleanup_ctx.append(_task_ctx(trim_memory_loop))
     return app
+
+
+def _log_fatal(error: DynamiqError) -> None:
+    log.error("this node cannot go on: %s", error)
+
+
+def _started(start: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        start()
+
+    return run
+
+
+def _owned(
+    start: Callable[[], Awaitable[object]] | None, stop: Callable[[], Awaitable[None]] | None
+) -> Context:
+    """Return a cleanup context that runs ``start`` at start-up and ``stop`` at cleanup."""
+
+    async def ctx(_: web.Application) -> AsyncIterator[None]:
+        if start is not None:
+            await start()
+        yield
+        if stop is not None:
+            await stop()
+
+    return ctx
+
+
+def _task(loop_fn: Callable[[], Coroutine[None, None, None]]) -> Context:
+    """Return a cleanup context that runs ``loop_fn`` as a task, cancelled at cleanup."""
+
+    async def ctx(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(loop_fn())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return ctx
 
 
 async def trim_memory_loop(interval: float = 10.0) -> None:
@@ -165,19 +223,6 @@ async def trim_memory_loop(interval: float = 10.0) -> None:
         trim(0)
 
 
-def _task_ctx(
-    loop_fn: Callable[[], Coroutine[None, None, None]],
-) -> Callable[[web.Application], AsyncIterator[None]]:
-    async def ctx(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(loop_fn())
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    return ctx
-
-
 # The LMDB writer thread gives up the GIL inside every put and delete. With
 # the default 5 ms switch interval, taking it back from a busy event loop can
 # cost up to 5 ms each time (a commit of 100 deletes took 20-120 ms); at
@@ -186,19 +231,13 @@ GIL_SWITCH_SECONDS = 0.0001
 
 
 async def serve(settings: Settings, ready: Callable[[str], None] | None = None) -> None:
-    """Serve until SIGTERM or SIGINT; a second signal exits at once."""
+    """Serve until SIGTERM or SIGINT; a second signal exits at once.
+
+    Raises:
+        DynamiqError: the node could not start, or had to stop (``on_fatal``).
+        OSError: the HTTP port cannot be bound.
+    """
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
-    app = await create_app(settings)
-    runner = web.AppRunner(
-        app, access_log=None, shutdown_timeout=settings.limits.shutdowntimeout, handle_signals=False
-    )
-    await runner.setup()
-    sock = _listen(settings.core.httpaddress, settings.core.httpport)
-    site = web.SockSite(runner, sock)
-    await site.start()
-    host, port = sock.getsockname()[:2]
-    url = f"http://{host}:{port}"
-    services = app[SERVICES]
     stop = asyncio.Event()
     failure: list[DynamiqError] = []
 
@@ -207,15 +246,30 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
         failure.append(error)
         stop.set()
 
+    sock = listen(settings)
+    runner = web.AppRunner(
+        create_app(settings, sock, on_fatal=on_fatal),
+        access_log=None,
+        shutdown_timeout=settings.limits.shutdowntimeout,
+        handle_signals=False,
+    )
     try:
-        await _join(services.membership, url, on_fatal)
-    except BaseException:
+        await runner.setup()
+        await web.SockSite(runner, sock, backlog=settings.limits.backlog).start()
+        _announce(settings, url_of(sock), membership_of(runner.app).address)
+        if ready:
+            ready(url_of(sock))
+        _on_signals(stop)
+        await stop.wait()
+    finally:
         await runner.cleanup()
-        raise
-    services.coordinator.start()
-    _announce(settings, url)
-    if ready:
-        ready(url)
+        sock.close()
+    log.info("stopped")
+    if failure:
+        raise failure[0]
+
+
+def _on_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
 
     def on_signal() -> None:
@@ -226,39 +280,20 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
-    log.info("stopped")
-    if failure:
-        raise failure[0]
 
 
-async def _join(membership: Membership, url: str, on_fatal: Callable[[DynamiqError], None]) -> None:
-    """Advertise this node's URL and, with gossip, join the cluster."""
-    if isinstance(membership, StaticMembership):
-        membership.advertise(url)
-    elif isinstance(membership, SwimMembership):
-        membership.advertise(url)
-        await membership.start(on_fatal)
+def membership_of(app: web.Application) -> Membership:
+    """Return the membership of a node's application."""
+    return app[SERVICES].node.membership
 
 
-def _announce(settings: Settings, url: str) -> None:
+def _announce(settings: Settings, url: str, gossip: str) -> None:
     log.info("node %s serving %s", settings.core.name, url)
-    redis = settings.storage.backend == "redis"
-    data = settings.storage.url if redis else Path(settings.storage.path).resolve()
-    print(
-        f"dynamiq: node {settings.core.name} serving {url}; "
-        f"{settings.storage.backend} data in {data}",
-        flush=True,
-    )
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
+    storage = settings.storage
+    where = {
+        "lmdb": f"lmdb data in {Path(storage.path).resolve()}",
+        "redis": f"redis store at {storage.url}",
+        "riak": f"riak store at {settings.core.riaknodes}",
+    }[storage.backend]
+    gossiping = f"; gossip {gossip}" if gossip else ""
+    print(f"dynamiq: node {settings.core.name} serving {url}; {where}{gossiping}", flush=True)

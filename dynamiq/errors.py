@@ -11,8 +11,10 @@ __all__ = [
     "Forbidden",
     "Invalid",
     "MessageNotFound",
+    "MethodNotAllowed",
     "NotFound",
     "PayloadTooLarge",
+    "PeerUnavailable",
     "QueueExists",
     "QueueNotFound",
     "ServerError",
@@ -80,6 +82,21 @@ class PayloadTooLarge(ClientError):
 
     code = "PAYLOAD_TOO_LARGE"
     status = 413
+
+
+class MethodNotAllowed(ClientError):
+    """Raised when a route exists but not for the request's method.
+
+    Attributes:
+        allowed: the methods the route takes, for the ``Allow`` header.
+    """
+
+    code = "METHOD_NOT_ALLOWED"
+    status = 405
+
+    def __init__(self, method: str, allowed: frozenset[str] = frozenset()) -> None:
+        super().__init__(f"method {method} is not allowed here")
+        self.allowed = allowed
 
 
 class NotFound(ClientError):
@@ -162,6 +179,23 @@ class BackendUnavailable(ServerError):
     def __init__(self, message: str, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class PeerUnavailable(ServerError):
+    """Raised when another cluster member does not answer, or answers with an error.
+
+    Attributes:
+        member: the name of the member asked.
+        peer_status: its HTTP status, 0 when it did not answer at all.
+    """
+
+    code = "PEER_UNAVAILABLE"
+    status = 503
+
+    def __init__(self, member: str, why: str, peer_status: int = 0) -> None:
+        super().__init__(f"peer {member}: {why}")
+        self.member = member
+        self.peer_status = peer_status
 
 
 class ConfigError(DynamiqError):

@@ -9,27 +9,49 @@ from typing import Any
 import msgspec
 
 from dynamiq.errors import Invalid
+from dynamiq.keyspace import ID_MAX
 
 __all__ = [
-    "ID_MAX",
     "NAME_PATTERN",
+    "HeldLease",
+    "LocalQueueStats",
     "Message",
     "QueueSettings",
     "parse_id",
     "validate_name",
 ]
 
-ID_MAX = (1 << 63) - 1
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
 MAX_PARTITIONS_LIMIT = 256
+MAX_PARTITION_AGE = float(10**9)
+
+
+def _at_most(limit: int) -> str:
+    """Return a regular expression matching the decimal numbers from 0 to ``limit``."""
+    digits = str(limit)
+    shorter = f"[0-9]{{1,{len(digits) - 1}}}" if len(digits) > 1 else None
+    same = [
+        f"{digits[:i]}[0-{int(d) - 1}][0-9]{{{len(digits) - i - 1}}}"
+        for i, d in enumerate(digits)
+        if d != "0"
+    ]
+    return "^(" + "|".join(p for p in (shorter, *same, digits) if p) + ")$"
+
+
+# What ``parse_id`` accepts, for documents that describe ids (OpenAPI).
+ID_PATTERN = _at_most(ID_MAX)
 
 
 def validate_name(kind: str, name: str) -> str:
-    """Return ``name`` if it is a safe queue or topic name, else raise ``Invalid``."""
-    if not NAME_PATTERN.fullmatch(name):
+    """Return ``name`` if it is a safe queue or topic name, else raise ``Invalid``.
+
+    ``.`` and ``..`` are refused: a URL path cannot carry them as a segment.
+    """
+    if not NAME_PATTERN.fullmatch(name) or name in (".", ".."):
         raise Invalid(
-            f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-'", field="name"
+            f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' (not '.' or '..')",
+            field="name",
         )
     return name
 
@@ -58,7 +80,7 @@ class QueueSettings:
         _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
         _check_int("min_partitions", self.min_partitions)
         _check_int("max_partitions", self.max_partitions)
-        _check_number("max_partition_age", self.max_partition_age, float(10**9))
+        _check_number("max_partition_age", self.max_partition_age, MAX_PARTITION_AGE)
         if not isinstance(self.compressed_messages, bool):
             raise Invalid("compressed_messages must be true or false", "compressed_messages")
         if self.min_partitions > self.max_partitions:
@@ -101,3 +123,27 @@ class Message(msgspec.Struct, frozen=True, gc=False):
     id: int
     body: bytes
     published_ms: int = 0
+
+
+class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):
+    """What only one node knows of a queue: its leases in flight and its rates (msg/s)."""
+
+    in_flight: int = 0
+    publish: float = 0.0
+    receive: float = 0.0
+    delete: float = 0.0
+
+    def __add__(self, other: LocalQueueStats) -> LocalQueueStats:
+        return LocalQueueStats(
+            self.in_flight + other.in_flight,
+            self.publish + other.publish,
+            self.receive + other.receive,
+            self.delete + other.delete,
+        )
+
+
+class HeldLease(msgspec.Struct, frozen=True, array_like=True):
+    """A live lease handed from one node to another: the message and its seconds left."""
+
+    id: int
+    seconds_left: float

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from dynamiq.config import load_settings
 from dynamiq.core.clock import FakeClock
-from dynamiq.daemon import create_app
 from dynamiq.storage.lmdb import LmdbBackend
+from dynamiq.testing.server import node_client
 from tests.servers import flush_redis, redis_cluster, redis_server
 
 
@@ -48,15 +48,14 @@ async def _client(flags: dict[str, str]) -> TestClient[object, object]:
     settings = load_settings(
         env={},
         flags={
+            "core.httpport": "0",
             "limits.maxbatch": "100",
             "limits.maxbodybytes": "65536",
             "limits.maxwaitseconds": "5",
             **flags,
         },
     )
-    client: TestClient[object, object] = TestClient(TestServer(await create_app(settings)))
-    await client.start_server()
-    return client
+    return await node_client(settings)
 
 
 @pytest.fixture(params=["lmdb", "redis", "redis-cluster"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
 import threading
 import time
 from urllib.parse import urlsplit
@@ -99,3 +100,44 @@ def test_two_processes_share_one_data_directory(node_factory: type[NodeProcess])
         while len(got) < 10 and time.monotonic() < deadline + 5:
             got += second.receive("shared", 10, wait_seconds=2)
         assert sorted(m.id for m in got) == sorted(ids)
+
+
+def _exchange(url: str, raw: bytes) -> bytes:
+    """Send raw bytes to the node; return its status line."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=5) as sock:
+        sock.sendall(raw)
+        return sock.makefile("rb").readline()
+
+
+def test_malformed_http_is_400_and_logs_one_line_at_most(
+    node_factory: type[NodeProcess],
+) -> None:
+    node = node_factory().start()
+    bad = [
+        b"GET /v2/queues HTTP/1.1\r\nHost: x\r\nX-Evil: a\x00b\r\n\r\n",
+        b"GET /" + b"a" * 8300 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /v2/queues/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /v1/queues/\xc3\x28/messages/1 HTTP/1.1\r\nHost: x\r\n\r\n",
+    ]
+    for _ in range(5):
+        for raw in bad:
+            status = _exchange(node.url, raw).split()[1]
+            assert status in (b"400", b"404"), raw[:40]
+    with Client(node.url) as client:  # still serving
+        client.create_queue("after")
+    time.sleep(0.2)  # the child's output reaches the reader thread
+    log = "".join(node.log)
+    assert "Traceback" not in log
+    assert " 500 " not in log
+    assert log.count("malformed requests") <= 1
+
+
+def test_the_listen_backlog_is_configurable(node_factory: type[NodeProcess]) -> None:
+    node = node_factory("--limits-backlog", "777").start()
+    port = urlsplit(node.url).port
+    out = subprocess.run(
+        ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True
+    ).stdout
+    # For a listening socket ss shows the backlog as Send-Q (the third column).
+    assert out.split()[2] == "777", out

@@ -1,4 +1,4 @@
-"""The aiohttp application: the whole route table and the middleware, in one place."""
+"""The aiohttp application: every API's route table and the middleware, in one place."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ from aiohttp import web
 
 from dynamiq.api import console, internal, observe, v1, v2
 from dynamiq.api.context import SERVICES, Services
-from dynamiq.api.errors import error_middleware
+from dynamiq.api.errors import error_middleware, render_v2
 
 __all__ = ["build_app"]
 
 
-def build_app(services: Services) -> web.Application:
-    """Return the HTTP application serving ``/v1`` and ``/v2`` from ``services``."""
+def build_app(services: Services, max_body_bytes: int) -> web.Application:
+    """Return the HTTP application: ``/v1`` (its own error shape), ``/v2`` and the rest."""
     app = web.Application(
         # The metrics middleware sees every answer, errors rendered included.
-        middlewares=[observe.metrics_middleware, error_middleware],
-        client_max_size=services.limits.maxbodybytes,
+        middlewares=[observe.metrics_middleware, error_middleware(render_v2)],
+        client_max_size=max_body_bytes,
     )
     app[SERVICES] = services
-    app.add_routes(v1.routes())
+    app.add_subapp("/v1", v1.application())
     app.add_routes(v2.routes())
     app.add_routes(internal.routes())
     app.add_routes(observe.routes())

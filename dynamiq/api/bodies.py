@@ -40,14 +40,18 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
         return msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as exc:
         invalid = Invalid(str(exc))
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"malformed JSON: {exc}") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise BadRequest(f"malformed JSON: {_reason(exc)}") from None
     # Typed decoding stops at the first misfit; malformed JSON is still a 400.
     try:
         msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"malformed JSON: {exc}") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise BadRequest(f"malformed JSON: {_reason(exc)}") from None
     raise invalid
+
+
+def _reason(exc: Exception) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def decode_body(message: OutgoingMessage) -> bytes:

@@ -1,66 +1,114 @@
-"""The one place where errors become HTTP responses."""
+"""The one place where errors become HTTP responses; each API version brings its renderer.
+
+Every error, ours or aiohttp's (404, 405, 413), reaches the renderer as one
+of the ``errors`` tree. A client that went away is not a server error: it is
+counted apart (status 499, as proxies do) and logged at debug level only.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
+from collections.abc import Callable
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 from dynamiq.api.bodies import json_response
 from dynamiq.api.context import SERVICES
-from dynamiq.errors import BackendUnavailable, DynamiqError
+from dynamiq.errors import (
+    BackendUnavailable,
+    BadRequest,
+    ClientError,
+    DynamiqError,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    ServerError,
+)
 
-__all__ = ["error_middleware"]
+__all__ = ["CLIENT_GONE", "Renderer", "error_middleware", "render_v1", "render_v2"]
 
 log = logging.getLogger("dynamiq.api")
+
+CLIENT_GONE = 499  # nobody reads it: the status the metrics count it under
+
+# Turns an error into the response body and status of one API version.
+Renderer = Callable[[DynamiqError], web.Response]
+
+
+def render_v2(error: DynamiqError) -> web.Response:
+    """Render ``{"error": CODE, "message": ...}`` with the error's status."""
+    return json_response({"error": error.code, "message": error.message}, status=error.status)
+
 
 # v1 clients were written against the original's statuses.
 _V1_STATUS = {"QUEUE_EXISTS": 422, "TOPIC_EXISTS": 422}
 
-_HTTP_CODES = {
-    400: "BAD_REQUEST",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    413: "PAYLOAD_TOO_LARGE",
-}
+
+def render_v1(error: DynamiqError) -> web.Response:
+    """Render the original's ``{"error": sentence}``, with the stable code beside it."""
+    status = _V1_STATUS.get(error.code, error.status)
+    return json_response({"error": error.message, "code": error.code}, status=status)
 
 
-@web.middleware
-async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Render every error, ours or aiohttp's, with the same envelope."""
-    try:
-        return await handler(request)
-    except DynamiqError as exc:
-        return render(request, exc.status, exc.code, exc.message, exc)
-    except web.HTTPException as exc:
-        if exc.status < 400:
+def _from_http(exc: web.HTTPException, method: str) -> DynamiqError:
+    """Return aiohttp's routing and body-size refusals as errors of the tree."""
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        return MethodNotAllowed(method, frozenset(exc.allowed_methods))
+    if exc.status == 404:
+        return NotFound("no such route")
+    if exc.status == 413:
+        return PayloadTooLarge(exc.text or "the body is too large")
+    if exc.status == 400:
+        return BadRequest(exc.text or "bad request")
+    error: DynamiqError = ClientError(exc.reason) if exc.status < 500 else ServerError(exc.reason)
+    error.status = exc.status
+    return error
+
+
+def error_middleware(render: Renderer) -> Middleware:
+    """Return a middleware that renders every error with ``render``."""
+
+    @web.middleware
+    async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except DynamiqError as exc:
+            error = exc
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            error = _from_http(exc, request.method)
+        except asyncio.CancelledError:
             raise
-        code = _HTTP_CODES.get(exc.status, "HTTP_ERROR")
-        return render(request, exc.status, code, exc.reason or code, None)
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        return render(request, 500, "INTERNAL", "internal error; see the node's log", None)
+        except ConnectionResetError as exc:
+            # The request keeps this exception (its payload failed with it), whose
+            # frames hold the request and its body: a cycle. Break it now.
+            _forget_frames(exc)
+            log.debug("client went away: %s %s", request.method, request.path)
+            request.config_dict[SERVICES].metrics.error("CLIENT_GONE")
+            return web.Response(status=CLIENT_GONE)
+        except Exception as exc:
+            log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
+            _forget_frames(exc)
+            error = ServerError("internal error; see the node's log")
+        return _respond(request, render, error)
+
+    return errors
 
 
-def render(
-    request: web.Request, status: int, code: str, message: str, exc: DynamiqError | None
-) -> web.Response:
-    """Return the error response: ``{"error": CODE, "message": ...}`` on v2.
+def _forget_frames(exc: BaseException) -> None:
+    traceback.clear_frames(exc.__traceback__)
+    exc.__traceback__ = None
 
-    On v1 the original's shape ``{"error": message}`` is kept (with the code
-    beside it) and its statuses where they differ.
-    """
-    if request.path.startswith("/v1/"):
-        response = json_response(
-            {"error": message, "code": code}, status=_V1_STATUS.get(code, status)
-        )
-    else:
-        response = json_response({"error": code, "message": message}, status=status)
-    if isinstance(exc, BackendUnavailable):
-        response.headers["Retry-After"] = str(exc.retry_after)
-    request.app[SERVICES].metrics.error(code)
+
+def _respond(request: web.Request, render: Renderer, error: DynamiqError) -> web.Response:
+    response = render(error)
+    if isinstance(error, BackendUnavailable):
+        response.headers["Retry-After"] = str(error.retry_after)
+    if isinstance(error, MethodNotAllowed):
+        response.headers["Allow"] = ",".join(sorted(error.allowed))
+    request.config_dict[SERVICES].metrics.error(error.code)
     return response

@@ -21,7 +21,7 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
     response = await handler(request)
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
-    request.app[SERVICES].metrics.request(
+    request.config_dict[SERVICES].metrics.request(
         route, request.method, response.status, time.perf_counter() - started
     )
     return response
@@ -34,5 +34,5 @@ def routes() -> list[web.RouteDef]:
 
 async def scrape(request: web.Request) -> web.Response:
     """Serve this node's metrics in the Prometheus text format."""
-    body = request.app[SERVICES].render_metrics()
+    body = request.config_dict[SERVICES].render_metrics()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE + "; charset=utf-8"})

@@ -1,113 +1,37 @@
-"""The OpenAPI 3.1 document of the v2 API; its schemas come from the structs the handlers use."""
+"""The OpenAPI 3.1 document of the v2 API, built from its route table and the structs it uses.
+
+The document is as strict as the server: a client generated from it, or a
+fuzzer that follows it, sends only what the server accepts (ranges, name and
+id patterns, base64 bodies, this node's limits).
+"""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from dynamiq import __version__
 from dynamiq.api import schemas as s
+from dynamiq.api.routes import Param, Route
+from dynamiq.config import LimitsSettings
+from dynamiq.models import ID_PATTERN
 
 __all__ = ["openapi_document"]
 
 _REF = "#/components/schemas/{name}"
 
-# (method, path, summary, request body struct, success status, response struct)
-_OPERATIONS: list[tuple[str, str, str, type | None, int, type | None]] = [
-    ("get", "/v2/queues", "List queues", None, 200, s.QueueList),
-    ("put", "/v2/queues/{queue}", "Create a queue", s.QueueSettingsBody, 201, s.QueueInfo),
-    ("get", "/v2/queues/{queue}", "Describe a queue", None, 200, s.QueueInfo),
-    ("patch", "/v2/queues/{queue}", "Change queue settings", s.QueueSettingsBody, 200, s.QueueInfo),
-    ("delete", "/v2/queues/{queue}", "Delete a queue and its messages", None, 200, None),
-    (
-        "post",
-        "/v2/queues/{queue}/messages",
-        "Publish messages",
-        s.PublishRequest,
-        200,
-        s.PublishResponse,
-    ),
-    (
-        "get",
-        "/v2/queues/{queue}/messages/{id}",
-        "Read a message without leasing it",
-        None,
-        200,
-        s.PeekResponse,
-    ),
-    (
-        "post",
-        "/v2/queues/{queue}/receive",
-        "Lease messages (long poll with wait_seconds)",
-        s.ReceiveRequest,
-        200,
-        s.ReceiveResponse,
-    ),
-    (
-        "post",
-        "/v2/queues/{queue}/delete",
-        "Delete messages",
-        s.DeleteRequest,
-        200,
-        s.DeleteResponse,
-    ),
-    (
-        "post",
-        "/v2/queues/{queue}/visibility",
-        "Extend leases, or end them with 0",
-        s.VisibilityRequest,
-        200,
-        s.VisibilityResponse,
-    ),
-    (
-        "get",
-        "/v2/queues/{queue}/stats",
-        "A queue's contents, oldest message age and rates",
-        None,
-        200,
-        s.QueueStatsDetail,
-    ),
-    (
-        "get",
-        "/v2/queues/{queue}/peek",
-        "The oldest messages, without leasing them (?max=N)",
-        None,
-        200,
-        s.ReceiveResponse,
-    ),
-    ("get", "/v2/stats", "Every queue's stats and their sums", None, 200, s.NodeStats),
-    ("get", "/v2/status", "This node and the cluster members it sees", None, 200, s.Status),
-    ("get", "/v2/topics", "List topics", None, 200, s.TopicList),
-    ("put", "/v2/topics/{topic}", "Create a topic", None, 201, s.TopicInfo),
-    ("get", "/v2/topics/{topic}", "Describe a topic", None, 200, s.TopicInfo),
-    ("delete", "/v2/topics/{topic}", "Delete a topic", None, 200, None),
-    (
-        "put",
-        "/v2/topics/{topic}/subscriptions/{queue}",
-        "Subscribe a queue",
-        None,
-        200,
-        s.TopicInfo,
-    ),
-    (
-        "delete",
-        "/v2/topics/{topic}/subscriptions/{queue}",
-        "Unsubscribe a queue",
-        None,
-        200,
-        s.TopicInfo,
-    ),
-    (
-        "post",
-        "/v2/topics/{topic}/messages",
-        "Publish to every subscribed queue",
-        s.PublishRequest,
-        200,
-        s.TopicPublishResponse,
-    ),
-]
+# Names: 1-80 characters of A-Z a-z 0-9 _ . -, but not "." or "..".
+NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,80}$"
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+_PATH_PARAMS = {
+    "queue": {"type": "string", "pattern": NAME_PATTERN},
+    "topic": {"type": "string", "pattern": NAME_PATTERN},
+    "id": {"type": "string", "pattern": ID_PATTERN},
+}
 
 _ERRORS = {
     "400": "Malformed JSON",
@@ -119,18 +43,6 @@ _ERRORS = {
 }
 
 
-_QUERY = {
-    "/v2/queues/{queue}/peek": [
-        {
-            "name": "max",
-            "in": "query",
-            "required": False,
-            "schema": {"type": "integer", "minimum": 1, "default": 10},
-        },
-    ],
-}
-
-
 def _ref(kind: type) -> dict[str, str]:
     return {"$ref": _REF.format(name=kind.__name__)}
 
@@ -139,45 +51,68 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def _operation(
-    path: str, summary: str, request: type | None, status: int, response: type | None
-) -> dict[str, Any]:
+_DELETED = {
+    "type": "object",
+    "properties": {"deleted": {"type": "boolean"}},
+    "required": ["deleted"],
+}
+
+
+def _query_schema(param: Param, limits: LimitsSettings) -> dict[str, Any]:
+    if param.at_most_batch:
+        return {**param.schema, "maximum": limits.maxbatch}
+    return param.schema
+
+
+def _operation(route: Route, limits: LimitsSettings) -> dict[str, Any]:
     params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in ("queue", "topic", "id")
-        if "{" + name + "}" in path
+        {"name": name, "in": "path", "required": True, "schema": schema}
+        for name, schema in _PATH_PARAMS.items()
+        if "{" + name + "}" in route.path
     ]
-    ok_schema = (
-        _ref(response)
-        if response
-        else {
-            "type": "object",
-            "properties": {"deleted": {"type": "boolean"}},
-            "required": ["deleted"],
-        }
-    )
-    responses: dict[str, Any] = {str(status): {"description": "OK", "content": _json(ok_schema)}}
+    params += [
+        {"name": p.name, "in": "query", "required": False, "schema": _query_schema(p, limits)}
+        for p in route.query
+    ]
+    ok = _ref(route.response) if route.response else _DELETED
+    responses: dict[str, Any] = {str(route.status): {"description": "OK", "content": _json(ok)}}
     for code, text in _ERRORS.items():
         responses[code] = {"description": text, "content": _json(_ref(s.ErrorBody))}
-    op: dict[str, Any] = {"summary": summary, "parameters": params, "responses": responses}
-    if request is not None:
-        op["requestBody"] = {
-            "required": request is not s.QueueSettingsBody,
-            "content": _json(_ref(request)),
-        }
+    op: dict[str, Any] = {"summary": route.summary, "parameters": params, "responses": responses}
+    if route.request is not None:
+        op["requestBody"] = {"required": route.body_required, "content": _json(_ref(route.request))}
     return op
 
 
+def _apply_limits(components: dict[str, Any], limits: LimitsSettings) -> None:
+    """Write this node's limits and the base64 rule into the generated schemas."""
+    props = {name: c.get("properties", {}) for name, c in components.items()}
+    for name, field in (("PublishRequest", "messages"), ("DeleteRequest", "ids")):
+        props[name][field]["maxItems"] = limits.maxbatch
+    props["VisibilityRequest"]["ids"]["maxItems"] = limits.maxbatch
+    props["ReceiveRequest"]["max_messages"]["maximum"] = limits.maxbatch
+    props["ReceiveRequest"]["wait_seconds"]["maximum"] = limits.maxwaitseconds
+    components["OutgoingMessage"]["if"] = {
+        "properties": {"encoding": {"const": "base64"}},
+        "required": ["encoding"],
+    }
+    components["OutgoingMessage"]["then"] = {
+        "properties": {"body": {"contentEncoding": "base64", "pattern": BASE64_PATTERN}}
+    }
+
+
 @functools.cache
-def openapi_document() -> dict[str, Any]:
-    """Return the OpenAPI document (built once)."""
-    kinds = {k for _, _, _, req, _, resp in _OPERATIONS for k in (req, resp) if k} | {s.ErrorBody}
+def openapi_document(routes: Sequence[Route], limits: LimitsSettings) -> dict[str, Any]:
+    """Return the OpenAPI document of ``routes`` under ``limits`` (built once per pair)."""
+    documented = [r for r in routes if r.summary]
+    kinds = {k for r in documented for k in (r.request, r.response) if k} | {s.ErrorBody}
     _, components = msgspec.json.schema_components(
         sorted(kinds, key=lambda k: k.__name__), ref_template=_REF
     )
+    _apply_limits(components, limits)
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, summary, request, status, response in _OPERATIONS:
-        paths.setdefault(path, {})[method] = _operation(path, summary, request, status, response)
+    for route in documented:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, limits)
     return {
         "openapi": "3.1.0",
         "info": {

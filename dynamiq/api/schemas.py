@@ -11,12 +11,17 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from dynamiq.models import (
+    ID_PATTERN,
+    MAX_PARTITION_AGE,
+    MAX_PARTITIONS_LIMIT,
+    MAX_VISIBILITY_TIMEOUT,
+)
+
 __all__ = [
     "DeleteRequest",
     "DeleteResponse",
     "ErrorBody",
-    "Member",
-    "NodeStats",
     "OutgoingMessage",
     "PeekResponse",
     "PublishRequest",
@@ -25,23 +30,23 @@ __all__ = [
     "QueueList",
     "QueueSettingsBody",
     "QueueStatsBody",
-    "QueueStatsDetail",
-    "Rates",
     "ReceiveRequest",
     "ReceiveResponse",
     "ReceivedMessage",
-    "Status",
     "TopicInfo",
     "TopicList",
     "TopicPublishResponse",
-    "Totals",
     "VisibilityRequest",
     "VisibilityResponse",
 ]
 
 Encoding = Literal["utf-8", "base64"]
-# Checked by the handler (parse_id), once: decimal digits in [0, 2^63-1].
-IdText = Annotated[str, msgspec.Meta(description="a message id: decimal digits, < 2^63")]
+IdText = Annotated[
+    str,
+    msgspec.Meta(pattern=ID_PATTERN, description="a message id: decimal digits, < 2^63"),
+]
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_VISIBILITY_TIMEOUT)]
+PartitionCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_PARTITIONS_LIMIT)]
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -78,7 +83,7 @@ class ReceiveRequest(_Body):
 
     max_messages: Annotated[int, msgspec.Meta(ge=1)] = 1
     wait_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    visibility_timeout: Annotated[float, msgspec.Meta(gt=0, le=43200)] | None = None
+    visibility_timeout: Seconds | None = None
     encoding: Literal["auto", "base64"] = "auto"
 
 
@@ -113,7 +118,7 @@ class VisibilityRequest(_Body):
     """Extend the leases of ``ids`` to ``visibility_timeout`` seconds from now; 0 ends them."""
 
     ids: Annotated[list[IdText], msgspec.Meta(min_length=1)]
-    visibility_timeout: Annotated[float, msgspec.Meta(ge=0, le=43200)]
+    visibility_timeout: Annotated[float, msgspec.Meta(ge=0, le=MAX_VISIBILITY_TIMEOUT)]
 
 
 class VisibilityResponse(msgspec.Struct):
@@ -133,10 +138,10 @@ class DeleteResponse(msgspec.Struct):
 class QueueSettingsBody(_Body):
     """A queue's settings; in a create or update request every field is optional."""
 
-    visibility_timeout: float | None = None
-    min_partitions: int | None = None
-    max_partitions: int | None = None
-    max_partition_age: float | None = None
+    visibility_timeout: Seconds | None = None
+    min_partitions: PartitionCount | None = None
+    max_partitions: PartitionCount | None = None
+    max_partition_age: Annotated[float, msgspec.Meta(gt=0, le=MAX_PARTITION_AGE)] | None = None
     compressed_messages: bool | None = None
 
 
@@ -146,68 +151,6 @@ class QueueStatsBody(msgspec.Struct):
     depth: int
     in_flight: int
     partitions: int
-
-
-class Rates(msgspec.Struct):
-    """Messages per second over the last 10 seconds."""
-
-    publish: float
-    receive: float
-    delete: float
-
-
-class QueueStatsDetail(msgspec.Struct):
-    """A queue's contents and movement; ``oldest_age_seconds`` is null when it is empty."""
-
-    queue: str
-    visible: int
-    in_flight: int
-    depth: int
-    oldest_age_seconds: float | None
-    rates: Rates
-    partitions: int
-
-
-class Totals(msgspec.Struct):
-    """Sums over every queue."""
-
-    visible: int
-    in_flight: int
-    depth: int
-    rates: Rates
-
-
-class NodeStats(msgspec.Struct):
-    """Every queue's stats and their sums."""
-
-    node: str
-    members: int
-    queues: list[QueueStatsDetail]
-    totals: Totals
-
-
-class Member(msgspec.Struct):
-    """A cluster member, its gossip state (online, suspect, offline, left) and its slice.
-
-    The slice is the ids it owns in the live view (decimal strings, inclusive);
-    empty for a member that is not live.
-    """
-
-    name: str
-    http: str
-    state: str
-    slice: list[str]
-
-
-class Status(msgspec.Struct):
-    """This node, the ids it serves now, and the members it heard of.
-
-    ``serving`` is empty while the node waits for its slice to be handed over.
-    """
-
-    node: str
-    members: list[Member]
-    serving: list[str]
 
 
 class QueueInfo(msgspec.Struct):

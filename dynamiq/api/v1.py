@@ -1,47 +1,38 @@
 """The original Dynamiq's v1 routes: same paths, statuses and body shapes, its bugs fixed.
 
 Bodies are raw bytes on the way in; on the way out v1 gives them as JSON text,
-with invalid UTF-8 replaced by U+FFFD (use v2 for binary payloads).
+with invalid UTF-8 replaced by U+FFFD (use v2 for binary payloads). The API
+is a sub-application mounted at ``/v1`` with the original's error shape.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from aiohttp import web
 
 from dynamiq.api.bodies import json_response
-from dynamiq.api.context import SERVICES
+from dynamiq.api.delivery import deliver
+from dynamiq.api.errors import error_middleware, render_v1
+from dynamiq.api.routes import Route, node, queue_param, route_defs
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
 from dynamiq.models import Message, parse_id
 
-__all__ = ["routes"]
+__all__ = ["ROUTES", "application"]
 
+log = logging.getLogger("dynamiq.api")
 
-def routes() -> list[web.RouteDef]:
-    """Return the v1 route table."""
-    return [
-        web.get("/v1/status/servers", servers),
-        web.get("/v1/status/partitionrange", partition_range),
-        web.get("/v1/topics", list_topics),
-        web.put("/v1/topics/{topic}", create_topic),
-        web.get("/v1/topics/{topic}", get_topic),
-        web.delete("/v1/topics/{topic}", delete_topic),
-        web.put("/v1/topics/{topic}/queues/{queue}", subscribe),
-        web.delete("/v1/topics/{topic}/queues/{queue}", unsubscribe),
-        web.put("/v1/topics/{topic}/message", publish_topic),
-        web.get("/v1/queues", list_queues),
-        web.put("/v1/queues/{queue}", create_queue),
-        web.get("/v1/queues/{queue}", get_queue),
-        web.patch("/v1/queues/{queue}", configure_queue),
-        web.delete("/v1/queues/{queue}", delete_queue),
-        web.put("/v1/queues/{queue}/message", publish),
-        web.get("/v1/queues/{queue}/message/{id}", peek),
-        web.delete("/v1/queues/{queue}/message/{id}", delete_message),
-        web.get("/v1/queues/{queue}/messages/{batch}", receive),
-        web.delete("/v1/queues/{queue}/messages/{ids}", delete_messages),
-    ]
+# The original's final version spells the settings in PascalCase, earlier
+# ones in snake_case: a queue is described with both.
+_PASCAL = {
+    "visibility_timeout": "VisibilityTimeout",
+    "min_partitions": "MinPartitions",
+    "max_partitions": "MaxPartitions",
+    "max_partition_age": "MaxPartitionAge",
+    "compressed_messages": "CompressedMessages",
+}
 
 
 def _text(message: Message) -> dict[str, str]:
@@ -53,13 +44,13 @@ def _text(message: Message) -> dict[str, str]:
 
 async def servers(request: web.Request) -> web.Response:
     """List the live members, one ``Member: <name> <ip>`` line each."""
-    members = request.app[SERVICES].membership.members()
+    members = node(request).membership.members()
     return web.Response(text="".join(f"Member: {m.name} {m.host}\n" for m in members))
 
 
 async def partition_range(request: web.Request) -> web.Response:
     """Return this node's slice of the id keyspace as decimal strings."""
-    membership = request.app[SERVICES].membership
+    membership = node(request).membership
     lo, hi = membership.slice_of(membership.local().name)
     return json_response({"bottom": str(lo), "top": str(hi)})
 
@@ -69,52 +60,46 @@ async def partition_range(request: web.Request) -> web.Response:
 
 async def list_topics(request: web.Request) -> web.Response:
     """List topics."""
-    return json_response({"topics": request.app[SERVICES].catalog.topics()})
+    return json_response({"topics": node(request).topic_names()})
 
 
 async def create_topic(request: web.Request) -> web.Response:
     """Create a topic: 201, or 422 when it exists."""
-    catalog = request.app[SERVICES].catalog
-    await catalog.create_topic(request.match_info["topic"])
+    await node(request).create_topic(request.match_info["topic"])
     return json_response({"Queues": []}, status=201)
 
 
 async def get_topic(request: web.Request) -> web.Response:
     """Return a topic's subscribers."""
-    catalog = request.app[SERVICES].catalog
-    return json_response({"Queues": catalog.topic(request.match_info["topic"])})
+    return json_response({"Queues": node(request).subscribers(request.match_info["topic"])})
 
 
 async def delete_topic(request: web.Request) -> web.Response:
     """Delete a topic."""
-    await request.app[SERVICES].catalog.delete_topic(request.match_info["topic"])
+    await node(request).delete_topic(request.match_info["topic"])
     return json_response({"Deleted": True})
 
 
 async def subscribe(request: web.Request) -> web.Response:
     """Subscribe a queue; both must exist (422 otherwise, as the original)."""
-    catalog = request.app[SERVICES].catalog
     topic, queue = request.match_info["topic"], request.match_info["queue"]
     try:
-        subscribers = await catalog.subscribe(topic, queue)
+        subscribers = await node(request).subscribe(topic, queue)
     except NotFound as exc:
-        kind = "Queue" if isinstance(exc, QueueNotFound) else "Topic"
-        name = queue if kind == "Queue" else topic
+        kind, name = ("Queue", queue) if isinstance(exc, QueueNotFound) else ("Topic", topic)
         raise Invalid(f"{kind} {name} does not exist. Please create it first.") from None
     return json_response({"Queues": subscribers})
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue; return the remaining subscribers."""
-    catalog = request.app[SERVICES].catalog
-    remaining = await catalog.unsubscribe(request.match_info["topic"], request.match_info["queue"])
-    return json_response({"Queues": remaining})
+    topic, queue = request.match_info["topic"], request.match_info["queue"]
+    return json_response({"Queues": await node(request).unsubscribe(topic, queue)})
 
 
 async def publish_topic(request: web.Request) -> web.Response:
     """Publish the raw body to every subscriber: ``{queue: id}``."""
-    svc = request.app[SERVICES]
-    ids = await svc.topics.publish(request.match_info["topic"], [await request.read()])
+    ids = await node(request).publish_topic(request.match_info["topic"], [await request.read()])
     return json_response({queue: str(mids[0]) for queue, mids in ids.items()})
 
 
@@ -123,40 +108,41 @@ async def publish_topic(request: web.Request) -> web.Response:
 
 async def list_queues(request: web.Request) -> web.Response:
     """List queues."""
-    return json_response({"queues": request.app[SERVICES].catalog.queues()})
+    return json_response({"queues": node(request).queue_names()})
 
 
 async def create_queue(request: web.Request) -> web.Response:
     """Create a queue with default settings: 201 ``"created"``."""
-    await request.app[SERVICES].catalog.create_queue(request.match_info["queue"])
+    await node(request).create_queue(request.match_info["queue"])
     return json_response("created", status=201)
 
 
 async def get_queue(request: web.Request) -> web.Response:
-    """Return a queue's settings and its partition count."""
-    svc = request.app[SERVICES]
-    name = request.match_info["queue"]
-    try:
-        record = svc.catalog.queue(name)
-    except QueueNotFound:
-        return json_response(f"There is no queue named {name}", status=404)
-    stats = await svc.queues.stats(name)
-    return json_response({**record.settings.to_dict(), "partitions": stats.partitions})
+    """Return a queue's settings, in both spellings, and its partition count."""
+    view = await node(request).describe_queue(request.match_info["queue"])
+    settings = view.settings.to_dict()
+    pascal = {_PASCAL[key]: value for key, value in settings.items()}
+    return json_response({**settings, **pascal, "partitions": view.stats.partitions})
 
 
 async def configure_queue(request: web.Request) -> web.Response:
-    """Change settings from a JSON object; validated, effective at once."""
-    svc = request.app[SERVICES]
-    name = request.match_info["queue"]
-    svc.catalog.queue(name)
+    """Change settings from a JSON object; validated, effective at once.
+
+    Unknown keys are ignored, as the original's JSON decoding did (its
+    client's own example misspells one); the known ones are applied.
+    """
+    name = queue_param(request)
     changes = await _json_object(request)
-    await svc.catalog.configure_queue(name, changes)
+    known = {key: value for key, value in changes.items() if key in _PASCAL}
+    if len(known) < len(changes):
+        log.debug("v1 PATCH %s: ignored unknown keys %s", name, sorted(set(changes) - set(known)))
+    await node(request).configure_queue(name, known)
     return json_response("ok")
 
 
 async def delete_queue(request: web.Request) -> web.Response:
     """Delete a queue and its messages."""
-    await request.app[SERVICES].delete_queue(request.match_info["queue"])
+    await node(request).delete_queue(request.match_info["queue"])
     return json_response({"Deleted": True})
 
 
@@ -165,54 +151,48 @@ async def delete_queue(request: web.Request) -> web.Response:
 
 async def publish(request: web.Request) -> web.Response:
     """Publish the raw body; the id comes back as raw text once it is durable."""
-    svc = request.app[SERVICES]
-    (message_id,) = await svc.queues.publish(request.match_info["queue"], [await request.read()])
+    (message_id,) = await node(request).publish(request.match_info["queue"], [await request.read()])
     return web.Response(text=str(message_id))
 
 
 async def peek(request: web.Request) -> web.Response:
     """Read one message by id without leasing it."""
-    svc = request.app[SERVICES]
-    name = request.match_info["queue"]
-    svc.catalog.queue(name)
-    message = await svc.queues.peek(name, parse_id(request.match_info["id"]))
+    name = queue_param(request)
+    message = await node(request).peek(name, parse_id(request.match_info["id"]))
     return json_response({"messages": [_text(message)]})
 
 
 async def receive(request: web.Request) -> web.Response:
     """Lease up to ``batch`` messages: ``[{"id", "body"}, ...]``."""
-    svc = request.app[SERVICES]
-    name = request.match_info["queue"]
-    svc.catalog.queue(name)
-    batch = _batch_size(request.match_info["batch"], svc.limits.maxbatch)
-    messages = await svc.coordinator.receive(name, batch)
-    return json_response([_text(m) for m in messages])
+    name = queue_param(request)
+    batch = _batch_size(request.match_info["batch"], node(request).limits.maxbatch)
+
+    def render(messages: list[Message]) -> web.Response:
+        return json_response([_text(m) for m in messages])
+
+    return await deliver(request, name, batch, None, 0.0, render)
 
 
 async def delete_message(request: web.Request) -> web.Response:
     """Delete one message: ``true`` if it existed, ``false`` if not."""
-    svc = request.app[SERVICES]
-    name = request.match_info["queue"]
-    svc.catalog.queue(name)
-    (existed,) = await svc.coordinator.delete(name, [parse_id(request.match_info["id"])])
+    name = queue_param(request)
+    (existed,) = await node(request).delete(name, [parse_id(request.match_info["id"])])
     return json_response(existed)
 
 
 async def delete_messages(request: web.Request) -> web.Response:
     """Delete comma-separated ids: ``{"deleted": n}`` counting those that existed."""
-    svc = request.app[SERVICES]
-    name = request.match_info["queue"]
-    svc.catalog.queue(name)
+    name = queue_param(request)
     parts = request.match_info["ids"].split(",")
-    if len(parts) > svc.limits.maxbatch:
-        raise Invalid(f"at most {svc.limits.maxbatch} ids per request", field="ids")
-    ids = [parse_id(p.strip()) for p in parts]
-    existed = await svc.coordinator.delete(name, ids)
+    limit = node(request).limits.maxbatch
+    if len(parts) > limit:
+        raise Invalid(f"at most {limit} ids per request", field="ids")
+    existed = await node(request).delete(name, [parse_id(p.strip()) for p in parts])
     return json_response({"deleted": sum(existed)})
 
 
 def _batch_size(text: str, limit: int) -> int:
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= limit:
+    if not (text.isascii() and text.isdigit() and len(text) <= 9) or not 1 <= int(text) <= limit:
         raise Invalid(f"batch size must be an integer from 1 to {limit}", field="batchSize")
     return int(text)
 
@@ -220,8 +200,38 @@ def _batch_size(text: str, limit: int) -> int:
 async def _json_object(request: web.Request) -> dict[str, Any]:
     try:
         data = json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise BadRequest("the body must be a JSON object") from None
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     return data
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/status/servers", servers),
+    Route("GET", "/status/partitionrange", partition_range),
+    Route("GET", "/topics", list_topics),
+    Route("PUT", "/topics/{topic}", create_topic),
+    Route("GET", "/topics/{topic}", get_topic),
+    Route("DELETE", "/topics/{topic}", delete_topic),
+    Route("PUT", "/topics/{topic}/queues/{queue}", subscribe),
+    Route("DELETE", "/topics/{topic}/queues/{queue}", unsubscribe),
+    Route("PUT", "/topics/{topic}/message", publish_topic),
+    Route("GET", "/queues", list_queues),
+    Route("PUT", "/queues/{queue}", create_queue),
+    Route("GET", "/queues/{queue}", get_queue),
+    Route("PATCH", "/queues/{queue}", configure_queue),
+    Route("DELETE", "/queues/{queue}", delete_queue),
+    Route("PUT", "/queues/{queue}/message", publish),
+    Route("GET", "/queues/{queue}/message/{id}", peek),
+    Route("DELETE", "/queues/{queue}/message/{id}", delete_message),
+    Route("GET", "/queues/{queue}/messages/{batch}", receive),
+    Route("DELETE", "/queues/{queue}/messages/{ids}", delete_messages),
+)
+
+
+def application() -> web.Application:
+    """Return the v1 API as a sub-application (mounted at ``/v1``) with its own error shape."""
+    app = web.Application(middlewares=[error_middleware(render_v1)])
+    app.add_routes(route_defs(ROUTES))
+    return app

@@ -6,9 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from dynamiq.cluster.slices import slices
+from dynamiq.errors import DynamiqError
+from dynamiq.keyspace import KeyRange, slices
 
-__all__ = ["Member", "MemberState", "Membership", "StaticMembership", "ViewListener"]
+__all__ = [
+    "FatalHandler",
+    "Member",
+    "MemberState",
+    "Membership",
+    "StaticMembership",
+    "ViewListener",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +41,29 @@ class MemberState:
 # ``stalled`` when this process was paused long enough for others to take over.
 ViewListener = Callable[[list[Member], bool], None]
 
+# Called when this node cannot go on in the cluster (a twin showed up, gossip died).
+FatalHandler = Callable[[DynamiqError], None]
+
 
 class Membership(Protocol):
     """The live members; the gossip adapter keeps it current."""
+
+    async def start(self, on_fatal: FatalHandler) -> None:
+        """Join the cluster; later, ``on_fatal`` hears why this node must stop.
+
+        Raises:
+            ConfigError: this node cannot join as configured (port taken, name in use).
+        """
+        ...
+
+    async def stop(self) -> None:
+        """Leave the cluster (the others see this node go); idempotent."""
+        ...
+
+    @property
+    def address(self) -> str:
+        """Return this node's gossip address (``host:port`` once started), empty without gossip."""
+        ...
 
     def local(self) -> Member:
         """Return this node."""
@@ -45,7 +73,7 @@ class Membership(Protocol):
         """Return the live members, sorted by name (this node included)."""
         ...
 
-    def slice_of(self, name: str) -> tuple[int, int]:
+    def slice_of(self, name: str) -> KeyRange:
         """Return the slice ``(lo, hi)`` a live member serves, inclusive."""
         ...
 
@@ -68,9 +96,16 @@ class StaticMembership:
     def __init__(self, local: Member) -> None:
         self._local = local
 
-    def advertise(self, http: str) -> None:
-        """Set this node's HTTP URL once it listens (the port may be chosen by the OS)."""
-        self._local = Member(self._local.name, self._local.host, http)
+    async def start(self, on_fatal: FatalHandler) -> None:
+        """Nothing to join."""
+
+    async def stop(self) -> None:
+        """Nothing to leave."""
+
+    @property
+    def address(self) -> str:
+        """No gossip: no address."""
+        return ""
 
     def local(self) -> Member:
         """Return this node."""
@@ -80,7 +115,7 @@ class StaticMembership:
         """Return this node only."""
         return [self._local]
 
-    def slice_of(self, name: str) -> tuple[int, int]:
+    def slice_of(self, name: str) -> KeyRange:
         """Return the slice of ``name`` among the live members."""
         return slices(m.name for m in self.members())[name]
 

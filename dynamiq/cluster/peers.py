@@ -20,21 +20,14 @@ from dynamiq.cluster.wire import (
     PeerVisibility,
     QueueNames,
 )
-from dynamiq.models import Message
+from dynamiq.errors import PeerUnavailable
+from dynamiq.models import HeldLease, LocalQueueStats, Message
 
-__all__ = ["PeerClient", "PeerUnavailable"]
+__all__ = ["PeerClient"]
 
 T = TypeVar("T")
 
 PEER_TIMEOUT_SECONDS = 2.0
-
-
-class PeerUnavailable(Exception):
-    """A peer did not answer, or answered with an error."""
-
-    def __init__(self, member: Member, why: str, status: int = 0) -> None:
-        super().__init__(f"peer {member.name} ({member.http}): {why}")
-        self.status = status
 
 
 class PeerClient:
@@ -60,7 +53,7 @@ class PeerClient:
                 member, f"queues/{queue}/receive", PeerReceive(count, visibility), PeerMessages
             )
         except PeerUnavailable as exc:
-            if exc.status == 404:  # the queue is not there yet (or any more)
+            if exc.peer_status == 404:  # the queue is not there yet (or any more)
                 return []
             raise
         return [Message(mid, body, published) for mid, body, published in got.messages]
@@ -78,20 +71,18 @@ class PeerClient:
         """Tell ``member`` that ``ids`` were deleted: end its leases on them."""
         await self._post(member, f"queues/{queue}/release", PeerIds(ids), None)
 
-    async def stats(
-        self, member: Member, queues: list[str]
-    ) -> dict[str, tuple[int, float, float, float]]:
+    async def stats(self, member: Member, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Return ``member``'s own leases in flight and rates per queue."""
         return (await self._post(member, "stats", QueueNames(queues), PeerStats)).queues
 
     async def handoff(
         self, member: Member, lo: int, hi: int, name: str
-    ) -> dict[str, list[tuple[int, float]]] | None:
+    ) -> dict[str, list[HeldLease]] | None:
         """Ask ``member`` to hand over ``[lo, hi]``; None while it still serves part of it."""
         try:
             got = await self._post(member, "handoff", Handoff(lo, hi, name), HandoffLeases)
         except PeerUnavailable as exc:
-            if exc.status == 409:
+            if exc.peer_status == 409:
                 return None
             raise
         return got.leases
@@ -114,12 +105,12 @@ class PeerClient:
             ) as response:
                 raw = await response.read()
                 if response.status >= 300:
-                    raise PeerUnavailable(member, f"HTTP {response.status}", response.status)
+                    raise PeerUnavailable(member.name, f"HTTP {response.status}", response.status)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise PeerUnavailable(member, str(exc) or type(exc).__name__) from None
+            raise PeerUnavailable(member.name, str(exc) or type(exc).__name__) from None
         if kind is None:
             return None  # type: ignore[return-value]
         try:
             return msgspec.msgpack.decode(raw, type=kind)
         except msgspec.ValidationError as exc:
-            raise PeerUnavailable(member, f"bad answer: {exc}") from None
+            raise PeerUnavailable(member.name, f"bad answer: {exc}") from None

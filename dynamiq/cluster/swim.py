@@ -26,7 +26,7 @@ import logging
 import secrets
 import socket
 import time
-from collections.abc import Callable, Set
+from collections.abc import Set
 from contextlib import AsyncExitStack
 from typing import NoReturn
 
@@ -37,11 +37,11 @@ from swimprotocol.udp import UdpTransport
 from swimprotocol.udp.config import UdpConfig
 from swimprotocol.worker import Worker
 
-from dynamiq.cluster.base import Member, MemberState, ViewListener
-from dynamiq.cluster.slices import slices
+from dynamiq.cluster.base import FatalHandler, Member, MemberState, ViewListener
 from dynamiq.errors import ConfigError, DynamiqError, ServerError
+from dynamiq.keyspace import KeyRange, slices
 
-__all__ = ["SwimMembership", "free_gossip_port"]
+__all__ = ["SwimMembership", "claim_port"]
 
 log = logging.getLogger("dynamiq.cluster")
 
@@ -71,25 +71,31 @@ class _Worker(Worker):
             await asyncio.sleep(self.config.ping_interval)
 
 
-def free_gossip_port(host: str) -> int:
-    """Return a port free for both UDP and TCP on ``host`` (for ``core.port = 0``)."""
+def claim_port(host: str, port: int) -> int:
+    """Bind ``port`` (0: one the OS picks) for UDP and TCP for a moment; return it.
+
+    The library binds with ``reuse_port``, which would let a second process
+    share the port silently: an exclusive bind first tells a taken port.
+    TCP sockets left in TIME_WAIT by an earlier run of this node do not
+    count as taken (``SO_REUSEADDR``); a listener does.
+
+    Raises:
+        OSError: the port is held by another socket.
+    """
     for _ in range(20):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            udp.bind((host, 0))
-            port: int = udp.getsockname()[1]
-        try:
-            _claim(host, port)
-        except OSError:
-            continue
-        return port
-    raise ConfigError("found no free gossip port", key="core.port")
-
-
-def _claim(host: str, port: int) -> None:
-    """Bind ``port`` exclusively for a moment; raise OSError when another process holds it."""
-    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
-        with socket.socket(socket.AF_INET, kind) as sock:
-            sock.bind((host, port))
+            udp.bind((host, port))
+            chosen: int = udp.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+                tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    tcp.bind((host, chosen))
+                except OSError:
+                    if port:
+                        raise
+                    continue  # the OS chose a UDP port whose TCP twin is in use
+        return chosen
+    raise OSError(f"found no port free for both UDP and TCP on {host}")
 
 
 class SwimMembership:
@@ -105,6 +111,7 @@ class SwimMembership:
     def __init__(
         self,
         name: str,
+        http: str,
         address: str,
         seeds: list[str],
         secret: str,
@@ -119,21 +126,21 @@ class SwimMembership:
         self._suspect_timeout = suspect_timeout
         self._boot = secrets.token_hex(8)
         self._started_ms = time.time_ns() // 1_000_000
-        self._local = Member(name, address.rpartition(":")[0], "", self._boot)
+        self._local = Member(name, address.rpartition(":")[0], http, self._boot)
         self._departed: dict[str, str] = {}  # name -> boot id that left
         self._listeners: list[ViewListener] = []
         self._members: Members | None = None
         self._stack = AsyncExitStack()
         self._loop_task: asyncio.Task[None] | None = None
         self._worker_task: asyncio.Task[NoReturn] | None = None
-        self._fatal: Callable[[DynamiqError], None] = _raise
+        self._fatal: FatalHandler = _raise
         self._set_view((self._local,))
 
     # -- the port ------------------------------------------------------------
 
     @property
     def address(self) -> str:
-        """This node's gossip address, ``host:port``."""
+        """This node's gossip address, ``host:port`` (the port is known once started)."""
         return self._address
 
     @property
@@ -149,7 +156,7 @@ class SwimMembership:
         """Return the live members, sorted by name (this node included)."""
         return list(self._view)
 
-    def slice_of(self, name: str) -> tuple[int, int]:
+    def slice_of(self, name: str) -> KeyRange:
         """Return the slice of a live member."""
         return self._slices[name]
 
@@ -174,12 +181,7 @@ class SwimMembership:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def advertise(self, http: str) -> None:
-        """Set this node's HTTP URL; call before ``start``."""
-        self._local = Member(self._name, self._local.host, http, self._boot)
-        self._set_view((self._local,))
-
-    async def start(self, on_fatal: Callable[[DynamiqError], None]) -> None:
+    async def start(self, on_fatal: FatalHandler) -> None:
         """Bind the gossip port, join the seeds, and check that this node's name is free.
 
         Later, ``on_fatal`` hears why this node must stop: a node with its
@@ -191,12 +193,13 @@ class SwimMembership:
         """
         host, _, port = self._address.rpartition(":")
         try:
-            _claim(host, int(port))
+            self._address = f"{host}:{claim_port(host, int(port))}"
         except OSError as exc:
             raise ConfigError(
                 f"gossip port {self._address} is taken ({exc.strerror}): another node?",
                 key="core.port",
             ) from None
+        self._seeds = [s for s in self._seeds if s != self._address]
         config = UdpConfig(
             local_name=self._address,
             peers=self._seeds,
@@ -222,7 +225,7 @@ class SwimMembership:
         self._loop_task = asyncio.create_task(self._view_loop())
 
     async def stop(self) -> None:
-        """Stop gossiping (the others see this node go offline)."""
+        """Stop gossiping (the others see this node go offline); idempotent."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

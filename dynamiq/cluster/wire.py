@@ -11,6 +11,8 @@ import hmac
 
 import msgspec
 
+from dynamiq.models import HeldLease, LocalQueueStats
+
 __all__ = [
     "PEER_HEADER",
     "Handoff",
@@ -68,9 +70,9 @@ class Handoff(msgspec.Struct):
 
 
 class HandoffLeases(msgspec.Struct):
-    """Live leases in the range handed over: per queue, ``(id, seconds left)``."""
+    """Live leases in the range handed over, per queue."""
 
-    leases: dict[str, list[tuple[int, float]]]
+    leases: dict[str, list[HeldLease]]
 
 
 class Leave(msgspec.Struct):
@@ -87,6 +89,6 @@ class QueueNames(msgspec.Struct):
 
 
 class PeerStats(msgspec.Struct):
-    """Per queue, what only one node knows: ``(in_flight, publish, receive, delete rates)``."""
+    """Per queue, what only the answering node knows."""
 
-    queues: dict[str, tuple[int, float, float, float]]
+    queues: dict[str, LocalQueueStats]

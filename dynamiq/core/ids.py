@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 
 __all__ = [
-    "ID_MAX",
     "SEQ_BITS",
     "SEQ_MASK",
     "STRIPES",
@@ -33,7 +32,6 @@ __all__ = [
     "stripes_within",
 ]
 
-ID_MAX = (1 << 63) - 1
 STRIPE_BITS = 8
 SEQ_BITS = 63 - STRIPE_BITS
 STRIPES = 1 << STRIPE_BITS

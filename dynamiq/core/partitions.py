@@ -15,16 +15,15 @@ from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 from dynamiq.core.ids import STRIPE_BITS, stripe_of, stripe_range
+from dynamiq.keyspace import KeyRange
 from dynamiq.models import QueueSettings
 
-__all__ = ["EMPTY_HINT_SECONDS", "KeyRange", "Partition", "PartitionSet", "layout"]
+__all__ = ["EMPTY_HINT_SECONDS", "Partition", "PartitionSet", "layout"]
 
 # How long a partition found empty is skipped unless a local publish or an
 # expired lease says otherwise. Bounds how late a publish through another
 # process is noticed.
 EMPTY_HINT_SECONDS = 1.0
-
-KeyRange = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)

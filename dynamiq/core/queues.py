@@ -13,7 +13,6 @@ from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.ids import (
     EPOCH_US,
-    ID_MAX,
     STRIPES,
     IdGenerator,
     seq_of,
@@ -21,12 +20,13 @@ from dynamiq.core.ids import (
     stripes_within,
 )
 from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, KeyRange, Partition, PartitionSet, layout
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, layout
 from dynamiq.core.rates import RateCounter
 from dynamiq.core.records import RecentRecords, decode, encode
 from dynamiq.errors import MessageNotFound, ServerError
+from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import Message
+from dynamiq.models import HeldLease, LocalQueueStats, Message
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["QueueService", "QueueStats"]
@@ -124,7 +124,7 @@ class QueueService:
         catalog: Catalog,
         clock: Clock,
         ids: IdGenerator | None = None,
-        keyspace: KeyRange | None = (0, ID_MAX),
+        keyspace: KeyRange | None = WHOLE,
         metrics: Metrics | None = None,
     ) -> None:
         self._store = store
@@ -170,22 +170,22 @@ class QueueService:
                 state.partitions.set_slice(*keyspace, now)
             state.notify()
 
-    def export_leases(self, lo: int, hi: int) -> dict[str, list[tuple[int, float]]]:
-        """Return the live leases on ids in ``[lo, hi]``: per queue, ``(id, seconds left)``."""
+    def export_leases(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
+        """Return the live leases on ids in ``[lo, hi]``, per queue."""
         now = self._clock.now()
-        out: dict[str, list[tuple[int, float]]] = {}
+        out: dict[str, list[HeldLease]] = {}
         for state in self._states.values():
             held = state.leases.held_in(lo, hi, now)
             if held:
-                out[state.name] = [(mid, deadline - now) for mid, deadline in held]
+                out[state.name] = [HeldLease(mid, deadline - now) for mid, deadline in held]
         return out
 
-    def import_leases(self, queue: str, leases: Sequence[tuple[int, float]]) -> None:
+    def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
         """Hold ids leased by another node until their lease would end there."""
         state = self._state(self._catalog.queue(queue))
         now = self._clock.now()
-        for mid, left in leases:
-            state.leases.acquire((mid,), now, left)
+        for lease in leases:
+            state.leases.acquire((lease.id,), now, lease.seconds_left)
 
     def drop_leases(self) -> int:
         """Forget every lease (this node was paused and others served its slice); return count."""
@@ -406,18 +406,15 @@ class QueueService:
             delete_rate=state.deleted_per_s.rate(now),
         )
 
-    def local_stats(self, names: Sequence[str]) -> dict[str, tuple[int, float, float, float]]:
-        """Return what only this node knows of each queue it has state for.
-
-        Per queue: ``(in_flight, publish rate, receive rate, delete rate)``.
-        """
+    def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
+        """Return what only this node knows of each queue it has state for."""
         now = self._clock.now()
-        out: dict[str, tuple[int, float, float, float]] = {}
+        out: dict[str, LocalQueueStats] = {}
         for name in names:
             record = self._catalog.find(name)
             state = self._states.get(record.uid) if record else None
             if state is not None:
-                out[name] = (
+                out[name] = LocalQueueStats(
                     len(state.leases),
                     state.published_per_s.rate(now),
                     state.received_per_s.rate(now),
@@ -461,7 +458,7 @@ class QueueService:
     def _state(self, record: QueueRecord) -> _QueueState:
         state = self._states.get(record.uid)
         if state is None:
-            lo, hi = self._keyspace or (0, ID_MAX)
+            lo, hi = self._keyspace or WHOLE
             state = self._states[record.uid] = _QueueState(record, lo, hi, self._clock.now())
         elif state.settings != record.settings:
             state.settings = record.settings

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["KeyRange", "StorageBackend"]
+from dynamiq.keyspace import KeyRange
 
-KeyRange = tuple[int, int]
+__all__ = ["StorageBackend"]
 
 
 class StorageBackend(Protocol):

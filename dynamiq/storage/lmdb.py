@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import lmdb
 
 from dynamiq.errors import BackendUnavailable, ServerError
-from dynamiq.storage.base import KeyRange
+from dynamiq.keyspace import KeyRange
 
 __all__ = ["LmdbBackend"]
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
-from dynamiq.storage.base import KeyRange
+from dynamiq.keyspace import KeyRange
 
 try:
     import redis.asyncio as aioredis

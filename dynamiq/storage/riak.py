@@ -41,13 +41,12 @@ from urllib.parse import quote
 import aiohttp
 
 from dynamiq.errors import BackendUnavailable
-from dynamiq.storage.base import KeyRange
+from dynamiq.keyspace import ID_MAX, KeyRange
 
 __all__ = ["RiakBackend"]
 
 T = TypeVar("T")
 
-ID_MAX = (1 << 63) - 1
 PAGE = 1000
 DURABLE = {"w": "quorum", "dw": "quorum"}
 TIMEOUT_SECONDS = 5.0

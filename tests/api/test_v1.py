@@ -36,6 +36,11 @@ async def test_queue_lifecycle(http: Http) -> None:
         "max_partitions": 10,
         "max_partition_age": 432000.0,
         "compressed_messages": False,
+        "VisibilityTimeout": 30.0,
+        "MinPartitions": 1,
+        "MaxPartitions": 10,
+        "MaxPartitionAge": 432000.0,
+        "CompressedMessages": False,
         "partitions": 1,
     }
     assert (
@@ -55,7 +60,10 @@ async def test_queue_lifecycle(http: Http) -> None:
 
 
 async def test_unknown_queue_is_404_everywhere_and_never_created(http: Http) -> None:
-    assert await _json(http, "GET", "/v1/queues/ghost", 404) == "There is no queue named ghost"
+    assert await _json(http, "GET", "/v1/queues/ghost", 404) == {
+        "error": "There is no queue named ghost",
+        "code": "QUEUE_NOT_FOUND",
+    }
     for method, path in [
         ("PATCH", "/v1/queues/ghost"),
         ("DELETE", "/v1/queues/ghost"),
@@ -168,3 +176,35 @@ async def test_unknown_routes_and_methods_use_the_envelope(http: Http) -> None:
     assert body["code"] == "NOT_FOUND"
     body = await _json(http, "POST", "/v1/queues/q", 405)
     assert body["code"] == "METHOD_NOT_ALLOWED"
+
+
+async def test_patch_ignores_unknown_keys_and_applies_the_known_ones(http: Http) -> None:
+    # The original client's README example misspells min_partitions; Go ignored it.
+    await _json(http, "PUT", "/v1/queues/jobs", 201)
+    body = {"visibility_timeout": 7, "min_partiitions": 3, "max_partitions": 4}
+    assert await _json(http, "PATCH", "/v1/queues/jobs", 200, json=body) == "ok"
+    settings = await _json(http, "GET", "/v1/queues/jobs", 200)
+    assert settings["visibility_timeout"] == settings["VisibilityTimeout"] == 7
+    assert settings["min_partitions"] == settings["MinPartitions"] == 1
+    assert "min_partiitions" not in settings
+
+
+async def test_patch_with_only_unknown_keys_changes_nothing_and_still_validates(
+    http: Http,
+) -> None:
+    await _json(http, "PUT", "/v1/queues/jobs", 201)
+    assert await _json(http, "PATCH", "/v1/queues/jobs", 200, json={"colour": "red"}) == "ok"
+    bad = {"colour": "red", "min_partitions": 0}
+    assert (await _json(http, "PATCH", "/v1/queues/jobs", 422, json=bad))["code"] == "INVALID"
+    assert (await _json(http, "GET", "/v1/queues/jobs", 200))["min_partitions"] == 1
+
+
+async def test_queue_settings_in_both_eras_spellings(http: Http) -> None:
+    await _json(http, "PUT", "/v1/queues/jobs", 201)
+    body = {"min_partitions": 2, "max_partitions": 5, "compressed_messages": True}
+    await _json(http, "PATCH", "/v1/queues/jobs", 200, json=body)
+    settings = await _json(http, "GET", "/v1/queues/jobs", 200)
+    # The original's final version echoed the minimum as MaxPartitions: not kept.
+    assert (settings["MinPartitions"], settings["MaxPartitions"]) == (2, 5)
+    assert settings["CompressedMessages"] is settings["compressed_messages"] is True
+    assert settings["MaxPartitionAge"] == settings["max_partition_age"]

@@ -208,13 +208,13 @@ async def test_queue_admin(http: Http, spec: dict[str, Any]) -> None:
 
 async def test_a_store_failure_is_503_with_retry_after(lmdb_http: Http) -> None:
     # A closed embedded store stands for a failed one (tests/storage has Redis's outage).
-    from dynamiq.api.context import SERVICES
+    from dynamiq.daemon import STORE
 
     http = lmdb_http
     await http.put("/v2/queues/down")
     await http.put("/v2/topics/fan")
     await http.put("/v2/topics/fan/subscriptions/down")
-    await http.app[SERVICES].store.close()  # type: ignore[index]
+    await http.app[STORE].close()  # type: ignore[index]
     for method, path, body in [
         ("POST", "/v2/queues/down/messages", {"messages": [{"body": "x"}]}),
         ("POST", "/v2/topics/fan/messages", {"messages": [{"body": "x"}]}),

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from bench.workload import Workload
 from dynamiq.client import Client
-from dynamiq.cluster.slices import KEYSPACE
-from dynamiq.launch import LocalCluster
+from dynamiq.keyspace import KEYSPACE
+from dynamiq.testing.cluster import LocalCluster
+from dynamiq.testing.workload import Workload
 from tests.servers import flush_redis
 
 pytestmark = pytest.mark.timeout(180)

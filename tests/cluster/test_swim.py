@@ -11,7 +11,7 @@ from swimprotocol.status import Status
 from swimprotocol.udp.config import UdpConfig
 
 from dynamiq.cluster.base import Member
-from dynamiq.cluster.swim import SwimMembership, _Members, free_gossip_port
+from dynamiq.cluster.swim import SwimMembership, _Members, claim_port
 from dynamiq.errors import ConfigError, DynamiqError
 
 HOST = "127.0.0.1"
@@ -23,8 +23,7 @@ def fatal(error: DynamiqError) -> None:
 
 @pytest.fixture
 async def lone() -> AsyncIterator[SwimMembership]:
-    node = SwimMembership("solo", f"{HOST}:{free_gossip_port(HOST)}", [], "secret")
-    node.advertise("http://127.0.0.1:1")
+    node = SwimMembership("solo", "http://127.0.0.1:1", f"{HOST}:0", [], "secret")
     await node.start(fatal)
     yield node
     await node.stop()
@@ -49,7 +48,7 @@ async def test_a_node_alone_keeps_its_failure_detector(lone: SwimMembership) -> 
 
 async def test_a_taken_gossip_port_is_refused(lone: SwimMembership) -> None:
     host, _, port = lone.address.rpartition(":")
-    twin = SwimMembership("other", f"{host}:{port}", [], "secret")
+    twin = SwimMembership("other", "http://127.0.0.1:2", f"{host}:{port}", [], "secret")
     with pytest.raises(ConfigError, match="is taken"):
         await twin.start(fatal)
 
@@ -57,8 +56,7 @@ async def test_a_taken_gossip_port_is_refused(lone: SwimMembership) -> None:
 async def test_two_members_see_each_other_and_a_departure(lone: SwimMembership) -> None:
     changes: list[list[str]] = []
     lone.listen(lambda members, _: changes.append([m.name for m in members]))
-    other = SwimMembership("beta", f"{HOST}:{free_gossip_port(HOST)}", [lone.address], "secret")
-    other.advertise("http://127.0.0.1:2")
+    other = SwimMembership("beta", "http://127.0.0.1:2", f"{HOST}:0", [lone.address], "secret")
     await other.start(fatal)
     try:
         assert [m.name for m in other.members()] == ["beta", "solo"]
@@ -78,9 +76,8 @@ async def test_two_members_see_each_other_and_a_departure(lone: SwimMembership) 
 
 async def test_a_wrong_secret_never_joins(lone: SwimMembership) -> None:
     stranger = SwimMembership(
-        "mallory", f"{HOST}:{free_gossip_port(HOST)}", [lone.address], "not the secret"
+        "mallory", "http://127.0.0.1:3", f"{HOST}:0", [lone.address], "not the secret"
     )
-    stranger.advertise("http://127.0.0.1:3")
     await stranger.start(fatal)  # waits out the join window, hearing nothing
     try:
         assert [m.name for m in lone.members()] == ["solo"]
@@ -89,8 +86,22 @@ async def test_a_wrong_secret_never_joins(lone: SwimMembership) -> None:
         await stranger.stop()
 
 
-def test_free_gossip_port_is_free_for_udp_and_tcp() -> None:
-    port = free_gossip_port(HOST)
+def test_a_claimed_port_is_free_for_udp_and_tcp() -> None:
+    port = claim_port(HOST, 0)
     for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
         with socket.socket(socket.AF_INET, kind) as sock:
             sock.bind((HOST, port))
+
+
+def test_a_port_left_in_time_wait_can_be_claimed_again() -> None:
+    # Given a TCP connection closed by the side bound to the port (TIME_WAIT there)
+    port = claim_port(HOST, 0)
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((HOST, port))
+        listener.listen()
+        with socket.create_connection((HOST, port)):
+            accepted, _ = listener.accept()
+            accepted.close()  # the bound side closes first: its end waits in TIME_WAIT
+    # Then a restarted node can claim the same port
+    assert claim_port(HOST, port) == port

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dynamiq.core.cursor import PartitionCursor
-from dynamiq.core.ids import ID_MAX, STRIPES, IdGenerator, seq_of
+from dynamiq.core.ids import STRIPES, IdGenerator, seq_of
 from dynamiq.core.partitions import Partition, layout
+from dynamiq.keyspace import ID_MAX
 
 
 class Cursor:

@@ -7,7 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynamiq.core.ids import ID_MAX, STRIPES, IdGenerator, seq_of, stripe_of, stripe_range
+from dynamiq.core.ids import STRIPES, IdGenerator, seq_of, stripe_of, stripe_range
+from dynamiq.keyspace import ID_MAX
 
 
 @given(batch=st.integers(1, 1000), seed=st.integers(0, 2**32))

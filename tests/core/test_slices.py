@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.ids import ID_MAX, STRIPES, stripe_of, stripes_within
+from dynamiq.core.ids import STRIPES, stripe_of, stripes_within
 from dynamiq.core.queues import QueueService
+from dynamiq.keyspace import ID_MAX
+from dynamiq.models import HeldLease
 from dynamiq.storage.lmdb import LmdbBackend
 
 HALF = 1 << 62  # two members: [0, HALF-1] and [HALF, ID_MAX]
@@ -60,7 +62,7 @@ async def test_leases_handed_over_keep_a_message_from_a_second_lease(
     # The low slice moves to the high node: the low node lets it go, hands over.
     low.set_keyspace(None)
     handed = low.export_leases(0, HALF - 1)
-    assert handed == {"q": [(m.id, 20.0) for m in leased]}
+    assert handed == {"q": [HeldLease(m.id, 20.0) for m in leased]}
     high.import_leases("q", handed["q"])
     high.set_keyspace((0, ID_MAX))
     got = await high.receive("q", 10)

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from dynamiq.config import load_settings
-from dynamiq.daemon import create_app
 from dynamiq.metrics.statsd import StatsdMetrics, route_key
+from dynamiq.testing.server import node_client
 
 
 @pytest.fixture
@@ -83,6 +83,7 @@ async def node_with_statsd(
     settings = load_settings(
         env={},
         flags={
+            "core.httpport": "0",
             "storage.path": str(tmp_path / "data"),
             "stats.type": "statsd",
             "stats.address": f"127.0.0.1:{port}",
@@ -90,8 +91,7 @@ async def node_with_statsd(
             "stats.flushinterval": "0.1",
         },
     )
-    client: TestClient[Any, Any] = TestClient(TestServer(await create_app(settings)))
-    await client.start_server()
+    client = await node_client(settings)
     try:
         yield client
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dynamiq.core.ids import ID_MAX
+from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.base import StorageBackend
 from dynamiq.storage.lmdb import LmdbBackend
 from tests.servers import flush_redis

@@ -7,7 +7,7 @@ import multiprocessing as mp
 import os
 from pathlib import Path
 
-from dynamiq.core.ids import ID_MAX
+from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
 
 

@@ -14,28 +14,31 @@ from dynamiq.storage.redis import RedisBackend
 from tests.servers import redis_server
 
 
-async def _linked(replica_url: str) -> None:
-    client = aioredis.Redis.from_url(replica_url)
+async def _linked(primary_url: str, replica_url: str) -> None:
+    """Wait until the replica is linked and the primary counts it online (what WAIT counts)."""
+    primary = aioredis.Redis.from_url(primary_url)
+    replica = aioredis.Redis.from_url(replica_url)
     try:
-        for _ in range(200):
-            info = await client.info("replication")
-            if info.get("master_link_status") == "up":
+        for _ in range(600):
+            linked = (await replica.info("replication")).get("master_link_status") == "up"
+            seen = (await primary.info("replication")).get("slave0", {})
+            if linked and isinstance(seen, dict) and seen.get("state") == "online":
                 return
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # replication has no event to wait on
         raise AssertionError("the replica never linked")
     finally:
-        await client.aclose()
+        await primary.aclose()
+        await replica.aclose()
 
 
 @pytest.mark.slow
 async def test_writes_wait_for_the_replicas_asked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store, "WAIT_MS", 300)
     with redis_server(tmp_path / "primary") as url:
         primary = url.split("//")[1].split("/")[0]
         with redis_server(tmp_path / "replica", replica_of=primary) as replica_url:
-            await _linked(replica_url)
+            await _linked(url, replica_url)
             one = RedisBackend(url, wait_replicas=1)
             two = RedisBackend(url, wait_replicas=2)
             try:
@@ -44,7 +47,8 @@ async def test_writes_wait_for_the_replicas_asked_for(
                 replica = RedisBackend(replica_url)
                 assert await replica.get("w", [1]) == [b"a"]
                 await replica.close()
-                # Two are asked for: the write is not acknowledged
+                # Two are asked for: the write is not acknowledged (no need to wait long)
+                monkeypatch.setattr(redis_store, "WAIT_MS", 300)
                 with pytest.raises(BackendUnavailable, match="only 1 replicas"):
                     await two.insert([("w", 2, b"b")])
                 with pytest.raises(BackendUnavailable):

@@ -25,12 +25,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Member, Membership
-from dynamiq.cluster.peers import PeerClient, PeerUnavailable
+from dynamiq.cluster.peers import PeerClient
 from dynamiq.core.janitor import Janitor
-from dynamiq.core.partitions import KeyRange
 from dynamiq.core.queues import QueueService
-from dynamiq.errors import QueueNotFound
-from dynamiq.models import Message
+from dynamiq.errors import PeerUnavailable, QueueNotFound
+from dynamiq.keyspace import KeyRange, intersect
+from dynamiq.models import HeldLease, LocalQueueStats, Message
 
 __all__ = ["Coordinator"]
 
@@ -95,12 +95,10 @@ class Coordinator:
         await self._to_peers(lambda p, m: p.leave(m, local.name, local.boot))
 
     async def close(self) -> None:
-        """Wait for announcements in flight, close the peer connections."""
+        """Wait for the announcements and releases still in flight."""
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, PeerUnavailable):
                 await task
-        if self._peers is not None:
-            await self._peers.close()
 
     def peers(self) -> list[Member]:
         """Return the other live members."""
@@ -135,7 +133,7 @@ class Coordinator:
     async def _reconcile(self) -> None:
         target = self._own_slice()
         current = self._queues.keyspace
-        kept = _intersect(current, target)
+        kept = intersect(current, target)
         self._queues.set_keyspace(kept)  # stop serving what was lost, now
         if kept == target:
             return
@@ -178,18 +176,38 @@ class Coordinator:
             await asyncio.sleep(HANDOFF_RETRY_SECONDS)
         return False
 
-    async def hand_over(self, lo: int, hi: int) -> dict[str, list[tuple[int, float]]] | None:
+    async def hand_over(self, lo: int, hi: int) -> dict[str, list[HeldLease]] | None:
         """Answer a handoff: the live leases in ``[lo, hi]`` once this node serves none of it.
 
         None when this node's view still gives it part of the range after a
         short wait (views converge within a gossip round or two).
         """
         deadline = time.monotonic() + HANDOFF_WAIT_SECONDS
-        while _intersect(self._queues.keyspace, (lo, hi)) is not None:
+        while intersect(self._queues.keyspace, (lo, hi)) is not None:
             if time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(0.02)
         return self._queues.export_leases(lo, hi)
+
+    # -- what peers ask of this node -----------------------------------------
+
+    async def receive_here(
+        self, queue: str, max_messages: int, visibility_timeout: float | None
+    ) -> list[Message]:
+        """Lease from this node's own slice only, without waiting (a peer asks)."""
+        return await self._queues.receive(queue, max_messages, visibility_timeout)
+
+    def change_visibility_here(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+        """Change leases this node holds (a peer forwards them)."""
+        return self._queues.change_visibility(queue, ids, seconds)
+
+    def release(self, queue: str, ids: Sequence[int]) -> None:
+        """End the leases on ``ids``: they were deleted through another node."""
+        self._queues.release(queue, ids)
+
+    def local_stats(self, queues: Sequence[str]) -> dict[str, LocalQueueStats]:
+        """Return what only this node knows of each queue: leases and rates."""
+        return self._queues.local_stats(queues)
 
     # -- requests that reach the peers ---------------------------------------
 
@@ -281,9 +299,9 @@ class Coordinator:
         except PeerUnavailable as exc:  # its leases end by their timeout instead
             log.debug("release at a peer: %s", exc)
 
-    async def peer_stats(self, queues: list[str]) -> dict[str, tuple[int, float, float, float]]:
+    async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""
-        totals: dict[str, tuple[int, float, float, float]] = {}
+        totals: dict[str, LocalQueueStats] = {}
         if self._peers is None:
             return totals
         peers = self._peers
@@ -294,14 +312,8 @@ class Coordinator:
             if isinstance(result, BaseException):
                 log.debug("stats from a peer: %s", result)
                 continue
-            for name, values in result.items():
-                before = totals.get(name, (0, 0.0, 0.0, 0.0))
-                totals[name] = (
-                    before[0] + values[0],
-                    before[1] + values[1],
-                    before[2] + values[2],
-                    before[3] + values[3],
-                )
+            for name, stats in result.items():
+                totals[name] = totals.get(name, LocalQueueStats()) + stats
         return totals
 
     def announce(self) -> None:
@@ -329,10 +341,3 @@ class Coordinator:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _intersect(a: KeyRange | None, b: KeyRange | None) -> KeyRange | None:
-    if a is None or b is None:
-        return None
-    lo, hi = max(a[0], b[0]), min(a[1], b[1])
-    return (lo, hi) if lo <= hi else None

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamiq.cluster.slices import KEYSPACE, slices
+from dynamiq.keyspace import KEYSPACE, slices
 
 names = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=64, unique=True)
 

@@ -1,18 +1,20 @@
 """A local cluster on loopback: node processes sharing one data directory (for trying it out).
 
 Used by ``dynamiq cluster``, the cluster tests and ``bench.chaos``. Every node
-is a real ``dynamiq serve`` process with its own HTTP and gossip ports
-(chosen by the OS when not given), all seeded with each other, so any of
-them can be killed, paused, restarted or stopped.
+is a real ``dynamiq serve`` process. Its HTTP and gossip ports are chosen by
+the OS when it first starts (port 0) and read from the line it prints once it
+serves; a restart takes the same ports again, as a restarted machine would.
+The first node starts alone; the others are seeded with the nodes already
+known, so any of them can be killed, paused, restarted or stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,24 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["LocalCluster", "LocalNode", "free_port"]
+__all__ = ["LocalCluster", "LocalNode"]
 
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    """Return a port free for TCP and UDP on loopback now."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind((HOST, 0))
-            port: int = tcp.getsockname()[1]
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                    udp.bind((HOST, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("found no free port")
+# What a node prints once it serves: its HTTP URL and, with gossip, its gossip address.
+SERVING = re.compile(rb"serving http://[^:]+:(\d+);.*?(?:gossip [^:]+:(\d+))?$", re.M)
+START_SECONDS = 30.0
 
 
 @dataclass
@@ -48,7 +38,7 @@ class LocalNode:
     """One node process of a local cluster; the same ports across restarts."""
 
     name: str
-    http_port: int
+    http_port: int  # 0 until the node first reported the port the OS gave it
     gossip_port: int
     args: list[str]
     log_path: Path
@@ -66,7 +56,12 @@ class LocalNode:
         return f"{HOST}:{self.gossip_port}"
 
     def start(self, env: dict[str, str]) -> None:
-        """Start the process (its output goes to ``log_path``)."""
+        """Start the process (its output goes to ``log_path``) and wait until it serves.
+
+        Raises:
+            RuntimeError: it exited, or did not serve within ``START_SECONDS``.
+        """
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dynamiq", "serve", *self.args],
@@ -74,6 +69,22 @@ class LocalNode:
             stderr=subprocess.STDOUT,
             env=env,
         )
+        self._read_ports(offset)
+
+    def _read_ports(self, offset: int) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                found = SERVING.search(log.read())
+            if found:
+                self.http_port = int(found[1])
+                self.gossip_port = int(found[2]) if found[2] else 0
+                return
+            if not self.alive():
+                break
+            time.sleep(0.02)  # a child process's output: there is nothing to await
+        raise RuntimeError(f"{self.name} did not start: see {self.log_path}")
 
     def alive(self) -> bool:
         """Whether the process is running (paused counts as running)."""
@@ -139,17 +150,16 @@ class LocalCluster:
         (data / "logs").mkdir(parents=True, exist_ok=True)
         self.nodes: dict[str, LocalNode] = {}
         for i in range(nodes):
-            port = http_ports[i] if i < len(http_ports) else free_port()
-            self._define(f"n{i + 1}", port)
+            self._define(f"n{i + 1}", http_ports[i] if i < len(http_ports) else 0)
 
     def _define(self, name: str, http_port: int) -> LocalNode:
-        node = LocalNode(name, http_port, free_port(), [], self.data / "logs" / f"{name}.log")
+        node = LocalNode(name, http_port, 0, [], self.data / "logs" / f"{name}.log")
         self.nodes[name] = node
         return node
 
     def _args(self, node: LocalNode, seeds: Sequence[str] | None) -> list[str]:
         if seeds is None:
-            seeds = [n.gossip for n in self.nodes.values() if n is not node]
+            seeds = [n.gossip for n in self.nodes.values() if n is not node and n.gossip_port]
         return [
             "--core-name",
             node.name,
@@ -168,12 +178,18 @@ class LocalCluster:
 
     def start(self, timeout: float = 30.0) -> float:
         """Start every node; wait until each serves its slice of the full view; return seconds."""
+        started = time.monotonic()
         for node in self.nodes.values():
             self.start_node(node.name)
-        return self.wait_converged(timeout)
+        return self.wait_converged(timeout - (time.monotonic() - started)) + (
+            time.monotonic() - started
+        )
 
     def start_node(self, name: str, seeds: Sequence[str] | None = None) -> LocalNode:
-        """(Re)start one node with the same ports; seeded with every other node by default."""
+        """(Re)start one node, once it serves; seeded with every node known by default.
+
+        Its ports are the OS's choice the first time, the same ones after.
+        """
         node = self.nodes[name]
         node.args = self._args(node, seeds)
         node.start(self.env)
@@ -181,7 +197,7 @@ class LocalCluster:
 
     def add_node(self) -> LocalNode:
         """Define and start one more node, seeded with the others."""
-        node = self._define(f"n{len(self.nodes) + 1}", free_port())
+        node = self._define(f"n{len(self.nodes) + 1}", 0)
         return self.start_node(node.name)
 
     def running(self) -> list[LocalNode]:

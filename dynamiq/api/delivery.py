@@ -1,0 +1,84 @@
+"""Leasing messages to a client that may go away: a receive stops with its connection.
+
+A long poll whose client disconnected would otherwise lease the next
+published message to nobody, and keep it in flight for a whole visibility
+timeout. Here the wait stops when the connection closes, and messages whose
+answer could not be written are given back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from aiohttp import web
+
+from dynamiq.api.routes import node
+from dynamiq.models import Message
+
+__all__ = ["ClientGone", "deliver"]
+
+# How often a waiting receive looks whether its client is still there.
+CONNECTION_CHECK_SECONDS = 0.2
+
+
+class ClientGone(ConnectionResetError):
+    """The client closed its connection before its answer was written."""
+
+
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def deliver(
+    request: web.Request,
+    queue: str,
+    max_messages: int,
+    visibility_timeout: float | None,
+    wait_seconds: float,
+    render: Callable[[list[Message]], web.Response],
+) -> web.Response:
+    """Lease messages for ``request`` and write ``render(messages)`` to it.
+
+    Raises:
+        ClientGone: the client went away; whatever was leased for it was given back.
+    """
+    serving = node(request)
+    receive = serving.receive(queue, max_messages, visibility_timeout, wait_seconds)
+    if wait_seconds > 0:
+        messages = await _unless_gone(request, asyncio.ensure_future(receive), queue)
+    else:
+        messages = await receive
+    response = render(messages)
+    try:
+        if _gone(request):
+            raise ClientGone("the client closed the connection")
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionResetError:
+        await serving.give_back(queue, messages)
+        raise ClientGone("the client closed the connection") from None
+    return response
+
+
+async def _unless_gone(
+    request: web.Request, task: asyncio.Future[list[Message]], queue: str
+) -> list[Message]:
+    """Wait for ``task``; cancel it when the client disconnects first."""
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=CONNECTION_CHECK_SECONDS)
+            if done:
+                return task.result()
+            if _gone(request):
+                task.cancel()
+                leased: list[Message] = []
+                with contextlib.suppress(asyncio.CancelledError):
+                    leased = await task  # it may have finished before the cancel
+                await node(request).give_back(queue, leased)
+                raise ClientGone("the client closed the connection during a long poll")
+    finally:
+        if not task.done():  # this handler itself was cancelled
+            task.cancel()

@@ -1,0 +1,225 @@
+"""The node: one entry point for every message and admin verb, on one node or a cluster alike.
+
+Every API (v1, v2, and the ones to come) parses a request, calls one method
+here and renders what it returns. Whether a verb reaches the peers (receive,
+delete, visibility, stats) is decided here, not by the handlers; so are the
+per-request limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dynamiq.cluster.base import Membership
+from dynamiq.config import LimitsSettings
+from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.janitor import Janitor
+from dynamiq.core.queues import QueueService, QueueStats
+from dynamiq.core.topics import TopicService
+from dynamiq.errors import Invalid
+from dynamiq.models import LocalQueueStats, Message, QueueSettings
+from dynamiq.service.cluster import Coordinator
+from dynamiq.service.reports import (
+    NodeStats,
+    QueueStatsDetail,
+    Status,
+    cluster_status,
+    queue_detail,
+    totals,
+)
+
+__all__ = ["Node", "QueueView"]
+
+log = logging.getLogger("dynamiq.service")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueView:
+    """A queue as described to users: its settings and what this node sees of it."""
+
+    name: str
+    settings: QueueSettings
+    stats: QueueStats
+
+
+class Node:
+    """Serves every verb of one node: queues, topics, messages, stats and status."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        queues: QueueService,
+        coordinator: Coordinator,
+        membership: Membership,
+        janitor: Janitor,
+        limits: LimitsSettings,
+    ) -> None:
+        self._catalog = catalog
+        self._queues = queues
+        self._topics = TopicService(catalog, queues)
+        self._cluster = coordinator
+        self._membership = membership
+        self._janitor = janitor
+        self.limits = limits
+
+    @property
+    def cluster(self) -> Coordinator:
+        """The node in its cluster: what the peers ask of it over the internal routes."""
+        return self._cluster
+
+    @property
+    def membership(self) -> Membership:
+        """Who is in the cluster."""
+        return self._membership
+
+    # -- queues ----------------------------------------------------------------
+
+    def queue_names(self) -> list[str]:
+        """Return every queue, sorted."""
+        return self._catalog.queues()
+
+    def require_queue(self, name: str) -> QueueRecord:
+        """Return the queue, or raise ``QueueNotFound`` (before a request body is read)."""
+        return self._catalog.queue(name)
+
+    async def create_queue(self, name: str, changes: Mapping[str, Any] | None = None) -> QueueView:
+        """Create a queue with default settings and ``changes`` applied."""
+        settings = QueueSettings().updated(dict(changes or {}))
+        await self._catalog.create_queue(name, settings)
+        return await self.describe_queue(name)
+
+    async def describe_queue(self, name: str) -> QueueView:
+        """Return a queue's settings and this node's stats of it."""
+        record = self._catalog.queue(name)
+        return QueueView(name, record.settings, await self._queues.stats(name))
+
+    async def configure_queue(self, name: str, changes: Mapping[str, Any]) -> QueueView:
+        """Change some settings; validated, effective at once on every node."""
+        await self._catalog.configure_queue(name, dict(changes))
+        return await self.describe_queue(name)
+
+    async def delete_queue(self, name: str) -> None:
+        """Delete a queue now; its messages are dropped in the background."""
+        await self._catalog.delete_queue(name)
+        self._queues.forget_dropped()
+        self._janitor.kick()
+
+    # -- topics ----------------------------------------------------------------
+
+    def topic_names(self) -> list[str]:
+        """Return every topic, sorted."""
+        return self._catalog.topics()
+
+    def subscribers(self, topic: str) -> list[str]:
+        """Return a topic's subscribed queues, or raise ``TopicNotFound``."""
+        return self._catalog.topic(topic)
+
+    async def create_topic(self, name: str) -> None:
+        """Create a topic."""
+        await self._catalog.create_topic(name)
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic (its queues stay)."""
+        await self._catalog.delete_topic(name)
+
+    async def subscribe(self, topic: str, queue: str) -> list[str]:
+        """Subscribe a queue to a topic (idempotent); return the subscribers."""
+        return await self._catalog.subscribe(topic, queue)
+
+    async def unsubscribe(self, topic: str, queue: str) -> list[str]:
+        """Unsubscribe a queue (idempotent); return the remaining subscribers."""
+        return await self._catalog.unsubscribe(topic, queue)
+
+    # -- messages --------------------------------------------------------------
+
+    async def publish(self, queue: str, bodies: Sequence[bytes]) -> list[int]:
+        """Store messages durably; return their ids in order."""
+        self._check_batch(len(bodies))
+        return await self._queues.publish(queue, bodies)
+
+    async def publish_topic(self, topic: str, bodies: Sequence[bytes]) -> dict[str, list[int]]:
+        """Store a copy of every message in every subscribed queue; return ids per queue."""
+        self._check_batch(len(bodies))
+        return await self._topics.publish(topic, bodies)
+
+    async def receive(
+        self,
+        queue: str,
+        max_messages: int,
+        visibility_timeout: float | None = None,
+        wait_seconds: float = 0.0,
+    ) -> list[Message]:
+        """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
+        self._check_batch(max_messages)
+        if wait_seconds > self.limits.maxwaitseconds:
+            raise Invalid(f"wait_seconds must be <= {self.limits.maxwaitseconds:g}", "wait_seconds")
+        self._catalog.queue(queue)
+        return await self._cluster.receive(queue, max_messages, visibility_timeout, wait_seconds)
+
+    async def give_back(self, queue: str, messages: Sequence[Message]) -> None:
+        """End the leases of messages that never reached their consumer."""
+        if messages:
+            await self._cluster.change_visibility(queue, [m.id for m in messages], 0.0)
+            log.debug("gave back %d messages of %s: the consumer was gone", len(messages), queue)
+
+    async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
+        """Delete messages by id, from any node; per id, whether it existed."""
+        self._check_batch(len(ids))
+        return await self._cluster.delete(queue, ids)
+
+    async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+        """Extend leases by ``seconds`` from now, or end them (0); return the ids leased."""
+        self._check_batch(len(ids))
+        self._catalog.queue(queue)
+        return await self._cluster.change_visibility(queue, ids, seconds)
+
+    async def peek(self, queue: str, message_id: int) -> Message:
+        """Return a message without leasing it, or raise ``MessageNotFound``."""
+        return await self._queues.peek(queue, message_id)
+
+    async def peek_many(self, queue: str, count: int) -> list[Message]:
+        """Return up to ``count`` of the oldest messages without leasing them."""
+        if not 1 <= count <= self.limits.maxbatch:
+            raise Invalid(f"max must be an integer from 1 to {self.limits.maxbatch}", field="max")
+        return await self._queues.peek_many(queue, count)
+
+    # -- stats and status ----------------------------------------------------
+
+    async def queue_stats(self, names: Sequence[str]) -> list[QueueStatsDetail]:
+        """Return each queue's stats cluster-wide: every live node's leases and rates summed."""
+        names = list(names)
+        for name in names:
+            self._catalog.queue(name)
+        peers, own = await asyncio.gather(
+            self._cluster.peer_stats(names),
+            asyncio.gather(*(self._queues.stats(n, detailed=True) for n in names)),
+        )
+        return [
+            queue_detail(name, mine, peers.get(name, LocalQueueStats()))
+            for name, mine in zip(names, own, strict=True)
+        ]
+
+    async def node_stats(self) -> NodeStats:
+        """Return every queue's cluster-wide stats and their sums."""
+        queues = await self.queue_stats(self._catalog.queues())
+        members = len(self._membership.members())
+        return NodeStats(self._membership.local().name, members, queues, totals(queues))
+
+    def status(self) -> Status:
+        """Return this node, what it serves now, and every member it heard of."""
+        return cluster_status(self._membership, self._queues.keyspace)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def stop_serving(self) -> None:
+        """Answer waiting receives now and hand this node's slice to the others (shutdown)."""
+        self._queues.close()
+        await self._cluster.leave()
+
+    def _check_batch(self, size: int) -> None:
+        if size > self.limits.maxbatch:
+            raise Invalid(f"at most {self.limits.maxbatch} messages per request", field="batch")

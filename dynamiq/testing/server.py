@@ -1,0 +1,45 @@
+"""A node served in this process for tests: the same app, started and stopped as ``serve`` does.
+
+The HTTP socket is bound before the app is built (port 0: the OS picks), so
+the node knows its own URL from the start, as under ``dynamiq serve``; and
+handlers are not cancelled when a client goes away, as under ``serve``.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_runner import BaseRunner
+
+from dynamiq.config import Settings
+from dynamiq.core.clock import Clock
+from dynamiq.daemon import create_app, listen
+
+__all__ = ["NodeServer", "node_client"]
+
+
+class NodeServer(TestServer):
+    """A test server on a socket bound beforehand, with ``serve``'s runner options."""
+
+    def __init__(self, app: web.Application, sock: socket.socket) -> None:
+        super().__init__(app, socket_factory=lambda *_: sock)
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        kwargs["handler_cancellation"] = False
+        return await super()._make_runner(**kwargs)
+
+
+async def node_client(settings: Settings, clock: Clock | None = None) -> TestClient[Any, Any]:
+    """Start a node app for ``settings`` and return a started client of it (close it after)."""
+    sock = listen(settings)
+    server = NodeServer(create_app(settings, sock, clock), sock)
+    client: TestClient[Any, Any] = TestClient(server)
+    try:
+        await client.start_server()
+    except BaseException:
+        await client.close()
+        raise
+    return client
