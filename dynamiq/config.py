@@ -123,7 +123,9 @@ class StorageSettings:
     """``[storage]``: which store holds messages and configuration.
 
     ``path`` and ``mapsize`` are for ``lmdb``; ``url`` and ``waitreplicas``
-    (replicas that must acknowledge each write) for ``redis``.
+    (replicas that must acknowledge each write) for ``redis``; ``timeout``
+    (seconds a store call may take, waiting for a connection included) for
+    ``riak``.
     """
 
     backend: str = "lmdb"
@@ -131,6 +133,7 @@ class StorageSettings:
     mapsize: int = 64 << 30
     url: str = "redis://127.0.0.1:6379/0"
     waitreplicas: int = 0
+    timeout: float = 5.0
 
     def __post_init__(self) -> None:
         _require(
@@ -144,6 +147,7 @@ class StorageSettings:
             "must be a redis://, rediss:// or unix:// URL",
         )
         _require(self.waitreplicas >= 0, "storage.waitreplicas", "must be >= 0")
+        _require(0 < self.timeout <= 300, "storage.timeout", "must be in (0, 300] (seconds)")
 
 
 @dataclass(frozen=True, slots=True)

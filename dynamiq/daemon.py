@@ -57,7 +57,7 @@ def open_store(
     if settings.backend == "riak":
         from dynamiq.storage.riak import RiakBackend
 
-        return RiakBackend(riak_nodes or [], pool_size)
+        return RiakBackend(riak_nodes or [], pool_size, timeout=settings.timeout)
     if settings.backend == "redis":
         from dynamiq.storage.redis import RedisBackend
 
@@ -139,14 +139,20 @@ def create_app(
     )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
     reporter = Reporter(
-        queues, store, metrics, settings.stats.flushinterval, lambda: len(membership.members())
+        queues,
+        store,
+        metrics,
+        settings.stats.flushinterval,
+        lambda: len(membership.members()),
+        queue_levels=settings.stats.type == "statsd",
     )
     token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None
     peers = PeerClient(token) if token else None
     coordinator = Coordinator(membership, queues, janitor, peers)
     catalog.on_change = coordinator.announce
     node = Node(catalog, queues, coordinator, membership, janitor, settings.limits)
-    app = build_app(Services(node, metrics, prometheus.render, token), settings.limits.maxbodybytes)
+    services = Services(node, metrics, prometheus.render, reporter.report_queues, token)
+    app = build_app(services, settings.limits.maxbodybytes)
 
     async def stop_serving(_: web.Application) -> None:
         await node.stop_serving()  # long polls answer now; the others take this slice now

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -44,7 +45,7 @@ def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield cluster.url
 
 
-async def _client(flags: dict[str, str]) -> TestClient[object, object]:
+async def _client(flags: dict[str, str]) -> TestClient[Any, Any]:
     settings = load_settings(
         env={},
         flags={
@@ -61,7 +62,7 @@ async def _client(flags: dict[str, str]) -> TestClient[object, object]:
 @pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
 async def http(
     request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[TestClient[object, object]]:
+) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on a real store, behind a real HTTP server."""
     if request.param == "lmdb":
         flags = {"storage.path": str(tmp_path / "data")}
@@ -77,7 +78,7 @@ async def http(
 
 
 @pytest.fixture
-async def lmdb_http(tmp_path: Path) -> AsyncIterator[TestClient[object, object]]:
+async def lmdb_http(tmp_path: Path) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on the embedded store only."""
     client = await _client({"storage.path": str(tmp_path / "data")})
     try:
@@ -89,6 +90,12 @@ async def lmdb_http(tmp_path: Path) -> AsyncIterator[TestClient[object, object]]
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock()
+
+
+class NodeFactory(Protocol):
+    """Makes a node process with extra flags, on a data directory of its own or ``data``."""
+
+    def __call__(self, *extra: str, data: Path | None = None) -> NodeProcess: ...
 
 
 class NodeProcess:
@@ -156,16 +163,17 @@ class NodeProcess:
 
 
 @pytest.fixture
-def node_factory(tmp_path: Path) -> Iterator[type[NodeProcess]]:
+def node_factory(tmp_path: Path) -> Iterator[NodeFactory]:
+    """Make node processes (not started) that are stopped after the test."""
     started: list[NodeProcess] = []
 
-    class Factory(NodeProcess):
-        def __init__(self, *extra: str, data: Path | None = None) -> None:
-            super().__init__(data or tmp_path / "node-data", *extra)
-            started.append(self)
+    def make(*extra: str, data: Path | None = None) -> NodeProcess:
+        node = NodeProcess(data or tmp_path / "node-data", *extra)
+        started.append(node)
+        return node
 
     try:
-        yield Factory
+        yield make
     finally:
         for node in started:
             node.stop()

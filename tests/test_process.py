@@ -13,12 +13,12 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.models import Message
-from tests.conftest import NodeProcess
+from tests.conftest import NodeFactory
 
 pytestmark = pytest.mark.slow
 
 
-def test_acknowledged_messages_survive_kill_9(node_factory: type[NodeProcess]) -> None:
+def test_acknowledged_messages_survive_kill_9(node_factory: NodeFactory) -> None:
     # Given a node that acknowledged 3,000 publishes
     node = node_factory().start()
     with Client(node.url) as client:
@@ -39,7 +39,7 @@ def test_acknowledged_messages_survive_kill_9(node_factory: type[NodeProcess]) -
     assert delivered[published[0]] == b"m0-0"
 
 
-def test_sigterm_finishes_long_polls_and_exits_cleanly(node_factory: type[NodeProcess]) -> None:
+def test_sigterm_finishes_long_polls_and_exits_cleanly(node_factory: NodeFactory) -> None:
     node = node_factory().start()
     with Client(node.url) as client:
         client.create_queue("q")
@@ -66,7 +66,7 @@ def test_sigterm_finishes_long_polls_and_exits_cleanly(node_factory: type[NodePr
         assert client.queue("q")["stats"]["depth"] == 1
 
 
-def test_a_second_signal_exits_at_once(node_factory: type[NodeProcess]) -> None:
+def test_a_second_signal_exits_at_once(node_factory: NodeFactory) -> None:
     node = node_factory("--limits-shutdowntimeout", "60").start()
     url = urlsplit(node.url)
     # A request whose body never finishes keeps the graceful shutdown waiting.
@@ -83,7 +83,7 @@ def test_a_second_signal_exits_at_once(node_factory: type[NodeProcess]) -> None:
     stuck.close()
 
 
-def test_two_processes_share_one_data_directory(node_factory: type[NodeProcess]) -> None:
+def test_two_processes_share_one_data_directory(node_factory: NodeFactory) -> None:
     # Given two nodes on one directory, reloading configuration every 100 ms
     a = node_factory("--core-syncconfiginterval", "100").start()
     b = node_factory("--core-syncconfiginterval", "100", data=a.data).start()
@@ -111,7 +111,7 @@ def _exchange(url: str, raw: bytes) -> bytes:
 
 
 def test_malformed_http_is_400_and_logs_one_line_at_most(
-    node_factory: type[NodeProcess],
+    node_factory: NodeFactory,
 ) -> None:
     node = node_factory().start()
     bad = [
@@ -133,7 +133,7 @@ def test_malformed_http_is_400_and_logs_one_line_at_most(
     assert log.count("malformed requests") <= 1
 
 
-def test_the_listen_backlog_is_configurable(node_factory: type[NodeProcess]) -> None:
+def test_the_listen_backlog_is_configurable(node_factory: NodeFactory) -> None:
     node = node_factory("--limits-backlog", "777").start()
     port = urlsplit(node.url).port
     out = subprocess.run(

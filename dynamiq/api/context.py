@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -20,6 +20,7 @@ class Services:
     node: Node
     metrics: Metrics
     render_metrics: Callable[[], bytes]  # the Prometheus text exposition
+    read_levels: Callable[[], Awaitable[None]]  # queue depths into the sinks, before a scrape
     peer_token: str | None = None  # what members show on internal routes; None: no gossip
 
 

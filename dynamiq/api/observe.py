@@ -34,5 +34,7 @@ def routes() -> list[web.RouteDef]:
 
 async def scrape(request: web.Request) -> web.Response:
     """Serve this node's metrics in the Prometheus text format."""
-    body = request.config_dict[SERVICES].render_metrics()
+    services = request.config_dict[SERVICES]
+    await services.read_levels()  # depths are read for a scrape, not every second
+    body = services.render_metrics()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE + "; charset=utf-8"})

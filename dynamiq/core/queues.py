@@ -288,11 +288,14 @@ class QueueService:
             if part is None:
                 break
             tried.add(part.index)
-            got: list[Message] = []
             try:
                 got = await self._take(record.uid, state, part, want - len(out), lease_seconds)
-            finally:
-                state.partitions.release(part, self._clock.now(), found=bool(got))
+            except BaseException:
+                # A read that failed says nothing of the partition: no empty hint,
+                # or the next receives would answer "nothing" instead of 503.
+                state.partitions.release(part, self._clock.now(), found=True)
+                raise
+            state.partitions.release(part, self._clock.now(), found=bool(got))
             out.extend(got)
         return out
 

@@ -13,8 +13,13 @@ Layout (bucket types are created with ``riak-admin``, see ``setup.sh --riak``):
   update with its causal context, so two nodes creating the same name at
   the same instant may both succeed (last writer wins).
 - Depth: a counter per bucket in the map ``counts/<bucket>`` (type ``maps``),
-  moved by what inserts and deletes report; it can drift if a node dies
-  between a write and its count.
+  moved by the writes of a batch that succeeded, even when the batch as a
+  whole failed; it can drift only if this node dies between a write and its
+  count, or a write cancelled in flight was applied after all.
+
+Every store call answers within ``timeout`` seconds: waiting for one of the
+``pool_size`` connections counts against it, and the first request of a
+batch to fail cancels the others (a paused Riak must not hold every slot).
 
 Siblings are resolved, never re-enqueued: a message with a deleted sibling is
 gone (the delete wins), otherwise any sibling (they hold the same record).
@@ -35,7 +40,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -43,7 +48,7 @@ import aiohttp
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX, KeyRange
 
-__all__ = ["RiakBackend"]
+__all__ = ["HttpTransport", "RiakBackend", "Transport"]
 
 T = TypeVar("T")
 
@@ -51,19 +56,87 @@ PAGE = 1000
 DURABLE = {"w": "quorum", "dw": "quorum"}
 TIMEOUT_SECONDS = 5.0
 
+Answer = tuple[int, dict[str, str], bytes]  # status, headers, body
+
+
+class Transport(Protocol):
+    """Sends one HTTP request to a Riak node (the seam the adapter's tests replace)."""
+
+    async def __call__(
+        self,
+        method: str,
+        url: str,
+        params: dict[str, str] | None,
+        data: bytes | None,
+        headers: dict[str, str] | None,
+    ) -> Answer:
+        """Return the answer; raise ``OSError``/``aiohttp.ClientError`` when none came."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connections; idempotent."""
+        ...
+
+
+class HttpTransport:
+    """The real transport: a pooled aiohttp session."""
+
+    def __init__(self, pool_size: int) -> None:
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __call__(
+        self,
+        method: str,
+        url: str,
+        params: dict[str, str] | None,
+        data: bytes | None,
+        headers: dict[str, str] | None,
+    ) -> Answer:
+        """Send the request on a pooled connection."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._pool_size)
+            )
+        async with self._session.request(
+            method, url, params=params, data=data, headers=headers
+        ) as response:
+            return response.status, dict(response.headers), await response.read()
+
+    async def close(self) -> None:
+        """Close the session; idempotent."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class BatchFailed(BackendUnavailable):
+    """A batch stopped at its first failure; ``done`` holds the calls that had succeeded."""
+
+    def __init__(self, cause: BackendUnavailable, done: dict[int, Any]) -> None:
+        super().__init__(cause.message, cause.retry_after)
+        self.done = done
+
 
 class RiakBackend:
     """A StorageBackend on one or more Riak KV nodes (``http://host:8098``)."""
 
-    def __init__(self, nodes: Sequence[str], pool_size: int = 16, namespace: str = "") -> None:
+    def __init__(
+        self,
+        nodes: Sequence[str],
+        pool_size: int = 16,
+        namespace: str = "",
+        timeout: float = TIMEOUT_SECONDS,
+        transport: Transport | None = None,
+    ) -> None:
         if not nodes:
             raise ValueError("at least one Riak node is needed")
         self._nodes = [n.rstrip("/") for n in nodes]
         self._current = 0
         self._ns = namespace
         self._slots = asyncio.Semaphore(pool_size)
-        self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = timeout
+        self._transport = transport or HttpTransport(pool_size)
         self._commits = 0
         self._commit_seconds = 0.0
 
@@ -88,16 +161,22 @@ class RiakBackend:
             )
             return status != 412
 
-        stored = await self._each([functools.partial(put, *item) for item in items])
-        added: dict[str, int] = {}
-        for (bucket, _, _), ok in zip(items, stored, strict=True):
-            added[bucket] = added.get(bucket, 0) + ok
-        for bucket, n in added.items():
-            if n:
-                await self._count_add(bucket, n)
+        try:
+            stored = await self._each([functools.partial(put, *item) for item in items])
+        except BatchFailed as exc:
+            await self._count_stored([items[i][0] for i, ok in exc.done.items() if ok])
+            raise
+        await self._count_stored([item[0] for item, ok in zip(items, stored, strict=True) if ok])
         self._commits += 1
         self._commit_seconds += time.perf_counter() - started
         return stored
+
+    async def _count_stored(self, buckets: Sequence[str]) -> None:
+        added: dict[str, int] = {}
+        for bucket in buckets:
+            added[bucket] = added.get(bucket, 0) + 1
+        for bucket, n in added.items():
+            await self._count_add(bucket, n)
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return each key's value (siblings resolved), None where absent or deleted."""
@@ -132,7 +211,13 @@ class RiakBackend:
             return status == 204
 
         unique = list(first)
-        removed = await self._each([functools.partial(remove, k) for k in unique])
+        try:
+            removed = await self._each([functools.partial(remove, k) for k in unique])
+        except BatchFailed as exc:
+            gone = sum(1 for ok in exc.done.values() if ok)
+            if gone:
+                await self._count_add(bucket, -gone)
+            raise
         existed = dict(zip(unique, removed, strict=True))
         out = [existed[k] and first[k] == i for i, k in enumerate(keys)]
         gone = sum(out)
@@ -262,9 +347,7 @@ class RiakBackend:
 
     async def close(self) -> None:
         """Close the connection pool; idempotent."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._transport.close()
 
     # -- HTTP ------------------------------------------------------------------
 
@@ -282,11 +365,35 @@ class RiakBackend:
         return f"/types/maps/buckets/{bucket}/datatypes/{quote(key, safe='')}"
 
     async def _each(self, calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
-        async def bounded(call: Callable[[], Awaitable[T]]) -> T:
-            async with self._slots:
-                return await call()
+        """Run ``calls`` at most ``pool_size`` at a time, all within one ``timeout``.
 
-        return list(await asyncio.gather(*(bounded(c) for c in calls)))
+        Raises:
+            BatchFailed: on the first failure (or the deadline), once the calls
+                still waiting or in flight are cancelled.
+        """
+        done: dict[int, T] = {}
+
+        async def bounded(i: int, call: Callable[[], Awaitable[T]]) -> None:
+            async with self._slots:
+                done[i] = await call()
+
+        tasks = [asyncio.ensure_future(bounded(i, c)) for i, c in enumerate(calls)]
+        failure: BackendUnavailable | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                for finished in asyncio.as_completed(tasks):
+                    await finished
+        except BackendUnavailable as exc:
+            failure = exc
+        except TimeoutError:
+            failure = BackendUnavailable(f"Riak did not answer within {self._timeout:g} s")
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if failure is not None:
+            raise BatchFailed(failure, dict(done))
+        return [done[i] for i in range(len(calls))]
 
     async def _call(
         self,
@@ -297,31 +404,35 @@ class RiakBackend:
         data: bytes | None = None,
         headers: dict[str, str] | None = None,
         ok: tuple[int, ...],
-    ) -> tuple[int, dict[str, str], bytes]:
-        """Send to the current node, failing over to the next on errors; check the status."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
-                connector=aiohttp.TCPConnector(limit=self._pool_size),
-            )
+    ) -> Answer:
+        """Send to the current node, failing over to the next on errors; check the status.
+
+        The nodes tried share one ``timeout``.
+        """
         last = ""
-        for attempt in range(len(self._nodes)):
-            node = self._nodes[(self._current + attempt) % len(self._nodes)]
-            try:
-                async with self._session.request(
-                    method, node + path, params=params, data=data, headers=headers
-                ) as response:
-                    if response.status >= 500:
-                        last = f"{node}: HTTP {response.status} {await response.text()}"
-                        continue
-                    if response.status not in ok:
-                        raise BackendUnavailable(
-                            f"Riak {method} {path}: HTTP {response.status} {await response.text()}"
+        try:
+            async with asyncio.timeout(self._timeout):
+                for attempt in range(len(self._nodes)):
+                    index = (self._current + attempt) % len(self._nodes)
+                    node = self._nodes[index]
+                    try:
+                        status, got, body = await self._transport(
+                            method, node + path, params, data, headers
                         )
-                    self._current = (self._current + attempt) % len(self._nodes)
-                    return response.status, dict(response.headers), await response.read()
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                last = f"{node}: {exc!r}"
+                    except (aiohttp.ClientError, OSError) as exc:
+                        last = f"{node}: {exc!r}"
+                        continue
+                    if status >= 500:
+                        last = f"{node}: HTTP {status} {body[:200]!r}"
+                        continue
+                    if status not in ok:
+                        raise BackendUnavailable(
+                            f"Riak {method} {path}: HTTP {status} {body[:200]!r}"
+                        )
+                    self._current = index
+                    return status, got, body
+        except TimeoutError:
+            last = f"no answer within {self._timeout:g} s"
         raise BackendUnavailable(f"no Riak node answered ({last})")
 
 

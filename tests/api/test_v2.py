@@ -214,7 +214,7 @@ async def test_a_store_failure_is_503_with_retry_after(lmdb_http: Http) -> None:
     await http.put("/v2/queues/down")
     await http.put("/v2/topics/fan")
     await http.put("/v2/topics/fan/subscriptions/down")
-    await http.app[STORE].close()  # type: ignore[index]
+    await http.app[STORE].close()
     for method, path, body in [
         ("POST", "/v2/queues/down/messages", {"messages": [{"body": "x"}]}),
         ("POST", "/v2/topics/fan/messages", {"messages": [{"body": "x"}]}),

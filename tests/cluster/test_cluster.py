@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import signal
@@ -79,6 +80,10 @@ def urls(cluster: LocalCluster) -> list[str]:
     return [n.url for n in cluster.nodes.values()]
 
 
+def _has_queue(client: Client, name: str) -> bool:
+    return name in client.queues()
+
+
 def until(check: Callable[[], bool], timeout: float, step: float = 0.02) -> float:
     """Wait for ``check``; return the seconds it took. Fails the test after ``timeout``."""
     start = time.monotonic()
@@ -145,7 +150,7 @@ def test_messages_published_through_every_node_drain_through_one(cluster: LocalC
     published: dict[int, str] = {}
     for url in (n1, n2, n3):
         with Client(url) as client:
-            until(lambda c=client: "orders" in c.queues(), 1.0)
+            until(functools.partial(_has_queue, client, "orders"), 1.0)
             bodies = [f"{url}-{i}" for i in range(100)]
             published.update(zip(client.publish("orders", bodies), bodies, strict=True))
     got: dict[int, str] = {}

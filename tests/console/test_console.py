@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import NodeProcess
+from tests.conftest import NodeFactory
 
 pytestmark = pytest.mark.browser
 
@@ -26,7 +26,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 
 @pytest.fixture
-def page(node_factory: type[NodeProcess]) -> Iterator[Any]:
+def page(node_factory: NodeFactory) -> Iterator[Any]:
     node = node_factory().start()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(

@@ -7,6 +7,7 @@ import random
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
-from dynamiq.errors import MessageNotFound, QueueNotFound
+from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
@@ -308,3 +309,37 @@ async def test_a_reload_racing_with_a_change_does_not_undo_it(store: LmdbBackend
     assert catalog.queues() == ["late"]
     assert await catalog.reload() is True
     assert catalog.queues() == ["late"]
+
+
+class _Outage:
+    """The real store, whose scans fail while ``down`` (a store that stopped answering)."""
+
+    def __init__(self, store: LmdbBackend) -> None:
+        self._store = store
+        self.down = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def scan(self, *args: Any, **kwargs: Any) -> list[list[int]]:
+        if self.down:
+            raise BackendUnavailable("the store is down")
+        return await self._store.scan(*args, **kwargs)
+
+
+async def test_a_failed_read_is_an_error_not_an_empty_queue(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    outage = _Outage(store)
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    queues = QueueService(outage, catalog, fake_clock)  # type: ignore[arg-type]
+    (mid,) = await queues.publish("q", [b"waiting"])
+    # While the store is down a receive fails (503), it does not answer "nothing"
+    outage.down = True
+    for _ in range(3):
+        with pytest.raises(BackendUnavailable):
+            await queues.receive("q", 1)
+    # and once it is back the message is there at once, not after an empty hint
+    outage.down = False
+    assert [m.id for m in await queues.receive("q", 1)] == [mid]

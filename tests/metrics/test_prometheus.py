@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.queues import QueueService
+from dynamiq.core.reporter import Reporter
+from dynamiq.metrics.prometheus import PrometheusMetrics
+from dynamiq.storage.lmdb import LmdbBackend
 
 
 async def test_metrics_scrape_counts_what_happened(http: TestClient[Any, Any]) -> None:
@@ -29,3 +37,38 @@ async def test_metrics_scrape_counts_what_happened(http: TestClient[Any, Any]) -
     assert samples[("dynamiq_http_errors_total", (("code", "QUEUE_NOT_FOUND"),))] == 1
     route = (("method", "POST"), ("route", "/v2/queues/{queue}/receive"), ("status", "200"))
     assert samples[("dynamiq_http_request_seconds_count", route)] == 1
+    # The depth is read for the scrape itself (nothing reads it between scrapes).
+    assert samples[("dynamiq_queue_depth", (("queue", "p"),))] == 1
+
+
+async def test_without_statsd_no_depth_is_read_between_scrapes(tmp_path: Path) -> None:
+    store = _Counting(LmdbBackend(tmp_path / "store", map_size=1 << 30))
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    queues = QueueService(store, catalog, FakeClock())
+    metrics = PrometheusMetrics()
+    quiet = Reporter(queues, store, metrics, 1.0, queue_levels=False)
+    pushing = Reporter(queues, store, metrics, 1.0, queue_levels=True)
+    try:
+        for _ in range(5):
+            await quiet.run_once()
+        assert store.counts == 0
+        await pushing.run_once()
+        assert store.counts == 1
+    finally:
+        await store.close()
+
+
+class _Counting:
+    """A real store that counts depth reads."""
+
+    def __init__(self, store: LmdbBackend) -> None:
+        self._store = store
+        self.counts = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def count(self, bucket: str) -> int:
+        self.counts += 1
+        return await self._store.count(bucket)

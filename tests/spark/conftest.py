@@ -13,19 +13,20 @@ from tests.conftest import NodeProcess
 from tests.servers import require
 
 
-def _pyspark() -> None:
+def require_pyspark() -> None:
+    """Skip the calling test module without pyspark (fail in CI); call it before importing it."""
     try:
         import pyspark  # noqa: F401
     except ImportError:
         if os.environ.get("CI") == "true":
             pytest.fail("pyspark is required in CI (setup.sh installs the spark extra)")
-        pytest.skip("pyspark is not installed (pip install -e '.[spark]')")
+        pytest.skip("pyspark is not installed (pip install -e '.[spark]')", allow_module_level=True)
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     require("java")
-    _pyspark()
+    require_pyspark()
     import dynamiq.spark
 
     # local[2,4]: two cores, and a failed task is tried up to four times.

@@ -13,10 +13,14 @@ from typing import Any
 
 import pytest
 
-import dynamiq.spark
-from dynamiq.client import Client
-from dynamiq.models import Message
 from tests.conftest import NodeProcess
+from tests.spark.conftest import require_pyspark
+
+require_pyspark()
+
+import dynamiq.spark  # noqa: E402  (only once pyspark is known to be there)
+from dynamiq.client import Client  # noqa: E402
+from dynamiq.models import Message  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -162,7 +166,7 @@ def test_the_example_pipeline_totals_events_into_the_results_topic(
     pipeline = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pipeline)
     pipeline.prepare(node.url, 0)
-    events = [{"user": f"u{i % 3}", "amount": i} for i in range(30)]
+    events: list[dict[str, Any]] = [{"user": f"u{i % 3}", "amount": i} for i in range(30)]
     with Client(node.url) as client:
         client.publish("events", [json.dumps(e) for e in events])
     assert pipeline.run(spark, node.url) == 30

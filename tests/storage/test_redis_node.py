@@ -11,7 +11,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.errors import BackendUnavailable
-from tests.conftest import NodeProcess
+from tests.conftest import NodeFactory
 from tests.servers import free_port, redis_cluster, redis_server
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,7 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_node_on_redis_keeps_acknowledged_messages_across_kill_9(
-    node_factory: type[NodeProcess], redis_url: str
+    node_factory: NodeFactory, redis_url: str
 ) -> None:
     flags = ("--storage-backend", "redis", "--storage-url", redis_url)
     node = node_factory(*flags).start()
@@ -46,7 +46,7 @@ def test_a_node_on_redis_keeps_acknowledged_messages_across_kill_9(
 
 
 def test_an_unreachable_store_is_503_and_the_node_recovers(
-    node_factory: type[NodeProcess], tmp_path: Path
+    node_factory: NodeFactory, tmp_path: Path
 ) -> None:
     port = free_port()
     with redis_server(tmp_path / "redis", port) as url:
@@ -80,7 +80,7 @@ def _post(url: str, body: bytes) -> tuple[int, dict[str, str]]:
 
 
 def test_killing_a_cluster_primary_under_load_loses_no_acknowledged_message(
-    node_factory: type[NodeProcess], tmp_path: Path
+    node_factory: NodeFactory, tmp_path: Path
 ) -> None:
     # Given a node on a 6-node Redis Cluster that waits for one replica per write
     with redis_cluster(tmp_path / "cluster") as cluster:
