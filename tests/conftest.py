@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
+from blockbuster import blockbuster_ctx
 from aiohttp.test_utils import TestClient
 
 from dynamiq.config import load_settings
@@ -20,6 +22,39 @@ from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client
 from tests.servers import flush_redis, redis_cluster, redis_server
+
+
+# Blocking calls that are allowed: in libraries, once per connection, or at start-up.
+LIBRARY_BLOCKING = [
+    # redis-py reads its own version from the package metadata for each new connection.
+    *(
+        (function, "redis/utils.py", "get_lib_version")
+        for function in ("os.stat", "os.listdir", "os.scandir", "io.TextIOWrapper.read", "io.open")
+    ),
+    # Opening the embedded store is a start-up step (tests open stores in their body).
+    *((function, "dynamiq/storage/lmdb.py", "__init__") for function in ("os.mkdir", "os.stat")),
+    # The gossip library joins its thread pool when it stops: once, at a node's shutdown.
+    ("lock.acquire", "concurrent/futures/thread.py", "shutdown"),
+    # A StatsD datagram to a local agent: UDP sends do not wait for the receiver.
+    ("socket.socket.sendto", "statsd/client/udp.py", "_send"),
+]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Fail an async test when Dynamiq's code blocks the event loop (file, socket, sleep).
+
+    Only the test's own run is watched: a node opening its store at start-up
+    (in the fixtures) may block once.
+    """
+    function = getattr(item, "function", None)
+    if not inspect.iscoroutinefunction(function):
+        return (yield)
+    with blockbuster_ctx(["dynamiq"]) as detector:
+        for function, path, name in LIBRARY_BLOCKING:
+            if function in detector.functions:
+                detector.functions[function].can_block_in(path, name)
+        return (yield)
 
 
 @pytest.fixture

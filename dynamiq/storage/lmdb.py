@@ -281,6 +281,10 @@ class LmdbBackend:
         """
         if self._closed:
             return
+        # Reading /proc/self/maps and madvise are system calls: off the event loop.
+        await asyncio.to_thread(self._maintain)
+
+    def _maintain(self) -> None:
         self._env.reader_check()
         _drop_mapped_pages(self.path / "data.mdb")
 
