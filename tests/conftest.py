@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from blockbuster import blockbuster_ctx
 from aiohttp.test_utils import TestClient
+from blockbuster import blockbuster_ctx
 
 from dynamiq.config import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client
 from tests.servers import flush_redis, redis_cluster, redis_server
-
 
 # Blocking calls that are allowed: in libraries, once per connection, or at start-up.
 LIBRARY_BLOCKING = [

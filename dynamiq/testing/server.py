@@ -35,7 +35,11 @@ class NodeServer(TestServer):
 async def node_client(settings: Settings, clock: Clock | None = None) -> TestClient[Any, Any]:
     """Start a node app for ``settings`` and return a started client of it (close it after)."""
     sock = listen(settings)
-    server = NodeServer(create_app(settings, sock, clock), sock)
+    try:
+        server = NodeServer(create_app(settings, sock, clock), sock)
+    except BaseException:
+        sock.close()
+        raise
     client: TestClient[Any, Any] = TestClient(server)
     try:
         await client.start_server()

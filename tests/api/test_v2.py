@@ -5,12 +5,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from aiohttp.test_utils import TestClient
 from openapi_spec_validator import validate
+
+from dynamiq.config import load_settings
+from dynamiq.core.clock import FakeClock
+from dynamiq.testing.server import node_client
 
 Http = TestClient[Any, Any]
 
@@ -230,7 +237,23 @@ async def test_a_store_failure_is_503_with_retry_after(lmdb_http: Http) -> None:
         )
 
 
-async def test_queue_and_node_stats(http: Http, spec: dict[str, Any]) -> None:
+@pytest.fixture
+async def clocked(tmp_path: Path) -> AsyncIterator[tuple[Http, FakeClock]]:
+    """A node on the embedded store whose clock moves only when the test says."""
+    clock = FakeClock(time.time())  # wall time as today's: message ages stay meaningful
+    settings = load_settings(
+        env={}, flags={"core.httpport": "0", "storage.path": str(tmp_path / "clocked")}
+    )
+    client = await node_client(settings, clock)
+    try:
+        yield client, clock
+    finally:
+        await client.close()
+
+
+async def test_queue_and_node_stats(clocked: tuple[Http, FakeClock]) -> None:
+    http, clock = clocked
+    spec = await (await http.get("/v2/openapi.json")).json()
     await call(http, spec, "PUT", "/v2/queues/s1", 201)
     await call(http, spec, "PUT", "/v2/queues/s2", 201)
     empty = await call(http, spec, "GET", "/v2/queues/s1/stats", 200)
@@ -243,11 +266,11 @@ async def test_queue_and_node_stats(http: Http, spec: dict[str, Any]) -> None:
         200,
         {"messages": [{"body": str(i)} for i in range(5)]},
     )
-    await asyncio.sleep(0.2)
+    clock.t = time.time() + 0.2  # ids carry the real publish time: 0.2 s later, by this clock
     got = await call(http, spec, "POST", "/v2/queues/s1/receive", 200, {"max_messages": 2})
     stats = await call(http, spec, "GET", "/v2/queues/s1/stats", 200)
     assert (stats["depth"], stats["visible"], stats["in_flight"]) == (5, 3, 2)
-    assert 0.2 <= stats["oldest_age_seconds"] < 30
+    assert 0.1 <= stats["oldest_age_seconds"] < 0.5
     assert stats["partitions"] == 1
     await call(
         http, spec, "POST", "/v2/queues/s1/delete", 200, {"ids": [m["id"] for m in got["messages"]]}
@@ -256,7 +279,7 @@ async def test_queue_and_node_stats(http: Http, spec: dict[str, Any]) -> None:
     assert [q["queue"] for q in node["queues"]] == ["s1", "s2"]
     assert node["totals"]["depth"] == 3 and node["totals"]["in_flight"] == 0
     assert node["members"] == 1
-    await asyncio.sleep(1.1)  # the seconds that held the traffic are complete
+    clock.advance(1.1)  # the seconds that held the traffic are complete
     rates = (await call(http, spec, "GET", "/v2/queues/s1/stats", 200))["rates"]
     assert rates == {"publish": 0.5, "receive": 0.2, "delete": 0.2}  # per second over 10 s
 
