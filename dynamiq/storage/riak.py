@@ -40,6 +40,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -48,7 +49,7 @@ import aiohttp
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX, KeyRange
 
-__all__ = ["HttpTransport", "RiakBackend", "Transport"]
+__all__ = ["HttpTransport", "RiakBackend", "RiakRequest", "Transport"]
 
 T = TypeVar("T")
 
@@ -59,17 +60,21 @@ TIMEOUT_SECONDS = 5.0
 Answer = tuple[int, dict[str, str], bytes]  # status, headers, body
 
 
+@dataclass(frozen=True, slots=True)
+class RiakRequest:
+    """One HTTP request to a Riak node."""
+
+    method: str
+    url: str
+    params: dict[str, str] | None = None
+    data: bytes | None = None
+    headers: dict[str, str] | None = None
+
+
 class Transport(Protocol):
     """Sends one HTTP request to a Riak node (the seam the adapter's tests replace)."""
 
-    async def __call__(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str] | None,
-        data: bytes | None,
-        headers: dict[str, str] | None,
-    ) -> Answer:
+    async def __call__(self, request: RiakRequest) -> Answer:
         """Return the answer; raise ``OSError``/``aiohttp.ClientError`` when none came."""
         ...
 
@@ -85,21 +90,18 @@ class HttpTransport:
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
 
-    async def __call__(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str] | None,
-        data: bytes | None,
-        headers: dict[str, str] | None,
-    ) -> Answer:
+    async def __call__(self, request: RiakRequest) -> Answer:
         """Send the request on a pooled connection."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._pool_size)
             )
         async with self._session.request(
-            method, url, params=params, data=data, headers=headers
+            request.method,
+            request.url,
+            params=request.params,
+            data=request.data,
+            headers=request.headers,
         ) as response:
             return response.status, dict(response.headers), await response.read()
 
@@ -417,7 +419,7 @@ class RiakBackend:
                     node = self._nodes[index]
                     try:
                         status, got, body = await self._transport(
-                            method, node + path, params, data, headers
+                            RiakRequest(method, node + path, params, data, headers)
                         )
                     except (aiohttp.ClientError, OSError) as exc:
                         last = f"{node}: {exc!r}"

@@ -97,16 +97,20 @@ async def test_json_nested_too_deep_is_400(
     assert response.status == 400, await response.text()
 
 
+def _long_poll(queue: str, wait: float) -> bytes:
+    """Return a raw receive request waiting ``wait`` seconds for 600 s leases."""
+    body = json.dumps({"wait_seconds": wait, "visibility_timeout": 600}).encode()
+    return (
+        f"POST /v2/queues/{queue}/receive HTTP/1.1\r\nHost: x\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 async def test_a_vanished_long_poll_does_not_lease_the_next_message(lmdb_http: Http) -> None:
     http = lmdb_http
     await http.put("/v2/queues/lp")
     # Given a consumer waiting 5 s that hangs up after 0.3 s
-    body = json.dumps({"wait_seconds": 5, "visibility_timeout": 600}).encode()
-    request = (
-        b"POST /v2/queues/lp/receive HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
-    _, writer = await _raw(http, request)
+    _, writer = await _raw(http, _long_poll("lp", 5))
     await asyncio.sleep(0.3)
     writer.close()
     await writer.wait_closed()
@@ -122,12 +126,7 @@ async def test_messages_leased_for_a_client_that_left_are_given_back(lmdb_http: 
     http = lmdb_http
     await http.put("/v2/queues/gb")
     # Given a consumer that asks and hangs up before the answer can be written
-    body = json.dumps({"wait_seconds": 2, "visibility_timeout": 600}).encode()
-    request = (
-        b"POST /v2/queues/gb/receive HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-    )
-    _, writer = await _raw(http, request)
+    _, writer = await _raw(http, _long_poll("gb", 2))
     await asyncio.sleep(0.05)
     writer.transport.abort()  # gone without a goodbye
     await http.post("/v2/queues/gb/messages", json={"messages": [{"body": "again"}]})

@@ -12,7 +12,7 @@ import pytest
 
 from dynamiq.config import load_settings
 from dynamiq.errors import BackendUnavailable, ConfigError
-from dynamiq.storage.riak import RiakBackend, _siblings
+from dynamiq.storage.riak import RiakBackend, RiakRequest, _siblings
 from tests.servers import free_port
 
 
@@ -59,19 +59,12 @@ class FakeRiak:
         self.cancelled = 0
         self.in_flight = 0
 
-    async def __call__(
-        self,
-        method: str,
-        url: str,
-        params: dict[str, str] | None,
-        data: bytes | None,
-        headers: dict[str, str] | None,
-    ) -> tuple[int, dict[str, str], bytes]:
-        if "/datatypes/" in url:  # the depth counter
-            if method == "POST" and data:
-                self.counter += json.loads(data)["update"]["n_counter"]
+    async def __call__(self, request: RiakRequest) -> tuple[int, dict[str, str], bytes]:
+        if "/datatypes/" in request.url:  # the depth counter
+            if request.method == "POST" and request.data:
+                self.counter += json.loads(request.data)["update"]["n_counter"]
             return 200, {}, json.dumps({"value": {"n_counter": self.counter}}).encode()
-        key = int(url.rsplit("/", 1)[1])
+        key = int(request.url.rsplit("/", 1)[1])
         self.in_flight += 1
         try:
             if key in self.hang:
@@ -79,7 +72,7 @@ class FakeRiak:
             await asyncio.sleep(0.01 * (key % 5))
             if key in self.fail:
                 raise aiohttp.ServerDisconnectedError()
-            if method == "PUT":
+            if request.method == "PUT":
                 self.puts.append(key)
             return (204, {}, b"")
         except asyncio.CancelledError:
