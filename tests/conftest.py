@@ -28,12 +28,12 @@ LIBRARY_BLOCKING = [
     # redis-py reads its own version from the package metadata for each new connection.
     *(
         (function, "redis/utils.py", "get_lib_version")
-        for function in ("os.stat", "os.listdir", "os.scandir", "io.TextIOWrapper.read", "io.open")
+        for function in ("os.stat", "os.listdir", "os.scandir", "io.TextIOWrapper.read")
     ),
     # Opening the embedded store is a start-up step (tests open stores in their body).
     *((function, "dynamiq/storage/lmdb.py", "__init__") for function in ("os.mkdir", "os.stat")),
     # The gossip library joins its thread pool when it stops: once, at a node's shutdown.
-    ("lock.acquire", "concurrent/futures/thread.py", "shutdown"),
+    ("threading.Lock.acquire", "concurrent/futures/thread.py", "shutdown"),
     # A StatsD datagram to a local agent: UDP sends do not wait for the receiver.
     ("socket.socket.sendto", "statsd/client/udp.py", "_send"),
 ]
@@ -51,8 +51,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         return (yield)
     with blockbuster_ctx(["dynamiq"]) as detector:
         for function, path, name in LIBRARY_BLOCKING:
-            if function in detector.functions:
-                detector.functions[function].can_block_in(path, name)
+            detector.functions[function].can_block_in(path, name)
         return (yield)
 
 
