@@ -216,6 +216,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             )
 
     extra_flags: tuple[str, ...] = ()
+    checkout: str | None = None  # run the node of this checkout instead of this one
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")
@@ -235,7 +236,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             "warn",
             *self.extra_flags,
         ]
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        # ``-m dynamiq`` finds the package of the working directory first.
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.checkout)
         if not peers.wait_port(PORT, 30):
             peers._stop_popen(p)
             raise RuntimeError("dynamiq did not start")
@@ -253,6 +255,16 @@ class DynamiqStatsd(Dynamiq):
 
     def settings(self) -> str:
         return super().settings() + "; stats.type=statsd, flushinterval 1 s"
+
+
+class DynamiqBaseline(Dynamiq):
+    """The node of another checkout (``DYNAMIQ_BASELINE``, e.g. the previous commit), same run."""
+
+    name = "dynamiq-baseline"
+    checkout = os.environ.get("DYNAMIQ_BASELINE")
+
+    def settings(self) -> str:
+        return super().settings() + f"; the node of {self.checkout}"
 
 
 class _Handle:
@@ -354,6 +366,7 @@ class DynamiqCluster3(Dynamiq):
 ADAPTERS = {
     "dynamiq": Dynamiq,
     "dynamiq-statsd": DynamiqStatsd,
+    "dynamiq-baseline": DynamiqBaseline,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,

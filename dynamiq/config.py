@@ -30,9 +30,10 @@ __all__ = [
 
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 # Variables the project reads for other purposes than settings: the client's
-# nodes, the Riak tests' node, the benchmark driver, the installer's extras.
+# nodes, the Riak tests' node, the benchmark's driver and baseline checkout,
+# the installer's extras.
 OTHER_VARIABLES = frozenset(
-    {"DYNAMIQ_HOSTS", "DYNAMIQ_RIAK_URL", "DYNAMIQ_PEERS", "DYNAMIQ_EXTRAS"}
+    {"DYNAMIQ_HOSTS", "DYNAMIQ_RIAK_URL", "DYNAMIQ_PEERS", "DYNAMIQ_BASELINE", "DYNAMIQ_EXTRAS"}
 )
 STATS_TYPES = ("statsd", "prometheus", "none")
 BACKENDS = ("lmdb", "redis", "riak")
