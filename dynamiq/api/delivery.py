@@ -46,11 +46,12 @@ async def deliver(
         ClientGone: the client went away; whatever was leased for it was given back.
     """
     serving = node(request)
-    receive = serving.receive(queue, max_messages, visibility_timeout, wait_seconds)
-    if wait_seconds > 0:
-        messages = await _unless_gone(request, asyncio.ensure_future(receive), queue)
-    else:
-        messages = await receive
+    # What is visible now is taken at once; only a receive that has to wait
+    # runs as a task watched for its client going away.
+    messages = await serving.receive(queue, max_messages, visibility_timeout)
+    if not messages and wait_seconds > 0:
+        waiting = serving.receive(queue, max_messages, visibility_timeout, wait_seconds)
+        messages = await _unless_gone(request, asyncio.ensure_future(waiting), queue)
     response = render(messages)
     try:
         if _gone(request):
