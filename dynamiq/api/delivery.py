@@ -46,6 +46,7 @@ async def deliver(
         ClientGone: the client went away; whatever was leased for it was given back.
     """
     serving = node(request)
+    serving.check_receive(max_messages, wait_seconds)  # a refused request leases nothing
     # What is visible now is taken at once; only a receive that has to wait
     # runs as a task watched for its client going away.
     messages = await serving.receive(queue, max_messages, visibility_timeout)

@@ -154,11 +154,15 @@ class Node:
         wait_seconds: float = 0.0,
     ) -> list[Message]:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
+        self.check_receive(max_messages, wait_seconds)
+        self._catalog.queue(queue)
+        return await self._cluster.receive(queue, max_messages, visibility_timeout, wait_seconds)
+
+    def check_receive(self, max_messages: int, wait_seconds: float) -> None:
+        """Raise ``Invalid`` for a batch or a wait beyond this node's limits."""
         self._check_batch(max_messages)
         if wait_seconds > self.limits.maxwaitseconds:
             raise Invalid(f"wait_seconds must be <= {self.limits.maxwaitseconds:g}", "wait_seconds")
-        self._catalog.queue(queue)
-        return await self._cluster.receive(queue, max_messages, visibility_timeout, wait_seconds)
 
     async def give_back(self, queue: str, messages: Sequence[Message]) -> None:
         """End the leases of messages that never reached their consumer."""
