@@ -253,6 +253,7 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
         stop.set()
 
     sock = listen(settings)
+    url = url_of(sock)
     runner = web.AppRunner(
         create_app(settings, sock, on_fatal=on_fatal),
         access_log=None,
@@ -262,9 +263,9 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     try:
         await runner.setup()
         await web.SockSite(runner, sock, backlog=settings.limits.backlog).start()
-        _announce(settings, url_of(sock), membership_of(runner.app).address)
+        _announce(settings, url, runner.app[SERVICES].node.membership.address)
         if ready:
-            ready(url_of(sock))
+            ready(url)
         _on_signals(stop)
         await stop.wait()
     finally:
@@ -286,11 +287,6 @@ def _on_signals(stop: asyncio.Event) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-
-
-def membership_of(app: web.Application) -> Membership:
-    """Return the membership of a node's application."""
-    return app[SERVICES].node.membership
 
 
 def _announce(settings: Settings, url: str, gossip: str) -> None:

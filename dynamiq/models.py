@@ -21,7 +21,8 @@ __all__ = [
     "validate_name",
 ]
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,80}")
+# 1-80 characters of A-Z a-z 0-9 _ . -, but not "." or ".." (a URL path cannot carry them).
+NAME_PATTERN = re.compile(r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,80}$")
 MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
 MAX_PARTITIONS_LIMIT = 256
 MAX_PARTITION_AGE = float(10**9)
@@ -48,7 +49,7 @@ def validate_name(kind: str, name: str) -> str:
 
     ``.`` and ``..`` are refused: a URL path cannot carry them as a segment.
     """
-    if not NAME_PATTERN.fullmatch(name) or name in (".", ".."):
+    if not NAME_PATTERN.fullmatch(name):
         raise Invalid(
             f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' (not '.' or '..')",
             field="name",

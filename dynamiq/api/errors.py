@@ -28,7 +28,7 @@ from dynamiq.errors import (
     ServerError,
 )
 
-__all__ = ["CLIENT_GONE", "Renderer", "error_middleware", "render_v1", "render_v2"]
+__all__ = ["Renderer", "error_middleware", "render_v1", "render_v2"]
 
 log = logging.getLogger("dynamiq.api")
 

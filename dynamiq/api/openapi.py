@@ -17,19 +17,17 @@ from dynamiq import __version__
 from dynamiq.api import schemas as s
 from dynamiq.api.routes import Param, Route
 from dynamiq.config import LimitsSettings
-from dynamiq.models import ID_PATTERN
+from dynamiq.models import ID_PATTERN, NAME_PATTERN
 
 __all__ = ["openapi_document"]
 
 _REF = "#/components/schemas/{name}"
 
-# Names: 1-80 characters of A-Z a-z 0-9 _ . -, but not "." or "..".
-NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,80}$"
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 _PATH_PARAMS = {
-    "queue": {"type": "string", "pattern": NAME_PATTERN},
-    "topic": {"type": "string", "pattern": NAME_PATTERN},
+    "queue": {"type": "string", "pattern": NAME_PATTERN.pattern},
+    "topic": {"type": "string", "pattern": NAME_PATTERN.pattern},
     "id": {"type": "string", "pattern": ID_PATTERN},
 }
 
@@ -87,9 +85,10 @@ def _operation(route: Route, limits: LimitsSettings) -> dict[str, Any]:
 def _apply_limits(components: dict[str, Any], limits: LimitsSettings) -> None:
     """Write this node's limits and the base64 rule into the generated schemas."""
     props = {name: c.get("properties", {}) for name, c in components.items()}
-    for name, field in (("PublishRequest", "messages"), ("DeleteRequest", "ids")):
-        props[name][field]["maxItems"] = limits.maxbatch
-    props["VisibilityRequest"]["ids"]["maxItems"] = limits.maxbatch
+    props["PublishRequest"]["messages"]["maxItems"] = limits.maxbatch
+    for name in ("DeleteRequest", "VisibilityRequest"):
+        props[name]["ids"]["maxItems"] = limits.maxbatch
+        props[name]["ids"]["items"]["pattern"] = ID_PATTERN
     props["ReceiveRequest"]["max_messages"]["maximum"] = limits.maxbatch
     props["ReceiveRequest"]["wait_seconds"]["maximum"] = limits.maxwaitseconds
     components["OutgoingMessage"]["if"] = {

@@ -13,6 +13,7 @@ from aiohttp import web
 from dynamiq.api import schemas as s
 from dynamiq.api.bodies import decode_body, encode_message, json_response, read_json
 from dynamiq.api.delivery import deliver
+from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
 from dynamiq.models import Message, parse_id
 from dynamiq.service import reports
@@ -23,8 +24,6 @@ __all__ = ["ROUTES", "routes"]
 
 async def openapi(request: web.Request) -> web.Response:
     """Serve the OpenAPI document of this API."""
-    from dynamiq.api.openapi import openapi_document
-
     return json_response(openapi_document(ROUTES, node(request).limits))
 
 

@@ -155,7 +155,6 @@ class Node:
     ) -> list[Message]:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
         self.check_receive(max_messages, wait_seconds)
-        self._catalog.queue(queue)
         return await self._cluster.receive(queue, max_messages, visibility_timeout, wait_seconds)
 
     def check_receive(self, max_messages: int, wait_seconds: float) -> None:
@@ -178,7 +177,6 @@ class Node:
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend leases by ``seconds`` from now, or end them (0); return the ids leased."""
         self._check_batch(len(ids))
-        self._catalog.queue(queue)
         return await self._cluster.change_visibility(queue, ids, seconds)
 
     async def peek(self, queue: str, message_id: int) -> Message:

@@ -39,6 +39,7 @@ import email.policy
 import functools
 import json
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -112,14 +113,6 @@ class HttpTransport:
             self._session = None
 
 
-class BatchFailed(BackendUnavailable):
-    """A batch stopped at its first failure; ``done`` holds the calls that had succeeded."""
-
-    def __init__(self, cause: BackendUnavailable, done: dict[int, Any]) -> None:
-        super().__init__(cause.message, cause.retry_after)
-        self.done = done
-
-
 class RiakBackend:
     """A StorageBackend on one or more Riak KV nodes (``http://host:8098``)."""
 
@@ -163,22 +156,16 @@ class RiakBackend:
             )
             return status != 412
 
+        done: dict[int, bool] = {}
         try:
-            stored = await self._each([functools.partial(put, *item) for item in items])
-        except BatchFailed as exc:
-            await self._count_stored([items[i][0] for i, ok in exc.done.items() if ok])
-            raise
-        await self._count_stored([item[0] for item, ok in zip(items, stored, strict=True) if ok])
+            stored = await self._each([functools.partial(put, *item) for item in items], done)
+        finally:  # a batch that failed partway counts what it wrote
+            added = Counter(items[i][0] for i, ok in done.items() if ok)
+            for bucket, n in added.items():
+                await self._count_add(bucket, n)
         self._commits += 1
         self._commit_seconds += time.perf_counter() - started
         return stored
-
-    async def _count_stored(self, buckets: Sequence[str]) -> None:
-        added: dict[str, int] = {}
-        for bucket in buckets:
-            added[bucket] = added.get(bucket, 0) + 1
-        for bucket, n in added.items():
-            await self._count_add(bucket, n)
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return each key's value (siblings resolved), None where absent or deleted."""
@@ -213,18 +200,15 @@ class RiakBackend:
             return status == 204
 
         unique = list(first)
+        done: dict[int, bool] = {}
         try:
-            removed = await self._each([functools.partial(remove, k) for k in unique])
-        except BatchFailed as exc:
-            gone = sum(1 for ok in exc.done.values() if ok)
+            removed = await self._each([functools.partial(remove, k) for k in unique], done)
+        finally:  # a batch that failed partway counts what it deleted
+            gone = sum(done.values())
             if gone:
                 await self._count_add(bucket, -gone)
-            raise
         existed = dict(zip(unique, removed, strict=True))
         out = [existed[k] and first[k] == i for i, k in enumerate(keys)]
-        gone = sum(out)
-        if gone:
-            await self._count_add(bucket, -gone)
         self._commits += 1
         self._commit_seconds += time.perf_counter() - started
         return out
@@ -366,14 +350,19 @@ class RiakBackend:
     def _map_path(bucket: str, key: str) -> str:
         return f"/types/maps/buckets/{bucket}/datatypes/{quote(key, safe='')}"
 
-    async def _each(self, calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
+    async def _each(
+        self, calls: list[Callable[[], Awaitable[T]]], done: dict[int, T] | None = None
+    ) -> list[T]:
         """Run ``calls`` at most ``pool_size`` at a time, all within one ``timeout``.
 
+        ``done`` receives each call's result by index as it finishes, so a
+        caller still knows what succeeded when the batch fails.
+
         Raises:
-            BatchFailed: on the first failure (or the deadline), once the calls
-                still waiting or in flight are cancelled.
+            BackendUnavailable: on the first failure (or the deadline), once the
+                calls still waiting or in flight are cancelled.
         """
-        done: dict[int, T] = {}
+        done = {} if done is None else done
 
         async def bounded(i: int, call: Callable[[], Awaitable[T]]) -> None:
             async with self._slots:
@@ -394,7 +383,7 @@ class RiakBackend:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         if failure is not None:
-            raise BatchFailed(failure, dict(done))
+            raise failure
         return [done[i] for i in range(len(calls))]
 
     async def _call(

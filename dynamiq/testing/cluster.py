@@ -181,9 +181,8 @@ class LocalCluster:
         started = time.monotonic()
         for node in self.nodes.values():
             self.start_node(node.name)
-        return self.wait_converged(timeout - (time.monotonic() - started)) + (
-            time.monotonic() - started
-        )
+        self.wait_converged(timeout - (time.monotonic() - started))
+        return time.monotonic() - started
 
     def start_node(self, name: str, seeds: Sequence[str] | None = None) -> LocalNode:
         """(Re)start one node, once it serves; seeded with every node known by default.
