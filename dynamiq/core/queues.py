@@ -305,21 +305,30 @@ class QueueService:
         moves = self._moves
         cursor = state.cursor(part, self._clock.now())
         await self._walk(uid, cursor, want, state.leases)
-        if not cursor.result:
+        # Leased before they are read, so that a concurrent receive walking
+        # the same stripes passes them by instead of reading them too.
+        ids = state.leases.acquire(cursor.result, self._clock.now(), lease_seconds)
+        if not ids:
             return []
-        present = self._recent.take(uid, cursor.result, self._clock.now())
-        if len(present) < len(cursor.result):
-            missing = [mid for mid in cursor.result if mid not in present]
-            for mid, rec in zip(missing, await self._store.get(uid, missing), strict=True):
-                if rec is not None:
-                    present[mid] = rec
-        in_order = [mid for mid in cursor.result if mid in present]
-        if self._moves != moves:
-            # The slice moved while this receive read the store: lease only
-            # what this node still serves (another node may own the rest now).
-            in_order = [mid for mid in in_order if self.serves(mid)]
-        taken = state.leases.acquire(in_order, self._clock.now(), lease_seconds)
-        return [Message(mid, *decode(present[mid])) for mid in taken]
+        try:
+            present = self._recent.take(uid, ids, self._clock.now())
+            if len(present) < len(ids):
+                missing = [mid for mid in ids if mid not in present]
+                for mid, rec in zip(missing, await self._store.get(uid, missing), strict=True):
+                    if rec is not None:
+                        present[mid] = rec
+        except BaseException:
+            state.leases.release(ids)
+            raise
+        # Gone meanwhile (deleted), or, when the slice moved during the read,
+        # no longer this node's to lease: let go of them.
+        moved = self._moves != moves
+        dropped = [mid for mid in ids if mid not in present or (moved and not self.serves(mid))]
+        if dropped:
+            state.leases.release(dropped)
+            gone = set(dropped)
+            ids = [mid for mid in ids if mid not in gone]
+        return [Message(mid, *decode(present[mid])) for mid in ids]
 
     async def _walk(
         self, uid: str, cursor: PartitionCursor, want: int, skip: Container[int]

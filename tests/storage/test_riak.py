@@ -1,4 +1,4 @@
-"""What of the Riak adapter runs without a Riak node: siblings, failures, configuration."""
+"""The Riak adapter without a Riak node: siblings, failures, round trips, configuration."""
 
 from __future__ import annotations
 
@@ -9,11 +9,20 @@ from collections.abc import Iterable
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from bench.riak import measure
 from dynamiq.config import load_settings
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.queues import QueueService
 from dynamiq.errors import BackendUnavailable, ConfigError
-from dynamiq.storage.riak import RiakBackend, RiakRequest, _siblings
+from dynamiq.storage.riak import RiakBackend, RiakRequest
+from dynamiq.storage.riak.depths import DepthDeltas
+from dynamiq.storage.riak.http import siblings
 from tests.servers import free_port
+from tests.storage.riak_model import RiakModel
 
 
 def test_siblings_are_read_from_a_multipart_answer() -> None:
@@ -22,7 +31,7 @@ def test_siblings_are_read_from_a_multipart_answer() -> None:
         b"--XX\r\nContent-Type: application/octet-stream\r\nX-Riak-Deleted: true\r\n"
         b"Etag: 2\r\n\r\n\r\n--XX--\r\n"
     )
-    assert _siblings("multipart/mixed; boundary=XX", body) == [(False, b"record"), (True, b"")]
+    assert siblings("multipart/mixed; boundary=XX", body) == [(False, b"record"), (True, b"")]
 
 
 async def test_no_reachable_node_is_a_503_not_a_crash() -> None:
@@ -91,14 +100,15 @@ async def test_a_batch_failing_partway_still_counts_what_it_wrote() -> None:
     with pytest.raises(BackendUnavailable):
         await store.insert([("q", k, b"x") for k in range(10)])
     # The counter moved by exactly the writes that were made (no drift below 0).
-    assert fake.counter == len(fake.puts) > 0
-    assert await store.count("q") == len(fake.puts)
+    assert await store.count("q") == len(fake.puts) > 0
+    assert fake.counter == len(fake.puts)
     deleted = list(fake.puts)
     fake.fail = {deleted[-1]}
     with pytest.raises(BackendUnavailable):
         await store.delete("q", deleted)
-    assert 0 <= fake.counter < len(fake.puts)
+    assert 0 < await store.count("q") < len(fake.puts)
     assert await store.count("q") == fake.counter
+    await store.close()
 
 
 async def test_the_first_failure_cancels_the_rest_of_the_batch() -> None:
@@ -123,3 +133,124 @@ async def test_a_paused_riak_answers_within_the_timeout_slot_waits_included() ->
     assert time.monotonic() - started < 1.0 + 1.5  # five rounds of queueing would be 5 s
     assert all(isinstance(r, BackendUnavailable) for r in results)
     assert fake.in_flight == 0
+
+
+# -- round trips, counted on a transport that answers as Riak's HTTP API does --
+
+
+async def riak_engine(model: RiakModel, clock: FakeClock) -> tuple[RiakBackend, QueueService]:
+    store = RiakBackend(["http://riak:8098"], transport=model)
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    return store, QueueService(store, catalog, clock)
+
+
+async def test_a_drain_reads_each_message_once_and_deletes_it_without_a_read(
+    fake_clock: FakeClock,
+) -> None:
+    model = RiakModel()
+    store, queues = await riak_engine(model, fake_clock)
+    for _ in range(20):
+        await queues.publish("q", [b"m%d" % i for i in range(10)])
+    fake_clock.advance(5)  # past what this node keeps in memory of its publishes
+    model.requests.clear()
+    model.reads = 0
+    receives = delivered = 0
+    while got := await queues.receive("q", 10):
+        receives += 1
+        delivered += len(got)
+        assert all(await queues.delete("q", [m.id for m in got]))
+    assert delivered == 200
+    # One GET per message; each DELETE carries its vclock, so Riak reads nothing more.
+    assert model.requests["get"] == delivered and model.reads == delivered
+    assert model.requests["delete_with_vclock"] == delivered and model.requests["delete"] == 0
+    # A fresh partition walk is one 2i page over the span, not one per stripe.
+    assert model.requests["index"] <= 2 * receives
+    assert await store.count("q") == 0
+    await store.close()
+
+
+async def test_a_message_served_from_memory_is_deleted_by_riak_reading_it_once(
+    fake_clock: FakeClock,
+) -> None:
+    model = RiakModel()
+    store, queues = await riak_engine(model, fake_clock)
+    await queues.publish("q", [b"a", b"b"])
+    model.reads = 0
+    got = await queues.receive("q", 10)
+    assert [m.body for m in got] == [b"a", b"b"] and model.requests["get"] == 0
+    await queues.delete("q", [m.id for m in got])
+    assert model.reads == 2  # Riak's read before a delete without a vclock
+    await store.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40)), max_size=120),
+    st.lists(st.integers(0, 12), min_size=4, max_size=4),
+    st.sampled_from([3, 10, 1000]),
+    st.sampled_from([2, 3, 16]),
+)
+async def test_a_scan_of_several_ranges_answers_each_as_its_own_query_would(
+    keys: list[tuple[int, int]], limits: list[int], page: int, span: int
+) -> None:
+    model = RiakModel()
+    store = RiakBackend(["http://riak:8098"], transport=model)
+    ids = sorted({stripe << 10 | seq for stripe, seq in keys})
+    for key in ids:
+        model.objects["b", key] = (b"", "vc")
+    ranges = [(s << 10, s << 10 | 1023) for s in range(4)]
+    expected = [
+        [k for k in ids if lo <= k <= hi][:n] for (lo, hi), n in zip(ranges, limits, strict=True)
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("dynamiq.storage.riak.backend.PAGE", page)  # the span's page runs short
+        patch.setattr("dynamiq.storage.riak.backend.SPAN_RANGES", span)
+        assert await store.scan("b", ranges, limits) == expected
+    await store.close()
+
+
+async def test_depth_deltas_leave_one_update_at_a_time_and_are_read_back() -> None:
+    sent: list[int] = []
+
+    async def send(bucket: str, delta: int) -> None:
+        await asyncio.sleep(0.02)
+        sent.append(delta)
+
+    deltas = DepthDeltas(send)
+    for _ in range(50):
+        deltas.add("q", 1)
+        await asyncio.sleep(0.001)
+    await deltas.settle("q")
+    assert sum(sent) == 50 and len(sent) < 10  # coalesced while one was in flight
+    await deltas.close()
+
+
+async def test_a_depth_delta_riak_refused_is_sent_again_and_never_counted_twice() -> None:
+    sent: list[int] = []
+    refuse = True
+
+    async def send(bucket: str, delta: int) -> None:
+        if refuse:
+            raise BackendUnavailable("down")
+        sent.append(delta)
+
+    deltas = DepthDeltas(send)
+    deltas.add("q", 3)
+    await asyncio.sleep(0)
+    with pytest.raises(BackendUnavailable):
+        await deltas.settle("q")
+    refuse = False
+    deltas.add("q", -1)
+    await deltas.settle("q")
+    assert sum(sent) == 2
+    deltas.retry()
+    await deltas.close()
+    assert sum(sent) == 2
+
+
+async def test_the_riak_bench_measures_both_halves_and_their_ratios() -> None:
+    figures = await measure("http://riak:8098", n=40, size=64, concurrency=4, transport=RiakModel())
+    assert figures["adapter GET per message"] == 1.0
+    assert figures["adapter DELETE per message"] == 1.0
+    assert figures["publish / raw put"] > 0 and figures["receive+delete / one get + one delete"] > 0
