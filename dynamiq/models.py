@@ -126,6 +126,24 @@ class Message(msgspec.Struct, frozen=True, gc=False):
     published_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class ReceiveRequest:
+    """What a consumer asks of a receive: up to ``max_messages`` leased from ``queue``.
+
+    ``visibility_timeout`` None means the queue's; with ``wait_seconds`` the
+    receive waits that long for a message when none is visible.
+    """
+
+    queue: str
+    max_messages: int
+    visibility_timeout: float | None = None
+    wait_seconds: float = 0.0
+
+    def at_once(self) -> ReceiveRequest:
+        """The same request without the wait."""
+        return replace(self, wait_seconds=0.0) if self.wait_seconds else self
+
+
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):
     """What only one node knows of a queue: its leases in flight and its rates (msg/s)."""
 

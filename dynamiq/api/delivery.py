@@ -15,7 +15,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from dynamiq.api.routes import node
-from dynamiq.models import Message
+from dynamiq.models import Message, ReceiveRequest
 
 __all__ = ["ClientGone", "deliver"]
 
@@ -33,12 +33,7 @@ def _gone(request: web.Request) -> bool:
 
 
 async def deliver(
-    request: web.Request,
-    queue: str,
-    max_messages: int,
-    visibility_timeout: float | None,
-    wait_seconds: float,
-    render: Callable[[list[Message]], web.Response],
+    request: web.Request, ask: ReceiveRequest, render: Callable[[list[Message]], web.Response]
 ) -> web.Response:
     """Lease messages for ``request`` and write ``render(messages)`` to it.
 
@@ -46,13 +41,13 @@ async def deliver(
         ClientGone: the client went away; whatever was leased for it was given back.
     """
     serving = node(request)
-    serving.check_receive(max_messages, wait_seconds)  # a refused request leases nothing
+    serving.check_receive(ask)  # a refused request leases nothing
     # What is visible now is taken at once; only a receive that has to wait
     # runs as a task watched for its client going away.
-    messages = await serving.receive(queue, max_messages, visibility_timeout)
-    if not messages and wait_seconds > 0:
-        waiting = serving.receive(queue, max_messages, visibility_timeout, wait_seconds)
-        messages = await _unless_gone(request, asyncio.ensure_future(waiting), queue)
+    messages = await serving.receive(ask.at_once())
+    if not messages and ask.wait_seconds > 0:
+        waiting = asyncio.ensure_future(serving.receive(ask))
+        messages = await _unless_gone(request, waiting, ask.queue)
     response = render(messages)
     try:
         if _gone(request):
@@ -60,7 +55,7 @@ async def deliver(
         await response.prepare(request)
         await response.write_eof()
     except ConnectionResetError:
-        await serving.give_back(queue, messages)
+        await serving.give_back(ask.queue, messages)
         raise ClientGone("the client closed the connection") from None
     return response
 

@@ -18,7 +18,7 @@ from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_middleware, render_v1
 from dynamiq.api.routes import Route, node, queue_param, route_defs
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
-from dynamiq.models import Message, parse_id
+from dynamiq.models import Message, ReceiveRequest, parse_id
 
 __all__ = ["ROUTES", "application"]
 
@@ -170,7 +170,7 @@ async def receive(request: web.Request) -> web.Response:
     def render(messages: list[Message]) -> web.Response:
         return json_response([_text(m) for m in messages])
 
-    return await deliver(request, name, batch, None, 0.0, render)
+    return await deliver(request, ReceiveRequest(name, batch), render)
 
 
 async def delete_message(request: web.Request) -> web.Response:

@@ -15,9 +15,9 @@ from dynamiq.api.bodies import decode_body, encode_message, json_response, read_
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
-from dynamiq.models import Message, parse_id
+from dynamiq.models import Message, ReceiveRequest, parse_id
 from dynamiq.service import reports
-from dynamiq.service.node import QueueView
+from dynamiq.service.reports import QueueView
 
 __all__ = ["ROUTES", "routes"]
 
@@ -98,9 +98,8 @@ async def receive(request: web.Request) -> web.Response:
     def render(messages: list[Message]) -> web.Response:
         return json_response(s.ReceiveResponse([encode_message(m, force) for m in messages]))
 
-    return await deliver(
-        request, name, body.max_messages, body.visibility_timeout, body.wait_seconds, render
-    )
+    ask = ReceiveRequest(name, body.max_messages, body.visibility_timeout, body.wait_seconds)
+    return await deliver(request, ask, render)
 
 
 async def delete(request: web.Request) -> web.Response:

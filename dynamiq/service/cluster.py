@@ -30,7 +30,7 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import PeerUnavailable, QueueNotFound
 from dynamiq.keyspace import KeyRange, intersect
-from dynamiq.models import HeldLease, LocalQueueStats, Message
+from dynamiq.models import HeldLease, LocalQueueStats, Message, ReceiveRequest
 
 __all__ = ["Coordinator"]
 
@@ -211,27 +211,20 @@ class Coordinator:
 
     # -- requests that reach the peers ---------------------------------------
 
-    async def receive(
-        self,
-        queue: str,
-        max_messages: int,
-        visibility_timeout: float | None = None,
-        wait_seconds: float = 0.0,
-    ) -> list[Message]:
+    async def receive(self, ask: ReceiveRequest) -> list[Message]:
         """Lease from this node's slice, then from the peers' when that is not enough."""
+        queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
         if self._peers is None or self._leaving:
-            return await self._queues.receive(queue, max_messages, visibility_timeout, wait_seconds)
-        deadline = time.monotonic() + wait_seconds
-        got = await self._queues.receive(queue, max_messages, visibility_timeout)
+            return await self._queues.receive(queue, want, lease, ask.wait_seconds)
+        deadline = time.monotonic() + ask.wait_seconds
+        got = await self._queues.receive(queue, want, lease)
         while True:
-            if len(got) < max_messages:
-                got += await self._from_peers(queue, max_messages - len(got), visibility_timeout)
+            if len(got) < want:
+                got += await self._from_peers(queue, want - len(got), lease)
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
                 return got
-            got = await self._queues.receive(
-                queue, max_messages, visibility_timeout, min(left, PEER_POLL_SECONDS)
-            )
+            got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
 
     async def _from_peers(
         self, queue: str, want: int, visibility_timeout: float | None

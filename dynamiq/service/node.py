@@ -11,39 +11,30 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.janitor import Janitor
-from dynamiq.core.queues import QueueService, QueueStats
+from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import Invalid
-from dynamiq.models import LocalQueueStats, Message, QueueSettings
+from dynamiq.models import LocalQueueStats, Message, QueueSettings, ReceiveRequest
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.reports import (
     NodeStats,
     QueueStatsDetail,
+    QueueView,
     Status,
     cluster_status,
     queue_detail,
     totals,
 )
 
-__all__ = ["Node", "QueueView"]
+__all__ = ["Node"]
 
 log = logging.getLogger("dynamiq.service")
-
-
-@dataclass(frozen=True, slots=True)
-class QueueView:
-    """A queue as described to users: its settings and what this node sees of it."""
-
-    name: str
-    settings: QueueSettings
-    stats: QueueStats
 
 
 class Node:
@@ -146,21 +137,15 @@ class Node:
         self._check_batch(len(bodies))
         return await self._topics.publish(topic, bodies)
 
-    async def receive(
-        self,
-        queue: str,
-        max_messages: int,
-        visibility_timeout: float | None = None,
-        wait_seconds: float = 0.0,
-    ) -> list[Message]:
+    async def receive(self, ask: ReceiveRequest) -> list[Message]:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
-        self.check_receive(max_messages, wait_seconds)
-        return await self._cluster.receive(queue, max_messages, visibility_timeout, wait_seconds)
+        self.check_receive(ask)
+        return await self._cluster.receive(ask)
 
-    def check_receive(self, max_messages: int, wait_seconds: float) -> None:
+    def check_receive(self, ask: ReceiveRequest) -> None:
         """Raise ``Invalid`` for a batch or a wait beyond this node's limits."""
-        self._check_batch(max_messages)
-        if wait_seconds > self.limits.maxwaitseconds:
+        self._check_batch(ask.max_messages)
+        if ask.wait_seconds > self.limits.maxwaitseconds:
             raise Invalid(f"wait_seconds must be <= {self.limits.maxwaitseconds:g}", "wait_seconds")
 
     async def give_back(self, queue: str, messages: Sequence[Message]) -> None:

@@ -13,12 +13,13 @@ import msgspec
 from dynamiq.cluster.base import Membership
 from dynamiq.core.queues import QueueStats
 from dynamiq.keyspace import KeyRange
-from dynamiq.models import LocalQueueStats
+from dynamiq.models import LocalQueueStats, QueueSettings
 
 __all__ = [
     "MemberStatus",
     "NodeStats",
     "QueueStatsDetail",
+    "QueueView",
     "Rates",
     "Status",
     "Totals",
@@ -26,6 +27,14 @@ __all__ = [
     "queue_detail",
     "totals",
 ]
+
+
+class QueueView(msgspec.Struct, frozen=True):
+    """A queue as described to users: its settings and what this node sees of it."""
+
+    name: str
+    settings: QueueSettings
+    stats: QueueStats
 
 
 class Rates(msgspec.Struct):
