@@ -134,10 +134,9 @@ def create_app(
     membership = open_membership(settings, url_of(sock))
     # With gossip, nothing is served until the cluster hands this node its slice.
     keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
-    queues = QueueService(
-        store, catalog, clock or MonotonicClock(), keyspace=keyspace, metrics=metrics
-    )
-    janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000)
+    clock = clock or MonotonicClock()
+    queues = QueueService(store, catalog, clock, keyspace=keyspace, metrics=metrics)
+    janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000, clock)
     reporter = Reporter(
         queues,
         store,

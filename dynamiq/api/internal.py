@@ -90,9 +90,9 @@ async def handoff(request: web.Request) -> web.Response:
 
 
 async def sync(request: web.Request) -> web.Response:
-    """A peer changed the catalog: reload it now."""
+    """A peer changed the catalog: reload it, then answer."""
     here, _ = await _read(request, type(None))
-    here.cluster.catalog_changed()
+    await here.cluster.catalog_changed()
     return web.Response(status=204)
 
 

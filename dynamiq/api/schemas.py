@@ -126,6 +126,12 @@ class VisibilityResponse(msgspec.Struct):
     not_leased: list[str]
 
 
+class PurgeResponse(msgspec.Struct):
+    """How many messages the queue held when it was purged."""
+
+    purged: int
+
+
 class DeleteResponse(msgspec.Struct):
     """Which ids were deleted and which were not stored."""
 

@@ -74,6 +74,11 @@ async def delete_queue(request: web.Request) -> web.Response:
     return json_response({"deleted": True})
 
 
+async def purge_queue(request: web.Request) -> web.Response:
+    """Drop every message published before the call."""
+    return json_response(s.PurgeResponse(await node(request).purge_queue(queue_param(request))))
+
+
 # -- messages -----------------------------------------------------------------
 
 
@@ -220,6 +225,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", Q, get_queue, "Describe a queue", response=s.QueueInfo),
     Route("PATCH", Q, configure_queue, "Change queue settings", s.QueueSettingsBody, s.QueueInfo),
     Route("DELETE", Q, delete_queue, "Delete a queue and its messages"),
+    Route(
+        "POST",
+        f"{Q}/purge",
+        purge_queue,
+        "Drop every message published before the call",
+        response=s.PurgeResponse,
+    ),
     Route(
         "POST", f"{Q}/messages", publish, "Publish messages", s.PublishRequest, s.PublishResponse
     ),

@@ -129,6 +129,11 @@ class AsyncClient:
         """Delete a queue and its messages."""
         await self._call("DELETE", f"/v2/queues/{name}")
 
+    async def purge_queue(self, name: str) -> int:
+        """Drop every message published before the call; return how many the queue held."""
+        result: dict[str, int] = await self._call("POST", f"/v2/queues/{name}/purge")
+        return result["purged"]
+
     # -- topics --------------------------------------------------------------
 
     async def create_topic(self, name: str) -> None:

@@ -76,6 +76,10 @@ class Client:
         """Delete a queue and its messages."""
         self._run(self._client.delete_queue(name))
 
+    def purge_queue(self, name: str) -> int:
+        """Drop every message published before the call; return how many the queue held."""
+        return self._run(self._client.purge_queue(name))
+
     def create_topic(self, name: str) -> None:
         """Create a topic."""
         self._run(self._client.create_topic(name))

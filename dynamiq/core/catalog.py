@@ -143,9 +143,10 @@ class Catalog:
         self._topics = {t: frozenset(q) for t, q in topics.items()}
         return True
 
-    async def pending_drops(self) -> list[str]:
-        """Return the uids of buckets whose deletion has not finished."""
-        return [key.partition("/")[2] for key in await self._store.meta_scan("drop/")]
+    async def pending_drops(self, now_ms: int) -> list[str]:
+        """Return the uids of buckets due to be dropped by ``now_ms`` and not dropped yet."""
+        markers = await self._store.meta_scan("drop/")
+        return [key.partition("/")[2] for key, due in markers.items() if int(due or 0) <= now_ms]
 
     async def finish_drop(self, uid: str) -> None:
         """Delete a dropped queue's messages, then forget the drop."""
@@ -183,6 +184,22 @@ class Catalog:
         self._queues.pop(name, None)
         self._topics = {t: q - {name} for t, q in self._topics.items()}
         return record.uid
+
+    @_change
+    async def purge_queue(self, name: str, drop_at_ms: int) -> str:
+        """Give a queue a new, empty bucket; the old one is dropped from ``drop_at_ms`` on.
+
+        Returns the old bucket's uid. The wait lets every node switch to the
+        new bucket before the old one goes, so that nothing a lagging node
+        stores meanwhile is dropped with it unseen.
+        """
+        current = self.queue(name)
+        record = QueueRecord(name, secrets.token_hex(8), current.settings)
+        await self._store.meta_put(
+            {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": _encode_queue(record)}
+        )
+        self._queues[name] = record
+        return current.uid
 
     # -- topics --------------------------------------------------------------
 

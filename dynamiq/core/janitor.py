@@ -7,6 +7,7 @@ import contextlib
 import logging
 
 from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError
 from dynamiq.storage.base import StorageBackend
@@ -20,24 +21,43 @@ class Janitor:
     """Keeps the cached catalog fresh, drops deleted queues' messages, tidies the store."""
 
     def __init__(
-        self, catalog: Catalog, queues: QueueService, store: StorageBackend, interval: float
+        self,
+        catalog: Catalog,
+        queues: QueueService,
+        store: StorageBackend,
+        interval: float,
+        clock: Clock | None = None,
     ) -> None:
         self._catalog = catalog
         self._store = store
         self._queues = queues
-        self._interval = interval
+        self.interval = interval
+        self._clock = clock or MonotonicClock()
         self._kicked = asyncio.Event()
+
+    def drop_time_ms(self) -> int:
+        """When a bucket let go of now may be dropped: every node has reloaded by then.
+
+        Nodes that missed the announcement reload every ``interval``; two of
+        them, by the store's wall clock, cover a round in progress (and the
+        clock skew between nodes, assumed well under one interval).
+        """
+        return self._clock.wall_ms() + int(2 * self.interval * 1000)
 
     def kick(self) -> None:
         """Ask for a round now (a queue was deleted)."""
         self._kicked.set()
 
-    async def run_once(self) -> None:
-        """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
+    async def reload(self) -> None:
+        """Reload the catalog and forget the state of queues that are gone."""
         await self._catalog.reload()
         self._queues.forget_dropped()
+
+    async def run_once(self) -> None:
+        """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
+        await self.reload()
         self._queues.tidy()
-        for uid in await self._catalog.pending_drops():
+        for uid in await self._catalog.pending_drops(self._clock.wall_ms()):
             await self._catalog.finish_drop(uid)
         await self._store.maintain()
 
@@ -49,5 +69,5 @@ class Janitor:
             except DynamiqError as exc:
                 log.warning("upkeep round failed, will retry: %s", exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kicked.wait(), self._interval)
+                await asyncio.wait_for(self._kicked.wait(), self.interval)
             self._kicked.clear()

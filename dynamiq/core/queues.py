@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Container, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
@@ -19,10 +17,9 @@ from dynamiq.core.ids import (
     stripe_range,
     stripes_within,
 )
-from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, PartitionSet, layout
-from dynamiq.core.rates import RateCounter
+from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.records import RecentRecords, decode, encode
+from dynamiq.core.state import QueueState, QueueStats
 from dynamiq.errors import MessageNotFound, ServerError
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
@@ -35,84 +32,6 @@ log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """What a queue holds and how fast it moves, as this node sees it.
-
-    Rates are messages per second over the last ``RATE_WINDOW_SECONDS``;
-    ``oldest_age`` is the age in seconds of the oldest stored message.
-    """
-
-    depth: int
-    in_flight: int
-    partitions: int
-    oldest_age: float | None = None
-    publish_rate: float = 0.0
-    receive_rate: float = 0.0
-    delete_rate: float = 0.0
-
-    @property
-    def visible(self) -> int:
-        """Messages stored and not leased."""
-        return max(0, self.depth - self.in_flight)
-
-
-class _QueueState:
-    """The in-memory side of one queue on this node: partitions, leases, waiters."""
-
-    def __init__(self, record: QueueRecord, lo: int, hi: int, now: float) -> None:
-        self.name = record.name
-        self.settings = record.settings
-        self.partitions = PartitionSet(lo, hi, record.settings, now)
-        self.leases = LeaseTable()
-        # Leases that ended without a delete: the next delivery is a redelivery.
-        self.lapsed: set[int] = set()
-        self.published_per_s = RateCounter()
-        self.received_per_s = RateCounter()
-        self.deleted_per_s = RateCounter()
-        self.cursors: dict[int, PartitionCursor] = {}
-        self.waiters: set[asyncio.Future[None]] = set()
-
-    def cursor(self, part: Partition, now: float) -> PartitionCursor:
-        cursor = self.cursors.get(part.index)
-        if cursor is None or cursor.part is not part or now - cursor.born >= CURSOR_SECONDS:
-            cursor = self.cursors[part.index] = PartitionCursor(part, now)
-        return cursor
-
-    def published(self, ids: list[int]) -> None:
-        self.partitions.wake(ids)
-        ascending = sorted(ids)
-        for cursor in self.cursors.values():
-            cursor.touch(ascending)
-        self.notify()
-
-    def release(self, ids: Sequence[int]) -> None:
-        """End the leases on ``ids`` (their messages were deleted)."""
-        self.leases.release(ids)
-        self.lapsed.difference_update(ids)
-
-    def expired(self, ids: list[int]) -> None:
-        self.lapsed.update(ids)
-        self.partitions.wake(ids)
-        for cursor in self.cursors.values():
-            cursor.offer_again(ids)
-
-    def notify(self) -> None:
-        for waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self.waiters.clear()
-
-    async def wait(self, seconds: float) -> None:
-        waiter = asyncio.get_running_loop().create_future()
-        self.waiters.add(waiter)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter, seconds)
-        finally:
-            self.waiters.discard(waiter)
 
 
 class QueueService:
@@ -132,7 +51,7 @@ class QueueService:
         self._clock = clock
         self._ids = ids or IdGenerator()
         self._metrics: Metrics = metrics or MetricsFanout([])
-        self._states: dict[str, _QueueState] = {}
+        self._states: dict[str, QueueState] = {}
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
         self._keyspace: KeyRange | None = None
@@ -262,7 +181,7 @@ class QueueService:
             await state.wait(pause)
 
     def _count_delivery(
-        self, queue: str, state: _QueueState, got: list[Message], asked: int
+        self, queue: str, state: QueueState, got: list[Message], asked: int
     ) -> None:
         self._metrics.received(queue, len(got), asked)
         state.received_per_s.add(len(got), self._clock.now())
@@ -273,7 +192,7 @@ class QueueService:
                 self._metrics.redelivered(queue, len(again))
 
     async def _receive_once(
-        self, record: QueueRecord, state: _QueueState, want: int, lease_seconds: float
+        self, record: QueueRecord, state: QueueState, want: int, lease_seconds: float
     ) -> list[Message]:
         now = self._clock.now()
         expired = state.leases.expire(now)
@@ -300,7 +219,7 @@ class QueueService:
         return out
 
     async def _take(
-        self, uid: str, state: _QueueState, part: Partition, want: int, lease_seconds: float
+        self, uid: str, state: QueueState, part: Partition, want: int, lease_seconds: float
     ) -> list[Message]:
         moves = self._moves
         cursor = state.cursor(part, self._clock.now())
@@ -443,6 +362,17 @@ class QueueService:
 
     # -- lifecycle -----------------------------------------------------------
 
+    async def purge(self, queue: str, drop_at_ms: int) -> int:
+        """Give a queue a new, empty bucket; return how many messages the old one held.
+
+        The old bucket is dropped from ``drop_at_ms`` on (``Catalog.purge_queue``);
+        its leases end here at once, so their deletes find nothing.
+        """
+        held = await self._store.count(self._catalog.queue(queue).uid)
+        await self._catalog.purge_queue(queue, drop_at_ms)
+        self.forget_dropped()
+        return held
+
     def forget_dropped(self) -> None:
         """Drop the in-memory state of queues that no longer exist."""
         live = self._catalog.uids()
@@ -467,11 +397,11 @@ class QueueService:
         for state in self._states.values():
             state.notify()
 
-    def _state(self, record: QueueRecord) -> _QueueState:
+    def _state(self, record: QueueRecord) -> QueueState:
         state = self._states.get(record.uid)
         if state is None:
             lo, hi = self._keyspace or WHOLE
-            state = self._states[record.uid] = _QueueState(record, lo, hi, self._clock.now())
+            state = self._states[record.uid] = QueueState(record, lo, hi, self._clock.now())
         elif state.settings != record.settings:
             state.settings = record.settings
             state.partitions.configure(record.settings, self._clock.now())

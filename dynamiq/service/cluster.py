@@ -314,8 +314,16 @@ class Coordinator:
         if self._peers is not None:
             self._spawn(self._to_peers(lambda p, m: p.sync(m)))
 
-    def catalog_changed(self) -> None:
-        """A peer changed the catalog: reload now."""
+    async def announced(self) -> None:
+        """Tell the peers the catalog changed; return once every live one has reloaded it.
+
+        A peer that does not answer reloads at its next poll.
+        """
+        await self._to_peers(lambda p, m: p.sync(m))
+
+    async def catalog_changed(self) -> None:
+        """A peer changed the catalog: reload it now, and finish what it left (drops)."""
+        await self._janitor.reload()
         self._janitor.kick()
 
     async def _to_peers(self, call: Callable[[PeerClient, Member], Awaitable[None]]) -> None:

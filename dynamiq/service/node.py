@@ -99,6 +99,17 @@ class Node:
         self._queues.forget_dropped()
         self._janitor.kick()
 
+    async def purge_queue(self, name: str) -> int:
+        """Empty a queue now; return how many messages it held.
+
+        Every message published before the call is gone at once (leases
+        included: their deletes find nothing); the queue gets a new bucket and
+        the old one is dropped in the background once every node has left it.
+        """
+        held = await self._queues.purge(name, self._janitor.drop_time_ms())
+        await self._cluster.announced()  # publishes through any node go to the new bucket now
+        return held
+
     # -- topics ----------------------------------------------------------------
 
     def topic_names(self) -> list[str]:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import msgspec
 
 from dynamiq.cluster.base import Membership
-from dynamiq.core.queues import QueueStats
+from dynamiq.core.state import QueueStats
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import LocalQueueStats, QueueSettings
 

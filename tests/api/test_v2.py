@@ -88,6 +88,28 @@ async def test_publish_receive_delete_in_batches(http: Http, spec: dict[str, Any
     assert [m["id"] for m in rest] == ids[20:]
 
 
+async def test_a_purge_drops_what_was_published_before_it(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/p", 201)
+    old = {"messages": [{"body": f"old {i}"} for i in range(5)]}
+    await call(http, spec, "POST", "/v2/queues/p/messages", 200, old)
+    leased = (await call(http, spec, "POST", "/v2/queues/p/receive", 200, {"max_messages": 2}))[
+        "messages"
+    ]
+    assert await call(http, spec, "POST", "/v2/queues/p/purge", 200) == {"purged": 5}
+    new = {"messages": [{"body": "new"}]}
+    (kept,) = (await call(http, spec, "POST", "/v2/queues/p/messages", 200, new))["ids"]
+    got = await call(http, spec, "POST", "/v2/queues/p/receive", 200, {"max_messages": 10})
+    assert [m["id"] for m in got["messages"]] == [kept]
+    ids = [m["id"] for m in leased]
+    assert await call(http, spec, "POST", "/v2/queues/p/delete", 200, {"ids": ids}) == {
+        "deleted": [],
+        "missing": ids,
+    }
+    info = await call(http, spec, "GET", "/v2/queues/p", 200)
+    assert info["stats"]["depth"] == 1 and info["stats"]["in_flight"] == 1
+    await call(http, spec, "POST", "/v2/queues/nope/purge", 404)
+
+
 async def test_binary_bodies_round_trip(http: Http, spec: dict[str, Any]) -> None:
     await call(http, spec, "PUT", "/v2/queues/bin", 201)
     raw = bytes(range(256))

@@ -177,6 +177,10 @@ def test_changes_on_one_node_reach_every_node_within_a_second(
         c.subscribe("events", "jobs")
         until(lambda: _subscribed(n1), 1.0)
         assert list(a.publish_topic("events", [b"e"])) == ["jobs"]
+        b.publish("jobs", [b"old"] * 3)
+        assert a.purge_queue("jobs") == 4
+        (kept,) = c.publish("jobs", [b"new"])  # the purge reached n3 before its answer
+        assert [m.id for m in b.receive("jobs", 10)] == [kept]
         a.delete_queue("jobs")
         until(lambda: "jobs" not in b.queues() and "jobs" not in c.queues(), 1.0)
 

@@ -75,3 +75,34 @@ def test_create_publish_watch_peek_delete(page: Any) -> None:
     # Delete the message: the depth goes back to 0
     message.get_by_role("button", name="Delete").click()
     expect(row.locator("td.depth")).to_have_text("0")
+
+
+def test_purge_asks_first_and_empties_the_queue(page: Any) -> None:
+    expect = sync_api.expect
+    page.get_by_label("new queue name").fill("jobs")
+    page.get_by_role("button", name="Create queue").click()
+    row = page.locator("#queues tbody tr[data-queue=jobs]")
+    for body in ("one", "two"):
+        page.get_by_label("message body").fill(body)
+        page.get_by_role("button", name="Publish to queue").click()
+    expect(row.locator("td.depth")).to_have_text("2")
+    # Declining the confirmation changes nothing
+    asked: list[str] = []
+
+    def answer(accept: bool) -> Any:
+        def handle(dialog: Any) -> None:
+            asked.append(dialog.message)
+            dialog.accept() if accept else dialog.dismiss()
+
+        return handle
+
+    page.once("dialog", answer(False))
+    page.get_by_role("button", name="Purge queue").click()
+    page.get_by_role("button", name="Peek at messages").click()
+    expect(page.locator("#messages tbody tr")).to_have_count(2)
+    assert asked and "jobs" in asked[0]
+    # Accepting it drops both messages
+    page.once("dialog", answer(True))
+    page.get_by_role("button", name="Purge queue").click()
+    expect(page.locator("#purged")).to_have_text("purged 2 messages")
+    expect(row.locator("td.depth")).to_have_text("0")

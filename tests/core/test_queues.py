@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
+from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
@@ -77,7 +78,7 @@ async def test_compression_is_marked_per_message(engine: Engine) -> None:
 
 
 async def test_deleting_a_queue_deletes_its_messages(engine: Engine, store: LmdbBackend) -> None:
-    catalog, queues, _ = engine
+    catalog, queues, clock = engine
     await queues.publish("q", [b"old"] * 10)
     uid = await catalog.delete_queue("q")
     queues.forget_dropped()
@@ -85,9 +86,9 @@ async def test_deleting_a_queue_deletes_its_messages(engine: Engine, store: Lmdb
         await queues.receive("q", 1)
     await catalog.create_queue("q")
     assert await queues.receive("q", 10) == []
-    assert await catalog.pending_drops() == [uid]
+    assert await catalog.pending_drops(clock.wall_ms()) == [uid]
     await catalog.finish_drop(uid)
-    assert await store.count(uid) == 0 and await catalog.pending_drops() == []
+    assert await store.count(uid) == 0 and await catalog.pending_drops(clock.wall_ms()) == []
 
 
 async def test_topic_fan_out_stores_one_copy_per_subscriber(engine: Engine) -> None:
@@ -343,3 +344,49 @@ async def test_a_failed_read_is_an_error_not_an_empty_queue(
     # and once it is back the message is there at once, not after an empty hint
     outage.down = False
     assert [m.id for m in await queues.receive("q", 1)] == [mid]
+
+
+async def test_a_purge_drops_what_came_before_once_every_node_can_have_left_it(
+    engine: Engine, store: LmdbBackend
+) -> None:
+    catalog, queues, clock = engine
+    janitor = Janitor(catalog, queues, store, interval=2.0, clock=clock)
+    await queues.publish("q", [b"old"] * 5)
+    leased = await queues.receive("q", 2)
+    old = catalog.queue("q").uid
+    assert await queues.purge("q", janitor.drop_time_ms()) == 5
+    (new,) = await queues.publish("q", [b"new"])
+    assert [m.id for m in await queues.receive("q", 10)] == [new]
+    assert await queues.delete("q", [m.id for m in leased]) == [False, False]
+    await janitor.run_once()  # too early: a node that missed the change may still write there
+    assert await store.count(old) == 5
+    clock.advance(4.0)
+    await janitor.run_once()
+    assert await store.count(old) == 0 and (await queues.stats("q")).depth == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.integers(1, 5), st.just(0)), max_size=12))
+def test_purge_removes_exactly_what_was_published_before_it(steps: list[int]) -> None:
+    """Publish batches (n > 0) and purge (0) in any order: what remains is what followed."""
+
+    async def run(store: LmdbBackend) -> None:
+        catalog = Catalog(store)
+        await catalog.create_queue("q")
+        queues = QueueService(store, catalog, FakeClock())
+        kept: list[int] = []
+        for n in steps:
+            if n:
+                kept += await queues.publish("q", [b"m"] * n)
+            else:
+                assert await queues.purge("q", 0) == len(kept)
+                kept = []
+        got = await queues.receive("q", 100)
+        assert sorted(m.id for m in got) == sorted(kept)
+
+    with tempfile.TemporaryDirectory() as path:
+        store = LmdbBackend(Path(path), map_size=1 << 26)
+        try:
+            asyncio.run(run(store))
+        finally:
+            asyncio.run(store.close())

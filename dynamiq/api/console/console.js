@@ -244,6 +244,15 @@ function wire() {
       { messages: [{ body }] }));
   });
   $("peek").addEventListener("click", () => act(peek));
+  $("purge").addEventListener("click", () => {
+    const queue = state.selected;
+    if (!window.confirm(`Drop every message of ${queue}? Messages in flight go too. This cannot be undone.`)) return;
+    act(async () => {
+      const { purged } = await api("POST", `/v2/queues/${encodeURIComponent(queue)}/purge`);
+      $("purged").textContent = `purged ${purged} message${purged === 1 ? "" : "s"}`;
+      $("messages").querySelector("tbody").replaceChildren();
+    });
+  });
 }
 
 wire();

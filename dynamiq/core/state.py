@@ -1,0 +1,94 @@
+"""The in-memory side of a queue on one node, and what a node reports of a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.leases import LeaseTable
+from dynamiq.core.partitions import Partition, PartitionSet
+from dynamiq.core.rates import RateCounter
+
+__all__ = ["QueueState", "QueueStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """What a queue holds and how fast it moves, as this node sees it.
+
+    Rates are messages per second over the last ``RATE_WINDOW_SECONDS``;
+    ``oldest_age`` is the age in seconds of the oldest stored message.
+    """
+
+    depth: int
+    in_flight: int
+    partitions: int
+    oldest_age: float | None = None
+    publish_rate: float = 0.0
+    receive_rate: float = 0.0
+    delete_rate: float = 0.0
+
+    @property
+    def visible(self) -> int:
+        """Messages stored and not leased."""
+        return max(0, self.depth - self.in_flight)
+
+
+class QueueState:
+    """The in-memory side of one queue on this node: partitions, leases, waiters."""
+
+    def __init__(self, record: QueueRecord, lo: int, hi: int, now: float) -> None:
+        self.name = record.name
+        self.settings = record.settings
+        self.partitions = PartitionSet(lo, hi, record.settings, now)
+        self.leases = LeaseTable()
+        # Leases that ended without a delete: the next delivery is a redelivery.
+        self.lapsed: set[int] = set()
+        self.published_per_s = RateCounter()
+        self.received_per_s = RateCounter()
+        self.deleted_per_s = RateCounter()
+        self.cursors: dict[int, PartitionCursor] = {}
+        self.waiters: set[asyncio.Future[None]] = set()
+
+    def cursor(self, part: Partition, now: float) -> PartitionCursor:
+        cursor = self.cursors.get(part.index)
+        if cursor is None or cursor.part is not part or now - cursor.born >= CURSOR_SECONDS:
+            cursor = self.cursors[part.index] = PartitionCursor(part, now)
+        return cursor
+
+    def published(self, ids: list[int]) -> None:
+        self.partitions.wake(ids)
+        ascending = sorted(ids)
+        for cursor in self.cursors.values():
+            cursor.touch(ascending)
+        self.notify()
+
+    def release(self, ids: Sequence[int]) -> None:
+        """End the leases on ``ids`` (their messages were deleted)."""
+        self.leases.release(ids)
+        self.lapsed.difference_update(ids)
+
+    def expired(self, ids: list[int]) -> None:
+        self.lapsed.update(ids)
+        self.partitions.wake(ids)
+        for cursor in self.cursors.values():
+            cursor.offer_again(ids)
+
+    def notify(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+    async def wait(self, seconds: float) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.add(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter, seconds)
+        finally:
+            self.waiters.discard(waiter)
