@@ -38,9 +38,9 @@ class Janitor:
     def drop_time_ms(self) -> int:
         """When a bucket let go of now may be dropped: every node has reloaded by then.
 
-        Nodes that missed the announcement reload every ``interval``; two of
-        them, by the store's wall clock, cover a round in progress (and the
-        clock skew between nodes, assumed well under one interval).
+        Nodes that missed the announcement reload every ``interval``; two
+        intervals of wall-clock time cover a round in progress and the skew
+        between the nodes' clocks (assumed well under one interval).
         """
         return self._clock.wall_ms() + int(2 * self.interval * 1000)
 
