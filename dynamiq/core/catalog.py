@@ -149,8 +149,16 @@ class Catalog:
         return [key.partition("/")[2] for key, due in markers.items() if int(due or 0) <= now_ms]
 
     async def finish_drop(self, uid: str) -> None:
-        """Delete a dropped queue's messages, then forget the drop."""
-        await self._store.drop(uid)
+        """Delete a dropped queue's messages, then forget the drop.
+
+        A bucket a queue uses again is kept: a settings change made elsewhere
+        with the record read before a purge or deletion can put its uid back,
+        and what was published there since must not go with the drop.
+        """
+        if uid in self.uids():
+            log.warning("bucket %s is in use again (a change raced its drop): kept", uid)
+        else:
+            await self._store.drop(uid)
         await self._store.meta_delete([f"drop/{uid}"])
 
     # -- queues --------------------------------------------------------------

@@ -365,6 +365,24 @@ async def test_a_purge_drops_what_came_before_once_every_node_can_have_left_it(
     assert await store.count(old) == 0 and (await queues.stats("q")).depth == 1
 
 
+async def test_a_bucket_put_back_by_a_change_that_raced_the_purge_is_not_dropped(
+    engine: Engine, store: LmdbBackend
+) -> None:
+    catalog, queues, clock = engine
+    janitor = Janitor(catalog, queues, store, interval=2.0, clock=clock)
+    before = catalog.queue("q")
+    elsewhere = Catalog(store)  # another node, which read the catalog before the purge
+    await elsewhere.reload()
+    await queues.purge("q", janitor.drop_time_ms())
+    await elsewhere.configure_queue("q", {"visibility_timeout": 7})
+    await janitor.run_once()
+    assert catalog.queue("q").uid == before.uid
+    (kept,) = await queues.publish("q", [b"published after the race"])
+    clock.advance(5.0)
+    await janitor.run_once()
+    assert [m.id for m in await queues.receive("q", 10)] == [kept]
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.one_of(st.integers(1, 5), st.just(0)), max_size=12))
 def test_purge_removes_exactly_what_was_published_before_it(steps: list[int]) -> None:
