@@ -254,3 +254,20 @@ async def test_the_riak_bench_measures_both_halves_and_their_ratios() -> None:
     assert figures["adapter GET per message"] == 1.0
     assert figures["adapter DELETE per message"] == 1.0
     assert figures["publish / raw put"] > 0 and figures["receive+delete / one get + one delete"] > 0
+
+
+async def test_closing_with_updates_in_flight_ends_them_all() -> None:
+    release = asyncio.Event()
+    sent: list[int] = []
+
+    async def send(bucket: str, delta: int) -> None:
+        await release.wait()
+        sent.append(delta)
+
+    deltas = DepthDeltas(send)
+    for bucket in ("a", "b", "c"):
+        deltas.add(bucket, 1)
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_later(0.05, release.set)
+    await deltas.close()
+    assert sorted(sent) == [1, 1, 1]

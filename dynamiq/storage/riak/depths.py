@@ -73,7 +73,7 @@ class DepthDeltas:
                 lost = self._pending.get(bucket, 0)
                 log.warning("depth counter of %s left off by %d: %s", bucket, lost, exc)
         self._pending.clear()
-        for sender in self._senders.values():
+        for sender in list(self._senders.values()):  # each removes itself when it ends
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, BackendUnavailable):
                 await sender
