@@ -31,7 +31,7 @@ class Janitor:
         self._catalog = catalog
         self._store = store
         self._queues = queues
-        self.interval = interval
+        self._interval = interval
         self._clock = clock or MonotonicClock()
         self._kicked = asyncio.Event()
 
@@ -42,7 +42,7 @@ class Janitor:
         intervals of wall-clock time cover a round in progress and the skew
         between the nodes' clocks (assumed well under one interval).
         """
-        return self._clock.wall_ms() + int(2 * self.interval * 1000)
+        return self._clock.wall_ms() + int(2 * self._interval * 1000)
 
     def kick(self) -> None:
         """Ask for a round now (a queue was deleted)."""
@@ -69,5 +69,5 @@ class Janitor:
             except DynamiqError as exc:
                 log.warning("upkeep round failed, will retry: %s", exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kicked.wait(), self.interval)
+                await asyncio.wait_for(self._kicked.wait(), self._interval)
             self._kicked.clear()

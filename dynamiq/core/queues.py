@@ -242,12 +242,10 @@ class QueueService:
         # Gone meanwhile (deleted), or, when the slice moved during the read,
         # no longer this node's to lease: let go of them.
         moved = self._moves != moves
-        dropped = [mid for mid in ids if mid not in present or (moved and not self.serves(mid))]
-        if dropped:
-            state.leases.release(dropped)
-            gone = set(dropped)
-            ids = [mid for mid in ids if mid not in gone]
-        return [Message(mid, *decode(present[mid])) for mid in ids]
+        kept = [mid for mid in ids if mid in present and (not moved or self.serves(mid))]
+        if len(kept) < len(ids):
+            state.leases.release(set(ids).difference(kept))
+        return [Message(mid, *decode(present[mid])) for mid in kept]
 
     async def _walk(
         self, uid: str, cursor: PartitionCursor, want: int, skip: Container[int]

@@ -67,6 +67,7 @@ class Coordinator:
         self._changed = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconciler: asyncio.Task[None] | None = None
+        self._announcement: asyncio.Task[None] | None = None  # the last catalog change told
         self._leaving = False
         self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
 
@@ -312,19 +313,19 @@ class Coordinator:
     def announce(self) -> None:
         """Tell the peers the catalog changed (they reload now, not at their next poll)."""
         if self._peers is not None:
-            self._spawn(self._to_peers(lambda p, m: p.sync(m)))
+            self._announcement = self._spawn(self._to_peers(lambda p, m: p.sync(m)))
 
     async def announced(self) -> None:
-        """Tell the peers the catalog changed; return once every live one has reloaded it.
+        """Return once every live peer has reloaded the catalog after the last change.
 
         A peer that does not answer reloads at its next poll.
         """
-        await self._to_peers(lambda p, m: p.sync(m))
+        if self._announcement is not None:
+            await asyncio.shield(self._announcement)
 
     async def catalog_changed(self) -> None:
-        """A peer changed the catalog: reload it now, and finish what it left (drops)."""
+        """A peer changed the catalog: reload it before answering (drops are the changer's)."""
         await self._janitor.reload()
-        self._janitor.kick()
 
     async def _to_peers(self, call: Callable[[PeerClient, Member], Awaitable[None]]) -> None:
         """Make ``call`` to every other live member at once; failures are only logged."""
@@ -338,7 +339,8 @@ class Coordinator:
             if isinstance(result, Exception):
                 log.debug("peer call failed: %s", result)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
