@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dynamiq.errors import ConfigError
+from dynamiq.models import MAX_DELAY_SECONDS
 
 __all__ = [
     "ClusterSettings",
@@ -160,6 +161,7 @@ class LimitsSettings:
     maxwaitseconds: float = 20.0
     shutdowntimeout: float = 10.0
     backlog: int = 1024  # connections waiting to be accepted (bursts of new clients)
+    maxdelayseconds: float = 900.0  # the longest delay a message or a queue may ask for
 
     def __post_init__(self) -> None:
         _require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
@@ -167,6 +169,11 @@ class LimitsSettings:
         _require(self.maxbatch >= 1, "limits.maxbatch", "must be >= 1")
         _require(0 <= self.maxwaitseconds <= 3600, "limits.maxwaitseconds", "must be in [0, 3600]")
         _require(self.shutdowntimeout > 0, "limits.shutdowntimeout", "must be > 0")
+        _require(
+            0 <= self.maxdelayseconds <= MAX_DELAY_SECONDS,
+            "limits.maxdelayseconds",
+            f"must be in [0, {MAX_DELAY_SECONDS:g}]",
+        )
 
 
 @dataclass(frozen=True, slots=True)

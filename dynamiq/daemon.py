@@ -166,6 +166,7 @@ def create_app(
             _owned(lambda: membership.start(on_fatal or _log_fatal), membership.stop),
             _owned(_started(coordinator.start), coordinator.close),
             _task(janitor.janitor_loop),
+            _task(queues.sweep_loop),
             _task(reporter.reporter_loop),
             _task(trim_memory_loop),
         ]

@@ -16,6 +16,7 @@ __all__ = [
     "PayloadTooLarge",
     "PeerUnavailable",
     "QueueExists",
+    "QueueInUse",
     "QueueNotFound",
     "ServerError",
     "TopicExists",
@@ -157,6 +158,18 @@ class TopicExists(ClientError):
     def __init__(self, topic: str) -> None:
         super().__init__("Topic already exists.")
         self.topic = topic
+
+
+class QueueInUse(ClientError):
+    """Raised when deleting a queue that another queue names as its dead-letter queue."""
+
+    code = "QUEUE_IN_USE"
+    status = 409
+
+    def __init__(self, queue: str, users: list[str]) -> None:
+        super().__init__(f"Queue {queue!r} is the dead-letter queue of {', '.join(users)}.")
+        self.queue = queue
+        self.users = users
 
 
 class ServerError(DynamiqError):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
 
 import msgspec
 
@@ -13,10 +13,13 @@ from dynamiq.keyspace import ID_MAX
 
 __all__ = [
     "NAME_PATTERN",
+    "DeadLetter",
     "HeldLease",
     "LocalQueueStats",
     "Message",
+    "Outgoing",
     "QueueSettings",
+    "RetryBackoff",
     "parse_id",
     "validate_name",
 ]
@@ -26,6 +29,9 @@ NAME_PATTERN = re.compile(r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,80}$")
 MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
 MAX_PARTITIONS_LIMIT = 256
 MAX_PARTITION_AGE = float(10**9)
+MAX_RECEIVES_LIMIT = 1000
+MAX_DELAY_SECONDS = 12 * 3600.0  # a node's limits.maxdelayseconds is at most this
+MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
 
 
 def _at_most(limit: int) -> str:
@@ -44,7 +50,7 @@ def _at_most(limit: int) -> str:
 ID_PATTERN = _at_most(ID_MAX)
 
 
-def validate_name(kind: str, name: str) -> str:
+def validate_name(kind: str, name: str, field: str = "name") -> str:
     """Return ``name`` if it is a safe queue or topic name, else raise ``Invalid``.
 
     ``.`` and ``..`` are refused: a URL path cannot carry them as a segment.
@@ -52,7 +58,7 @@ def validate_name(kind: str, name: str) -> str:
     if not NAME_PATTERN.fullmatch(name):
         raise Invalid(
             f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' (not '.' or '..')",
-            field="name",
+            field=field,
         )
     return name
 
@@ -68,28 +74,112 @@ def parse_id(text: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryBackoff:
+    """How long a message waits after its lease lapsed: the retry-exchange pattern.
+
+    After the ``n``-th receive, ``min(max_seconds, initial_seconds * multiplier^(n-1))``.
+    """
+
+    initial_seconds: float = 1.0
+    multiplier: float = 2.0
+    max_seconds: float = 900.0
+
+    def __post_init__(self) -> None:
+        _check_number("retry_backoff.initial_seconds", self.initial_seconds, MAX_VISIBILITY_TIMEOUT)
+        _check_number("retry_backoff.max_seconds", self.max_seconds, MAX_VISIBILITY_TIMEOUT)
+        _check_number("retry_backoff.multiplier", self.multiplier, 100.0)
+        if self.multiplier < 1:
+            raise Invalid("retry_backoff.multiplier must be >= 1", "retry_backoff.multiplier")
+        if self.initial_seconds > self.max_seconds:
+            raise Invalid(
+                "retry_backoff.initial_seconds must not exceed max_seconds",
+                "retry_backoff.initial_seconds",
+            )
+
+    def delay(self, receive_count: int) -> float:
+        """Return the seconds a message waits after its ``receive_count``-th receive."""
+        try:
+            wait = self.initial_seconds * self.multiplier ** max(0, receive_count - 1)
+        except OverflowError:
+            return self.max_seconds
+        return min(self.max_seconds, wait)
+
+    @classmethod
+    def parse(cls, value: object) -> RetryBackoff | None:
+        """Return the backoff a JSON value describes (an object, or null for none)."""
+        if value is None or isinstance(value, RetryBackoff):
+            return value
+        if not isinstance(value, dict):
+            raise Invalid("retry_backoff must be an object or null", "retry_backoff")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise Invalid(
+                f"unknown retry_backoff field {unknown[0]!r}", f"retry_backoff.{unknown[0]}"
+            )
+        return cls(**value)
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSettings:
-    """A queue's settings, with the original Dynamiq's names and defaults."""
+    """A queue's settings: the original Dynamiq's, with its names and defaults, then the
+    message lifecycle's (all off by default).
+
+    ``max_receives`` needs a ``dead_letter_queue`` (where a message goes after
+    its last receive); that the dead-letter queue exists and is not the queue
+    itself is checked by the catalog, which knows the other queues.
+    """
 
     visibility_timeout: float = 30.0
     min_partitions: int = 1
     max_partitions: int = 10
     max_partition_age: float = 432000.0
     compressed_messages: bool = False
+    max_receives: int | None = None
+    dead_letter_queue: str | None = None
+    retry_backoff: RetryBackoff | None = None
+    delay_seconds: float = 0.0
+    retention_seconds: float | None = None
+    dead_letter_on_expiry: bool = False
 
     def __post_init__(self) -> None:
         _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
         _check_int("min_partitions", self.min_partitions)
         _check_int("max_partitions", self.max_partitions)
         _check_number("max_partition_age", self.max_partition_age, MAX_PARTITION_AGE)
-        if not isinstance(self.compressed_messages, bool):
-            raise Invalid("compressed_messages must be true or false", "compressed_messages")
+        _check_bool("compressed_messages", self.compressed_messages)
         if self.min_partitions > self.max_partitions:
             raise Invalid("min_partitions must not exceed max_partitions", "min_partitions")
+        # Stored settings come back from JSON: the backoff as an object.
+        object.__setattr__(self, "retry_backoff", RetryBackoff.parse(self.retry_backoff))
+        if self.max_receives is not None:
+            _check_int("max_receives", self.max_receives, MAX_RECEIVES_LIMIT)
+            if self.dead_letter_queue is None:
+                raise Invalid("max_receives needs a dead_letter_queue", "max_receives")
+        if self.dead_letter_queue is not None:
+            if not isinstance(self.dead_letter_queue, str):
+                raise Invalid("dead_letter_queue must be a queue name", "dead_letter_queue")
+            validate_name("queue", self.dead_letter_queue, "dead_letter_queue")
+        _check_number("delay_seconds", self.delay_seconds, MAX_DELAY_SECONDS, zero=True)
+        if self.retention_seconds is not None:
+            _check_number("retention_seconds", self.retention_seconds, MAX_RETENTION_SECONDS)
+        _check_bool("dead_letter_on_expiry", self.dead_letter_on_expiry)
+        if self.dead_letter_on_expiry and self.dead_letter_queue is None:
+            raise Invalid(
+                "dead_letter_on_expiry needs a dead_letter_queue", "dead_letter_on_expiry"
+            )
+
+    @property
+    def counts_receives(self) -> bool:
+        """Whether a lapsed lease is looked at: for a dead-letter move or a backoff."""
+        return self.max_receives is not None or self.retry_backoff is not None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as a JSON-ready dict."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.retry_backoff is not None:
+            out["retry_backoff"] = asdict(self.retry_backoff)
+        return out
 
     def updated(self, changes: dict[str, Any]) -> QueueSettings:
         """Return a copy with ``changes`` applied, validated; unknown keys raise ``Invalid``."""
@@ -100,30 +190,70 @@ class QueueSettings:
         return replace(self, **changes)
 
 
-def _check_number(name: str, value: object, upper: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise Invalid(f"{name} must be true or false", name)
+
+
+def _check_number(name: str, value: object, upper: float, zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         raise Invalid(f"{name} must be a number", field=name)
-    if not 0 < value <= upper:
+    if zero and not 0 <= value <= upper:
+        raise Invalid(f"{name} must be >= 0 and <= {upper:g}", field=name)
+    if not zero and not 0 < value <= upper:
         raise Invalid(f"{name} must be > 0 and <= {upper:g}", field=name)
 
 
-def _check_int(name: str, value: object) -> None:
+def _check_int(name: str, value: object, upper: int = MAX_PARTITIONS_LIMIT) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise Invalid(f"{name} must be an integer", field=name)
-    if not 1 <= value <= MAX_PARTITIONS_LIMIT:
-        raise Invalid(f"{name} must be between 1 and {MAX_PARTITIONS_LIMIT}", field=name)
+    if not 1 <= value <= upper:
+        raise Invalid(f"{name} must be between 1 and {upper}", field=name)
 
 
-class Message(msgspec.Struct, frozen=True, gc=False):
+DeadLetterReason = Literal["max_receives", "expired"]
+
+
+class DeadLetter(msgspec.Struct, frozen=True, array_like=True):
+    """Why and whence a message came into a dead-letter queue.
+
+    ``reason`` is ``"max_receives"`` (its last allowed lease ended without a
+    delete) or ``"expired"`` (its retention or time to live ran out).
+    """
+
+    source_queue: str
+    reason: DeadLetterReason
+    receive_count: int
+    dead_lettered_ms: int
+
+
+class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """A message as a consumer sees it.
 
     A frozen struct rather than a dataclass: a receive builds one per message
     on the hot path, and this is eight times cheaper to make.
+    ``receive_count`` counts its leases, this one included (0 in a peek of a
+    message never received); ``first_received_ms`` is 0 until its first.
     """
 
     id: int
     body: bytes
     published_ms: int = 0
+    receive_count: int = 0
+    first_received_ms: int = 0
+    dead_letter: DeadLetter | None = None
+
+
+class Outgoing(msgspec.Struct, frozen=True):
+    """A message to publish, with what it asks beyond its body.
+
+    ``delay_seconds`` None means the queue's ``delay_seconds``; ``ttl_seconds``
+    None means it does not expire (its queue's retention still applies).
+    """
+
+    body: bytes
+    delay_seconds: float | None = None
+    ttl_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

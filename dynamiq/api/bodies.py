@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
 
-from dynamiq.api.schemas import OutgoingMessage, ReceivedMessage
+from dynamiq.api.schemas import DeadLetterNote, Encoding, OutgoingMessage, ReceivedMessage
 from dynamiq.errors import BadRequest, Invalid
-from dynamiq.models import Message
+from dynamiq.models import Message, Outgoing
 
-__all__ = ["decode_body", "encode_message", "json_response", "read_json"]
+__all__ = ["decode_body", "encode_message", "iso_time", "json_response", "outgoing", "read_json"]
 
 T = TypeVar("T")
 _encoder = msgspec.json.Encoder()
@@ -64,14 +66,44 @@ def decode_body(message: OutgoingMessage) -> bytes:
         raise Invalid("a body with encoding base64 is not valid base64", field="body") from None
 
 
+def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
+    """Return what to publish: the body alone, or with the delay and expiry it asks for."""
+    body = decode_body(message)
+    if message.delay_seconds is None and message.ttl_seconds is None:
+        return body
+    return Outgoing(body, message.delay_seconds, message.ttl_seconds)
+
+
 def encode_message(message: Message, force_base64: bool = False) -> ReceivedMessage:
     """Return a message for the wire: UTF-8 text when it is, base64 otherwise."""
+    body, encoding = _text(message.body, force_base64)
+    if not message.receive_count and message.dead_letter is None:
+        return ReceivedMessage(str(message.id), body, encoding, message.published_ms)
+    first = message.first_received_ms
+    note = message.dead_letter
+    return ReceivedMessage(
+        str(message.id),
+        body,
+        encoding,
+        message.published_ms,
+        message.receive_count,
+        iso_time(first) if first else None,
+        None
+        if note is None
+        else DeadLetterNote(
+            note.source_queue, note.reason, note.receive_count, iso_time(note.dead_lettered_ms)
+        ),
+    )
+
+
+def _text(body: bytes, force_base64: bool) -> tuple[str, Encoding]:
     if not force_base64:
-        try:
-            text = message.body.decode()
-        except UnicodeDecodeError:
-            pass
-        else:
-            return ReceivedMessage(str(message.id), text, "utf-8", message.published_ms)
-    body = base64.b64encode(message.body).decode()
-    return ReceivedMessage(str(message.id), body, "base64", message.published_ms)
+        with contextlib.suppress(UnicodeDecodeError):
+            return body.decode(), "utf-8"
+    return base64.b64encode(body).decode(), "base64"
+
+
+def iso_time(epoch_ms: int) -> str:
+    """Return epoch milliseconds as ISO 8601 UTC text (``2026-11-23T10:46:03.120Z``)."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

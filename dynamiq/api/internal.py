@@ -57,14 +57,15 @@ async def receive(request: web.Request) -> web.Response:
     got = await here.cluster.receive_here(
         request.match_info["queue"], body.max_messages, body.visibility_timeout
     )
-    return _msgpack(PeerMessages([(m.id, m.body, m.published_ms) for m in got]))
+    return _msgpack(PeerMessages(got))
 
 
 async def change_visibility(request: web.Request) -> web.Response:
     """Change leases held here."""
     here, body = await _read(request, PeerVisibility)
     name = request.match_info["queue"]
-    return _msgpack(PeerIds(here.cluster.change_visibility_here(name, body.ids, body.seconds)))
+    changed = await here.cluster.change_visibility_here(name, body.ids, body.seconds)
+    return _msgpack(PeerIds(changed))
 
 
 async def release(request: web.Request) -> web.Response:

@@ -12,12 +12,18 @@ from typing import Annotated, Literal
 import msgspec
 
 from dynamiq.models import (
+    MAX_DELAY_SECONDS,
     MAX_PARTITION_AGE,
     MAX_PARTITIONS_LIMIT,
+    MAX_RECEIVES_LIMIT,
+    MAX_RETENTION_SECONDS,
     MAX_VISIBILITY_TIMEOUT,
+    DeadLetterReason,
 )
 
 __all__ = [
+    "CLEARABLE_SETTINGS",
+    "DeadLetterNote",
     "DeleteRequest",
     "DeleteResponse",
     "ErrorBody",
@@ -32,6 +38,7 @@ __all__ = [
     "ReceiveRequest",
     "ReceiveResponse",
     "ReceivedMessage",
+    "RetryBackoffBody",
     "TopicInfo",
     "TopicList",
     "TopicPublishResponse",
@@ -45,6 +52,10 @@ Encoding = Literal["utf-8", "base64"]
 IdText = Annotated[str, msgspec.Meta(description="a message id: decimal digits, < 2^63")]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_VISIBILITY_TIMEOUT)]
 PartitionCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_PARTITIONS_LIMIT)]
+# A node's limits.maxdelayseconds may be lower: the node checks it (422).
+DelaySeconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_DELAY_SECONDS)]
+LifeSeconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_RETENTION_SECONDS)]
+Timestamp = Annotated[str, msgspec.Meta(description="ISO 8601, UTC, milliseconds")]
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -56,6 +67,8 @@ class OutgoingMessage(_Body):
 
     body: str
     encoding: Encoding = "utf-8"
+    delay_seconds: DelaySeconds | None = None  # null: the queue's delay_seconds
+    ttl_seconds: LifeSeconds | None = None  # null: no expiry of its own
 
 
 class PublishRequest(_Body):
@@ -85,13 +98,30 @@ class ReceiveRequest(_Body):
     encoding: Literal["auto", "base64"] = "auto"
 
 
-class ReceivedMessage(msgspec.Struct):
-    """A leased message. With ``encoding: auto`` a body that is valid UTF-8 comes as text."""
+class DeadLetterNote(msgspec.Struct):
+    """Where a dead-lettered message came from, and why it left."""
+
+    source_queue: str
+    reason: DeadLetterReason
+    receive_count: int
+    dead_lettered_at: Timestamp
+
+
+class ReceivedMessage(msgspec.Struct, omit_defaults=True):
+    """A leased message. With ``encoding: auto`` a body that is valid UTF-8 comes as text.
+
+    ``published_at`` is in epoch milliseconds; ``receive_count`` counts its
+    leases, this one included (0 in a peek of a message never received);
+    ``dead_letter`` is there only in a dead-letter queue.
+    """
 
     id: str
     body: str
     encoding: Encoding
     published_at: int
+    receive_count: int = 0
+    first_received_at: Timestamp | None = None
+    dead_letter: DeadLetterNote | None = None
 
 
 class ReceiveResponse(msgspec.Struct):
@@ -139,14 +169,40 @@ class DeleteResponse(msgspec.Struct):
     missing: list[str]
 
 
+class RetryBackoffBody(_Body):
+    """After a lapsed lease, wait ``min(max, initial * multiplier^(receive_count - 1))`` s."""
+
+    initial_seconds: Seconds = 1.0
+    multiplier: Annotated[float, msgspec.Meta(ge=1, le=100)] = 2.0
+    max_seconds: Seconds = 900.0
+
+
+# Settings a null turns off (in the others a null is the same as leaving it out).
+CLEARABLE_SETTINGS = frozenset(
+    {"max_receives", "dead_letter_queue", "retry_backoff", "retention_seconds"}
+)
+
+
 class QueueSettingsBody(_Body):
-    """A queue's settings; in a create or update request every field is optional."""
+    """A queue's settings; in a create or update request every field is optional.
+
+    ``max_receives``, ``dead_letter_queue``, ``retry_backoff`` and
+    ``retention_seconds`` are turned off with null; a missing field is left as is.
+    """
 
     visibility_timeout: Seconds | None = None
     min_partitions: PartitionCount | None = None
     max_partitions: PartitionCount | None = None
     max_partition_age: Annotated[float, msgspec.Meta(gt=0, le=MAX_PARTITION_AGE)] | None = None
     compressed_messages: bool | None = None
+    max_receives: (
+        Annotated[int, msgspec.Meta(ge=1, le=MAX_RECEIVES_LIMIT)] | msgspec.UnsetType | None
+    ) = msgspec.UNSET
+    dead_letter_queue: str | msgspec.UnsetType | None = msgspec.UNSET
+    retry_backoff: RetryBackoffBody | msgspec.UnsetType | None = msgspec.UNSET
+    delay_seconds: DelaySeconds | None = None
+    retention_seconds: LifeSeconds | msgspec.UnsetType | None = msgspec.UNSET
+    dead_letter_on_expiry: bool | None = None
 
 
 class QueueStatsBody(msgspec.Struct):

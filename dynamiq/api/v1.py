@@ -120,7 +120,8 @@ async def create_queue(request: web.Request) -> web.Response:
 async def get_queue(request: web.Request) -> web.Response:
     """Return a queue's settings, in both spellings, and its partition count."""
     view = await node(request).describe_queue(request.match_info["queue"])
-    settings = view.settings.to_dict()
+    # The original's settings only: the lifecycle's are v2's.
+    settings = {k: v for k, v in view.settings.to_dict().items() if k in _PASCAL}
     pascal = {_PASCAL[key]: value for key, value in settings.items()}
     return json_response({**settings, **pascal, "partitions": view.stats.partitions})
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from aiohttp import web
 
 from dynamiq.api import schemas as s
-from dynamiq.api.bodies import decode_body, encode_message, json_response, read_json
+from dynamiq.api.bodies import encode_message, json_response, outgoing, read_json
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
-from dynamiq.models import Message, ReceiveRequest, parse_id
+from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service import reports
 from dynamiq.service.reports import QueueView
 
@@ -34,14 +35,21 @@ def _info(view: QueueView) -> s.QueueInfo:
     stats = view.stats
     return s.QueueInfo(
         name=view.name,
-        settings=s.QueueSettingsBody(**view.settings.to_dict()),
+        settings=msgspec.convert(view.settings.to_dict(), s.QueueSettingsBody),
         stats=s.QueueStatsBody(stats.depth, stats.in_flight, stats.partitions),
     )
 
 
 def _changes(body: s.QueueSettingsBody) -> dict[str, Any]:
-    fields = s.QueueSettingsBody.__struct_fields__
-    return {f: getattr(body, f) for f in fields if getattr(body, f) is not None}
+    """The settings a request names: null turns a clearable one off, and is ignored
+    for the others (as v2 always did)."""
+    out: dict[str, Any] = {}
+    for field in s.QueueSettingsBody.__struct_fields__:
+        value = getattr(body, field)
+        if value is msgspec.UNSET or (value is None and field not in s.CLEARABLE_SETTINGS):
+            continue
+        out[field] = msgspec.to_builtins(value)
+    return out
 
 
 async def list_queues(request: web.Request) -> web.Response:
@@ -82,15 +90,15 @@ async def purge_queue(request: web.Request) -> web.Response:
 # -- messages -----------------------------------------------------------------
 
 
-async def _bodies(request: web.Request) -> list[bytes]:
+async def _outgoing(request: web.Request) -> list[bytes | Outgoing]:
     body = await read_json(request, s.PublishRequest)
-    return [decode_body(m) for m in body.messages]
+    return [outgoing(m) for m in body.messages]
 
 
 async def publish(request: web.Request) -> web.Response:
     """Publish a batch; 200 with the ids once every message is durable."""
     name = queue_param(request)
-    ids = await node(request).publish(name, await _bodies(request))
+    ids = await node(request).publish(name, await _outgoing(request))
     return json_response(s.PublishResponse([str(i) for i in ids]))
 
 
@@ -210,7 +218,7 @@ async def publish_topic(request: web.Request) -> web.Response:
     """Publish a batch to every subscriber; ids per queue."""
     name = request.match_info["topic"]
     node(request).subscribers(name)
-    ids = await node(request).publish_topic(name, await _bodies(request))
+    ids = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(s.TopicPublishResponse({q: [str(i) for i in v] for q, v in ids.items()}))
 
 

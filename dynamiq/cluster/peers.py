@@ -56,7 +56,7 @@ class PeerClient:
             if exc.peer_status == 404:  # the queue is not there yet (or any more)
                 return []
             raise
-        return [Message(mid, body, published) for mid, body, published in got.messages]
+        return got.messages
 
     async def change_visibility(
         self, member: Member, queue: str, ids: list[int], seconds: float

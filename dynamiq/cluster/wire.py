@@ -11,7 +11,7 @@ import hmac
 
 import msgspec
 
-from dynamiq.models import HeldLease, LocalQueueStats
+from dynamiq.models import HeldLease, LocalQueueStats, Message
 
 __all__ = [
     "PEER_HEADER",
@@ -43,9 +43,9 @@ class PeerReceive(msgspec.Struct):
 
 
 class PeerMessages(msgspec.Struct):
-    """Leased messages as ``(id, body, published_ms)``."""
+    """Leased messages, with what they carry beside the body."""
 
-    messages: list[tuple[int, bytes, int]]
+    messages: list[Message]
 
 
 class PeerVisibility(msgspec.Struct):

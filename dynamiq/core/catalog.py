@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.errors import (
+    Invalid,
     QueueExists,
+    QueueInUse,
     QueueNotFound,
     TopicExists,
     TopicNotFound,
@@ -114,6 +116,21 @@ class Catalog:
         """Return the bucket uid of every live queue."""
         return {r.uid for r in self._queues.values()}
 
+    def dead_letter_users(self, name: str) -> list[str]:
+        """Return the queues (other than itself) whose dead-letter queue is ``name``, sorted."""
+        return sorted(
+            q for q, r in self._queues.items() if r.settings.dead_letter_queue == name and q != name
+        )
+
+    def _check_references(self, record: QueueRecord) -> None:
+        target = record.settings.dead_letter_queue
+        if target is None:
+            return
+        if target == record.name:
+            raise Invalid("a queue cannot be its own dead_letter_queue", "dead_letter_queue")
+        if target not in self._queues:
+            raise Invalid(f"dead_letter_queue {target!r} does not exist", "dead_letter_queue")
+
     # -- loading -------------------------------------------------------------
 
     async def reload(self) -> bool:
@@ -168,6 +185,7 @@ class Catalog:
         """Create a queue; raise ``QueueExists`` if the name is taken."""
         validate_name("queue", name)
         record = QueueRecord(name, secrets.token_hex(8), settings or QueueSettings())
+        self._check_references(record)
         if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
             raise QueueExists(name)
         self._queues[name] = record
@@ -178,6 +196,7 @@ class Catalog:
         """Change some settings of a queue, validated; effective at once."""
         current = self.queue(name)
         record = QueueRecord(name, current.uid, current.settings.updated(changes))
+        self._check_references(record)
         await self._store.meta_put({f"q/{name}": _encode_queue(record)})
         self._queues[name] = record
         return record
@@ -186,6 +205,9 @@ class Catalog:
     async def delete_queue(self, name: str) -> str:
         """Delete a queue and its subscriptions; return the uid of the bucket to drop."""
         record = self.queue(name)
+        users = self.dead_letter_users(name)
+        if users:
+            raise QueueInUse(name, users)
         await self._store.meta_put({f"drop/{record.uid}": b""})
         subs = [f"s/{t}/{name}" for t, queues in self._topics.items() if name in queues]
         await self._store.meta_delete([f"q/{name}", *subs])

@@ -19,6 +19,10 @@ class Clock(Protocol):
         """Return milliseconds since the Unix epoch."""
         ...
 
+    def wall_us(self) -> int:
+        """Return microseconds since the Unix epoch (message ids and due times)."""
+        ...
+
 
 class MonotonicClock:
     """The real clock."""
@@ -31,12 +35,22 @@ class MonotonicClock:
         """Return milliseconds since the Unix epoch."""
         return time.time_ns() // 1_000_000
 
+    def wall_us(self) -> int:
+        """Return microseconds since the Unix epoch."""
+        return time.time_ns() // 1000
+
+
+# Where a fake clock's wall time starts: 2026-01-01T00:00:00Z (message ids
+# count microseconds from 2020, so a fake wall clock must be later than that).
+FAKE_WALL_START_US = 1_767_225_600_000_000
+
 
 class FakeClock:
-    """A clock that moves only when told to."""
+    """A clock that moves only when told to; its wall time moves with it."""
 
     def __init__(self, start: float = 1000.0) -> None:
         self.t = start
+        self._start = start
 
     def now(self) -> float:
         """Return the fake monotonic time."""
@@ -44,7 +58,11 @@ class FakeClock:
 
     def wall_ms(self) -> int:
         """Return the fake time as epoch milliseconds."""
-        return int(self.t * 1000)
+        return self.wall_us() // 1000
+
+    def wall_us(self) -> int:
+        """Return the fake time as epoch microseconds."""
+        return FAKE_WALL_START_US + round((self.t - self._start) * 1e6)
 
     def advance(self, seconds: float) -> None:
         """Move time forward."""

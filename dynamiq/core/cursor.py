@@ -67,24 +67,40 @@ class PartitionCursor:
         self._again: list[tuple[int, int]] = []  # (seq, id): leases that ended
         self._skip: Container[int] = ()
         self._want = 0
+        self._due = SEQ_MASK
+        # The seq of the oldest key the last walk stopped at because it is not
+        # due yet (a delayed message), or None.
+        self.next_due: int | None = None
         self._taken: set[int] = set()
         self.result: list[int] = []
 
-    def take(self, want: int, skip: Container[int]) -> None:
-        """Start looking for the ``want`` oldest ids that are not in ``skip``."""
-        self._want, self._skip = want, skip
+    def take(self, want: int, skip: Container[int], due: int = SEQ_MASK) -> None:
+        """Start looking for the ``want`` oldest ids that are not in ``skip``.
+
+        Ids whose seq is later than ``due`` are not taken: a delayed message's
+        id carries the time it is due, so the walk stops at the first one.
+        """
+        self._want, self._skip, self._due = want, skip, due
         self.result = []
         self._taken = set()
+        self.next_due = None
 
     def requests(self) -> list[tuple[int, int, int, int]]:
         """Advance the merge; return ``(lane, lo, hi, limit)`` scans still needed."""
-        heads, again = self._heads, self._again
+        heads, again, due = self._heads, self._again, self._due
         while len(self.result) < self._want and not self._hungry and (heads or again):
             if again and (not heads or again[0] < heads[0][:2]):
+                if again[0][0] > due:
+                    self.next_due = again[0][0]
+                    break
                 self._emit(heapq.heappop(again)[1])
                 continue
+            if heads[0][0] > due:
+                self.next_due = heads[0][0]
+                break
             index = heapq.heappop(heads)[2]
-            self._take_run(index, min(heads[0][:2] if heads else _END, again[0] if again else _END))
+            bound = min(heads[0][:2] if heads else _END, again[0] if again else _END, (due + 1, 0))
+            self._take_run(index, bound)
             self._push_head(index)
         if len(self.result) >= self._want:
             return []

@@ -70,11 +70,31 @@ class IdGenerator:
         self._rng = rng or random.Random()
         self._last = 0
 
+    @property
+    def last_seq(self) -> int:
+        """The seq of the latest id ``next`` or ``many`` gave: a burst of more than one
+        id per microsecond draws seqs ahead of the clock, up to here."""
+        return self._last
+
     def next(self) -> int:
         """Return a new id, later in seq than every id this generator gave before."""
         seq = max(self._clock_us() - EPOCH_US, self._last + 1) & SEQ_MASK
         self._last = seq
         return (self._rng.getrandbits(STRIPE_BITS) << SEQ_BITS) | seq
+
+    def due(
+        self, count: int, due_us: int, stripes: tuple[int, int] = (0, STRIPES - 1)
+    ) -> list[int]:
+        """Return ``count`` ids of one random stripe whose seq is the wall time ``due_us``.
+
+        A message due later (delayed) then sorts where one published at that
+        moment would, and the oldest-first walk reaches it when it is due.
+        These seqs are not ordered with ``many``'s: the store's conditional
+        create catches the rare collision, and the publisher draws again.
+        """
+        first = min(max(0, due_us - EPOCH_US), SEQ_MASK - count)
+        stripe = self._rng.randint(*stripes) << SEQ_BITS
+        return [stripe | seq for seq in range(first, first + count)]
 
     def many(self, count: int, stripes: tuple[int, int] = (0, STRIPES - 1)) -> list[int]:
         """Return ``count`` new ids of one random stripe in ``stripes``, in seq order.

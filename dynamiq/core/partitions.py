@@ -105,15 +105,26 @@ class PartitionSet:
         self._busy[index] += 1
         return self._parts[index]
 
-    def release(self, part: Partition, now: float, found: bool) -> None:
-        """Give back a partition after a receive; ``found`` says it had messages."""
+    def release(
+        self, part: Partition, now: float, found: bool, due_at: float | None = None
+    ) -> None:
+        """Give back a partition after a receive; ``found`` says it had messages.
+
+        ``due_at`` is when its next delayed message is due: an empty hint
+        ends then.
+        """
         i = part.index
         if i >= len(self._parts):
             return
         self._busy[i] = max(0, self._busy[i] - 1)
         self._last_used[i] = now
         if part.generation == self._generation:  # else its ranges changed: no hint
-            self._empty_until[i] = 0.0 if found else now + EMPTY_HINT_SECONDS
+            hint = (
+                now + EMPTY_HINT_SECONDS
+                if due_at is None
+                else min(due_at, now + EMPTY_HINT_SECONDS)
+            )
+            self._empty_until[i] = 0.0 if found else hint
 
     def wake(self, ids: Iterable[int]) -> None:
         """Forget the empty hints of the partitions holding ``ids``."""

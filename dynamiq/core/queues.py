@@ -1,7 +1,14 @@
-"""QueueService: publish, receive under leases, delete, peek, stats."""
+"""QueueService: publish, receive under leases, delete, peek, stats.
+
+A delayed message is stored under an id whose time part is when it is due
+(``IdGenerator.due``): the oldest-first walk stops at the first id not due
+yet, so waiting messages cost nothing per receive; the walk's cursor keeps
+them buffered and says when the next one is due.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Container, Sequence
 from dataclasses import replace
@@ -11,19 +18,21 @@ from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.ids import (
     EPOCH_US,
+    SEQ_MASK,
     STRIPES,
     IdGenerator,
     seq_of,
     stripe_range,
     stripes_within,
 )
+from dynamiq.core.lifecycle import DeadLetters, stamp
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
-from dynamiq.core.records import RecentRecords, decode, encode
+from dynamiq.core.records import NO_META, Meta, RecentRecords, encode, message
 from dynamiq.core.state import QueueState, QueueStats
-from dynamiq.errors import MessageNotFound, ServerError
+from dynamiq.errors import DynamiqError, MessageNotFound, ServerError
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import HeldLease, LocalQueueStats, Message
+from dynamiq.models import DeadLetterReason, HeldLease, LocalQueueStats, Message, Outgoing
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["QueueService", "QueueStats"]
@@ -32,6 +41,7 @@ log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
+SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
 
 
 class QueueService:
@@ -49,7 +59,7 @@ class QueueService:
         self._store = store
         self._catalog = catalog
         self._clock = clock
-        self._ids = ids or IdGenerator()
+        self._ids = ids or IdGenerator(clock.wall_us)
         self._metrics: Metrics = metrics or MetricsFanout([])
         self._states: dict[str, QueueState] = {}
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
@@ -58,6 +68,7 @@ class QueueService:
         self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
         self.set_keyspace(keyspace)
+        self._dead = DeadLetters(store, catalog, clock, lambda n: self._ids.many(n, self._stripes))
 
     # -- the slice this node serves ------------------------------------------
 
@@ -116,19 +127,41 @@ class QueueService:
 
     # -- publishing ----------------------------------------------------------
 
-    async def publish(self, queue: str, bodies: Sequence[bytes]) -> list[int]:
-        """Store messages durably in a queue; return their ids in order."""
-        record = self._catalog.queue(queue)
-        return await self.store_messages([(record, body) for body in bodies])
+    async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> list[int]:
+        """Store messages durably in a queue; return their ids in order.
 
-    async def store_messages(self, items: Sequence[tuple[QueueRecord, bytes]]) -> list[int]:
-        """Store messages into (possibly different) queues in one commit; return ids."""
-        now_ms = self._clock.wall_ms()
-        rows = [(r.uid, encode(body, now_ms, r.settings.compressed_messages)) for r, body in items]
+        A message is a body, or an ``Outgoing`` with a delay or a time to live.
+        """
+        record = self._catalog.queue(queue)
+        return await self.store_messages([(record, m) for m in messages])
+
+    async def store_messages(
+        self, items: Sequence[tuple[QueueRecord, bytes | Outgoing]]
+    ) -> list[int]:
+        """Store messages into (possibly different) queues in one commit; return ids.
+
+        A message without a delay of its own gets its queue's ``delay_seconds``.
+        """
+        now_us = self._clock.wall_us()
+        now_ms = now_us // 1000
+        rows: list[tuple[str, bytes]] = []
+        due: list[int] = []  # per message, its due time in us, or 0 when due now
+        for record, m in items:
+            settings = record.settings
+            if isinstance(m, bytes):
+                m = Outgoing(m)
+            delay = settings.delay_seconds if m.delay_seconds is None else m.delay_seconds
+            meta = (
+                NO_META
+                if not m.ttl_seconds
+                else Meta(expires_ms=now_ms + int(m.ttl_seconds * 1000))
+            )
+            rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
+            due.append(now_us + int(delay * 1e6) if delay > 0 else 0)
         ids = [0] * len(rows)
         todo = list(range(len(rows)))
         for _ in range(INSERT_ATTEMPTS):
-            fresh = self._ids.many(len(todo), self._stripes)
+            fresh = self._fresh_ids([due[i] for i in todo])
             stored = await self._store.insert(
                 [(rows[i][0], mid, rows[i][1]) for i, mid in zip(todo, fresh, strict=True)]
             )
@@ -150,6 +183,19 @@ class QueueService:
             state.published_per_s.add(len(mids), now)
         return ids
 
+    def _fresh_ids(self, due: Sequence[int]) -> list[int]:
+        """Draw an id per message: in one batch for those due now, one each for the others."""
+        now = [i for i, at in enumerate(due) if not at]
+        if len(now) == len(due):
+            return self._ids.many(len(due), self._stripes)
+        out = [0] * len(due)
+        for i, mid in zip(now, self._ids.many(len(now), self._stripes), strict=True):
+            out[i] = mid
+        for i, at in enumerate(due):
+            if at:
+                out[i] = self._ids.due(1, at, self._stripes)[0]
+        return out
+
     # -- receiving -----------------------------------------------------------
 
     async def receive(
@@ -161,8 +207,8 @@ class QueueService:
     ) -> list[Message]:
         """Lease and return up to ``max_messages`` visible messages, oldest first.
 
-        With ``wait_seconds``, wait for a publish (or an expiring lease) when
-        nothing is visible now.
+        With ``wait_seconds``, wait for a publish (or an expiring lease, or a
+        delayed message coming due) when nothing is visible now.
         """
         deadline = self._clock.now() + wait_seconds
         while True:
@@ -174,10 +220,10 @@ class QueueService:
             if got or now >= deadline or self._closing:
                 self._count_delivery(queue, state, got, max_messages)
                 return got
-            next_expiry = state.leases.next_deadline()
             pause = min(deadline - now, EMPTY_HINT_SECONDS)
-            if next_expiry is not None:
-                pause = min(pause, max(0.0, next_expiry - now))
+            for then in (state.leases.next_deadline(), state.next_due):
+                if then is not None:
+                    pause = min(pause, max(0.0, then - now))
             await state.wait(pause)
 
     def _count_delivery(
@@ -195,62 +241,160 @@ class QueueService:
         self, record: QueueRecord, state: QueueState, want: int, lease_seconds: float
     ) -> list[Message]:
         now = self._clock.now()
-        expired = state.leases.expire(now)
-        if expired:
-            state.expired([mid for mid in expired if self.serves(mid)])
+        await self._lapsed(record, state, state.leases.expire(now))
         out: list[Message] = []
         if self._keyspace is None:
             return out
         tried: set[int] = set()
+        state.next_due = None
         while len(out) < want:
             part = state.partitions.acquire(now, skip=tried)
             if part is None:
                 break
             tried.add(part.index)
             try:
-                got = await self._take(record.uid, state, part, want - len(out), lease_seconds)
+                got, due_at = await self._take(record, state, part, want - len(out), lease_seconds)
             except BaseException:
                 # A read that failed says nothing of the partition: no empty hint,
                 # or the next receives would answer "nothing" instead of 503.
                 state.partitions.release(part, self._clock.now(), found=True)
                 raise
-            state.partitions.release(part, self._clock.now(), found=bool(got))
+            state.partitions.release(part, self._clock.now(), bool(got), due_at)
+            if due_at is not None and (state.next_due is None or due_at < state.next_due):
+                state.next_due = due_at
             out.extend(got)
         return out
 
     async def _take(
-        self, uid: str, state: QueueState, part: Partition, want: int, lease_seconds: float
-    ) -> list[Message]:
-        moves = self._moves
-        cursor = state.cursor(part, self._clock.now())
-        await self._walk(uid, cursor, want, state.leases)
+        self, record: QueueRecord, state: QueueState, part: Partition, want: int, lease: float
+    ) -> tuple[list[Message], float | None]:
+        """Lease and deliver up to ``want`` of a partition's oldest due messages.
+
+        Returns them and when the partition's next delayed message is due
+        (monotonic seconds), if the walk stopped at one.
+        """
+        uid, moves = record.uid, self._moves
+        now, now_us = self._clock.now(), self._clock.wall_us()
+        cursor = state.cursor(part, now)
+        # Due: what the clock has reached, and every id drawn for a message due
+        # now (a burst draws seqs a little ahead of the clock).
+        due = max(now_us - EPOCH_US, self._ids.last_seq)
+        await self._walk(uid, cursor, want, state.leases, due)
+        due_at = None
+        if cursor.next_due is not None:
+            due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6
         # Leased before they are read, so that a concurrent receive walking
         # the same stripes passes them by instead of reading them too.
-        ids = state.leases.acquire(cursor.result, self._clock.now(), lease_seconds)
+        ids = state.leases.acquire(cursor.result, now, lease)
         if not ids:
-            return []
+            return [], due_at
         try:
-            present = self._recent.take(uid, ids, self._clock.now())
+            present = self._recent.take(uid, ids, now)
             if len(present) < len(ids):
                 missing = [mid for mid in ids if mid not in present]
                 for mid, rec in zip(missing, await self._store.get(uid, missing), strict=True):
                     if rec is not None:
                         present[mid] = rec
+            # Gone meanwhile (deleted), or, when the slice moved during the read,
+            # no longer this node's to lease: let go of them.
+            moved = self._moves != moves
+            kept = {
+                mid: present[mid]
+                for mid in ids
+                if mid in present and (not moved or self.serves(mid))
+            }
+            got = await self._deliver(record, state, kept)
         except BaseException:
             state.leases.release(ids)
             raise
-        # Gone meanwhile (deleted), or, when the slice moved during the read,
-        # no longer this node's to lease: let go of them.
-        moved = self._moves != moves
-        kept = [mid for mid in ids if mid in present and (not moved or self.serves(mid))]
-        if len(kept) < len(ids):
-            state.leases.release(set(ids).difference(kept))
-        return [Message(mid, *decode(present[mid])) for mid in kept]
+        if len(got) < len(ids):
+            state.leases.release(set(ids).difference(m.id for m in got))
+        return got, due_at
+
+    async def _deliver(
+        self, record: QueueRecord, state: QueueState, found: dict[int, bytes]
+    ) -> list[Message]:
+        """Raise the receive counts of leased records in the store, then hand them out.
+
+        Records already at their ``max_receives`` go to the dead-letter queue.
+        """
+        sorted_ = stamp(record.settings, found, self._clock.wall_ms())
+        if sorted_.dead:
+            await self._dead_letter(record, state, sorted_.dead, "max_receives")
+        if not sorted_.stamped:
+            return []
+        stored = await self._store.replace(record.uid, sorted_.stamped)
+        got = [
+            message(mid, raw) for (mid, raw), ok in zip(sorted_.stamped, stored, strict=True) if ok
+        ]
+        if record.settings.counts_receives:
+            state.counts.update((m.id, m.receive_count) for m in got)
+        return got
+
+    async def _dead_letter(
+        self,
+        record: QueueRecord,
+        state: QueueState,
+        items: list[tuple[int, bytes]],
+        reason: DeadLetterReason,
+    ) -> None:
+        """Move messages to the dead-letter queue; one that cannot be moved now is left
+        held until its lease ends, and moved when next reached."""
+        try:
+            moved = await self._dead.move(record, items, reason)
+        except DynamiqError as exc:
+            log.warning("could not dead-letter %d messages of %s: %s", len(items), record.name, exc)
+            return
+        state.release(moved)
+        self._recent.discard(record.uid, moved)
+        state.dead_lettered += len(moved)
+        self._metrics.lifecycle(record.name, "dead_lettered", len(moved))
+
+    async def _lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
+        """Decide what becomes of messages whose lease ended without a delete.
+
+        Without lifecycle settings they are offered again at once. Otherwise,
+        per the count the message was delivered with: the dead-letter queue
+        after its last allowed receive; else a hold of the backoff's delay
+        (unless the consumer set the delay itself); else offered again.
+        """
+        if not ids:
+            return
+        settings = record.settings
+        if not settings.counts_receives:
+            state.expired([mid for mid in ids if self.serves(mid)])
+            return
+        now, limit, backoff = self._clock.now(), settings.max_receives, settings.retry_backoff
+        dead: list[int] = []
+        visible: list[int] = []
+        for mid in ids:
+            count = state.counts.pop(mid, None)
+            if count is None:  # a hold ended, or a lease handed over without its count
+                visible.append(mid)
+            elif limit is not None and count >= limit:
+                dead.append(mid)
+            elif backoff is not None and mid not in state.nacked:
+                state.leases.acquire((mid,), now, backoff.delay(count))
+            else:
+                visible.append(mid)
+        state.nacked.difference_update(ids)
+        state.expired([mid for mid in visible if self.serves(mid)])
+        if dead:
+            state.leases.acquire(dead, now, settings.visibility_timeout)  # held while moved
+            records = await self._store.get(record.uid, dead)
+            found = [(mid, raw) for mid, raw in zip(dead, records, strict=True) if raw is not None]
+            await self._dead_letter(record, state, found, "max_receives")
+            state.release([mid for mid, raw in zip(dead, records, strict=True) if raw is None])
 
     async def _walk(
-        self, uid: str, cursor: PartitionCursor, want: int, skip: Container[int]
+        self,
+        uid: str,
+        cursor: PartitionCursor,
+        want: int,
+        skip: Container[int],
+        due: int = SEQ_MASK,
     ) -> None:
-        cursor.take(want, skip)
+        cursor.take(want, skip, due)
         while wanted := cursor.requests():
             found = await self._store.scan(
                 uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
@@ -278,19 +422,24 @@ class QueueService:
         if state is not None:
             state.release(ids)
 
-    def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+    async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend the live leases of ``ids`` by ``seconds`` from now, or end them (0).
 
         Returns the ids whose lease was live on this node; a message whose
         lease ended (or that was deleted) is not leased again by this call.
+        A lease the consumer set itself ends without a retry backoff; one
+        ended after the message's last allowed receive goes to the dead letters.
         """
         record = self._catalog.queue(queue)
         state = self._state(record)
         now = self._clock.now()
         if seconds > 0:
-            return state.leases.extend(ids, now, seconds)
+            live = state.leases.extend(ids, now, seconds)
+            if record.settings.retry_backoff is not None:
+                state.nacked.update(live)
+            return live
         live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
-        state.expired(state.leases.expire(now))
+        await self._lapsed(record, state, state.leases.expire(now))
         state.notify()
         return live
 
@@ -300,7 +449,7 @@ class QueueService:
         (raw,) = await self._store.get(record.uid, [message_id])
         if raw is None:
             raise MessageNotFound(queue, message_id)
-        return Message(message_id, *decode(raw))
+        return message(message_id, raw)
 
     async def peek_many(self, queue: str, count: int) -> list[Message]:
         """Return up to ``count`` of the oldest messages, leased or not, without leasing."""
@@ -308,11 +457,7 @@ class QueueService:
         cursor = PartitionCursor(layout(0, ID_MAX, 1)[0], self._clock.now())
         await self._walk(record.uid, cursor, count, ())
         records = await self._store.get(record.uid, cursor.result)
-        return [
-            Message(mid, *decode(raw))
-            for mid, raw in zip(cursor.result, records, strict=True)
-            if raw is not None
-        ]
+        return [message(mid, raw) for mid, raw in zip(cursor.result, records, strict=True) if raw]
 
     async def stats(self, queue: str, detailed: bool = False) -> QueueStats:
         """Return the queue's depth (real count), leases in flight and partitions.
@@ -352,13 +497,34 @@ class QueueService:
         return out
 
     async def _oldest_age(self, uid: str) -> float | None:
-        heads = await self._store.scan(uid, [stripe_range(s) for s in range(STRIPES)], 1)
+        """The age of the oldest message due now (delayed ones are not counted)."""
+        now_seq = max(0, self._clock.wall_us() - EPOCH_US)
+        ranges = [(lo, min(hi, lo | now_seq)) for lo, hi in map(stripe_range, range(STRIPES))]
+        heads = await self._store.scan(uid, ranges, 1)
         seqs = [seq_of(keys[0]) for keys in heads if keys]
         if not seqs:
             return None
-        return max(0.0, (self._clock.wall_ms() * 1000 - EPOCH_US - min(seqs)) / 1e6)
+        return max(0.0, (now_seq - min(seqs)) / 1e6)
 
     # -- lifecycle -----------------------------------------------------------
+
+    async def sweep(self) -> None:
+        """Settle the lapsed leases of queues with lifecycle settings (dead letters,
+        backoff holds), so that they move without waiting for a receive."""
+        now = self._clock.now()
+        for uid, state in list(self._states.items()):
+            record = self._catalog.find(state.name)
+            if record and record.uid == uid and record.settings.counts_receives and state.leases:
+                await self._lapsed(record, state, state.leases.expire(now))
+
+    async def sweep_loop(self) -> None:
+        """Sweep every ``SWEEP_SECONDS`` until cancelled."""
+        while True:
+            try:
+                await self.sweep()
+            except DynamiqError as exc:
+                log.warning("lease sweep failed, will retry: %s", exc)
+            await asyncio.sleep(SWEEP_SECONDS)
 
     async def purge(self, queue: str, drop_at_ms: int) -> int:
         """Give a queue a new, empty bucket; return how many messages the old one held.

@@ -1,9 +1,11 @@
 """The stored form of a message: a small versioned header, then the body.
 
-Layout (big-endian): ``version:u8 flags:u8 published_ms:u64`` then the body,
-zlib-compressed when ``FLAG_COMPRESSED`` is set. The flag is per message, so
-turning a queue's ``compressed_messages`` on or off never strands old
-messages. New fields (attributes, delivery delay) get new flag bits.
+Layout (big-endian): ``version:u8 flags:u8 published_ms:u64``; with
+``FLAG_META``, then ``length:u16`` and a msgpack ``Meta`` (what the message's
+life so far has added: receive count, expiry, dead-letter origin); then the
+body, zlib-compressed when ``FLAG_COMPRESSED`` is set. Flags are per message,
+so turning a queue's ``compressed_messages`` on or off never strands old
+messages, and a message nothing has happened to yet carries no metadata.
 """
 
 from __future__ import annotations
@@ -12,36 +14,94 @@ import struct
 from collections import deque
 from collections.abc import Sequence
 
+import msgspec
 from zlib_ng import zlib_ng
 
 from dynamiq.errors import ServerError
+from dynamiq.models import DeadLetter, Message
 
-__all__ = ["RecentRecords", "decode", "encode"]
+__all__ = ["Meta", "RecentRecords", "encode", "message", "meta_of", "with_meta"]
 
 VERSION = 1
 FLAG_COMPRESSED = 0x01
+FLAG_META = 0x02
 _HEADER = struct.Struct(">BBQ")
+_META_LENGTH = struct.Struct(">H")
 COMPRESSION_LEVEL = 1
 
 
-def encode(body: bytes, published_ms: int, compress: bool) -> bytes:
+class Meta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
+    """What a message's life adds to it: the record's optional metadata block.
+
+    ``expires_ms`` is 0 when the message never expires.
+    """
+
+    receive_count: int = 0
+    first_received_ms: int = 0
+    expires_ms: int = 0
+    dead_letter: DeadLetter | None = None
+
+
+NO_META = Meta()
+_encode_meta = msgspec.msgpack.Encoder().encode
+_decode_meta = msgspec.msgpack.Decoder(Meta).decode
+
+
+def encode(body: bytes, published_ms: int, compress: bool, meta: Meta = NO_META) -> bytes:
     """Return the stored record for ``body``."""
     if compress:
-        return _HEADER.pack(VERSION, FLAG_COMPRESSED, published_ms) + zlib_ng.compress(
-            body, COMPRESSION_LEVEL
-        )
-    return _HEADER.pack(VERSION, 0, published_ms) + body
+        return _pack(FLAG_COMPRESSED, published_ms, meta, zlib_ng.compress(body, COMPRESSION_LEVEL))
+    return _pack(0, published_ms, meta, body)
 
 
-def decode(record: bytes) -> tuple[bytes, int]:
-    """Return ``(body, published_ms)`` from a stored record."""
+def _pack(flags: int, published_ms: int, meta: Meta, body: bytes) -> bytes:
+    if meta == NO_META:
+        return _HEADER.pack(VERSION, flags, published_ms) + body
+    packed = _encode_meta(meta)
+    header = _HEADER.pack(VERSION, flags | FLAG_META, published_ms)
+    return b"".join((header, _META_LENGTH.pack(len(packed)), packed, body))
+
+
+def _split(record: bytes) -> tuple[int, int, Meta, int]:
+    """Return ``(flags, published_ms, meta, offset of the body)``."""
     if len(record) < _HEADER.size or record[0] != VERSION:
         raise ServerError("stored message record has an unknown format")
     _, flags, published_ms = _HEADER.unpack_from(record)
-    body = record[_HEADER.size :]
+    if not flags & FLAG_META:
+        return flags, published_ms, NO_META, _HEADER.size
+    (length,) = _META_LENGTH.unpack_from(record, _HEADER.size)
+    start = _HEADER.size + _META_LENGTH.size
+    return flags, published_ms, _decode_meta(record[start : start + length]), start + length
+
+
+def meta_of(record: bytes) -> tuple[int, Meta]:
+    """Return ``(published_ms, meta)`` of a stored record, without its body."""
+    _, published_ms, meta, _ = _split(record)
+    return published_ms, meta
+
+
+def with_meta(record: bytes, meta: Meta) -> bytes:
+    """Return ``record`` with its metadata replaced (the body is copied, not decoded)."""
+    flags, published_ms, _, offset = _split(record)
+    return _pack(flags & ~FLAG_META, published_ms, meta, record[offset:])
+
+
+def message(message_id: int, record: bytes) -> Message:
+    """Return the message a stored record holds."""
+    flags, published_ms, meta, offset = _split(record)
+    body = record[offset:]
     if flags & FLAG_COMPRESSED:
         body = zlib_ng.decompress(body)
-    return body, published_ms
+    if meta is NO_META:
+        return Message(message_id, body, published_ms)
+    return Message(
+        message_id,
+        body,
+        published_ms,
+        meta.receive_count,
+        meta.first_received_ms,
+        meta.dead_letter,
+    )
 
 
 class RecentRecords:

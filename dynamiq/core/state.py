@@ -48,6 +48,13 @@ class QueueState:
         self.leases = LeaseTable()
         # Leases that ended without a delete: the next delivery is a redelivery.
         self.lapsed: set[int] = set()
+        # With lifecycle settings: the receive count each leased message was
+        # delivered with, and the leases whose end the consumer set itself.
+        self.counts: dict[int, int] = {}
+        self.nacked: set[int] = set()
+        # When the next delayed message seen by the last receive is due (monotonic).
+        self.next_due: float | None = None
+        self.dead_lettered = 0
         self.published_per_s = RateCounter()
         self.received_per_s = RateCounter()
         self.deleted_per_s = RateCounter()
@@ -71,6 +78,10 @@ class QueueState:
         """End the leases on ``ids`` (their messages were deleted)."""
         self.leases.release(ids)
         self.lapsed.difference_update(ids)
+        if self.counts:
+            for message_id in ids:
+                self.counts.pop(message_id, None)
+            self.nacked.difference_update(ids)
 
     def expired(self, ids: list[int]) -> None:
         self.lapsed.update(ids)

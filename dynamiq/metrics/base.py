@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["Metrics", "MetricsFanout"]
+__all__ = ["LIFECYCLE_EVENTS", "Metrics", "MetricsFanout"]
+
+# What can happen to a message besides its delete (``Metrics.lifecycle``).
+LIFECYCLE_EVENTS = ("dead_lettered", "expired", "redriven")
 
 
 class Metrics(Protocol):
@@ -25,6 +28,11 @@ class Metrics(Protocol):
 
     def redelivered(self, queue: str, count: int) -> None:
         """Record ``count`` messages delivered again after their lease ended."""
+        ...
+
+    def lifecycle(self, queue: str, event: str, count: int) -> None:
+        """Record ``count`` messages of ``queue`` that took a lifecycle step: ``event`` is
+        one of ``LIFECYCLE_EVENTS`` (``dead_lettered``, ``expired``, ``redriven``)."""
         ...
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
@@ -73,6 +81,11 @@ class MetricsFanout:
         """Record in every sink."""
         for sink in self._sinks:
             sink.redelivered(queue, count)
+
+    def lifecycle(self, queue: str, event: str, count: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.lifecycle(queue, event, count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Record in every sink."""

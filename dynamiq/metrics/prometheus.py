@@ -6,6 +6,8 @@ import math
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from dynamiq.metrics.base import LIFECYCLE_EVENTS
+
 __all__ = ["CONTENT_TYPE", "PrometheusMetrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -27,6 +29,15 @@ class PrometheusMetrics:
         self._redelivered = Counter(
             "dynamiq_messages_redelivered", "Messages delivered again", ["queue"], registry=r
         )
+        self._lifecycle = {
+            event: Counter(
+                f"dynamiq_messages_{event}",
+                f"Messages {event.replace('_', ' ')}",
+                ["queue"],
+                registry=r,
+            )
+            for event in LIFECYCLE_EVENTS
+        }
         self._depth = Gauge(
             "dynamiq_queue_depth", "Messages stored in the queue", ["queue"], registry=r
         )
@@ -71,6 +82,10 @@ class PrometheusMetrics:
     def redelivered(self, queue: str, count: int) -> None:
         """Count redeliveries."""
         self._redelivered.labels(queue).inc(count)
+
+    def lifecycle(self, queue: str, event: str, count: int) -> None:
+        """Count dead-lettered, expired and redriven messages."""
+        self._lifecycle[event].labels(queue).inc(count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth and in-flight."""

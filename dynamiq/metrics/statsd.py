@@ -1,7 +1,8 @@
 """StatsD sink with the original Dynamiq's names: aggregated in memory, flushed on an interval.
 
 Per queue (``<prefix><queue>.``): ``sent.count``, ``received.count``,
-``deleted.count``, ``redelivered.count`` (counters); ``depth.count``,
+``deleted.count``, ``redelivered.count``, ``dead_lettered.count``,
+``expired.count``, ``redriven.count`` (counters); ``depth.count``,
 ``approximate_depth.count``, ``fill.count``, ``in_flight.count`` (gauges).
 Per node (``<prefix>node.``): ``requests.<route>.<method>.<status>`` and
 ``errors.<CODE>`` (counters), ``latency.<route>.<method>`` (timings, ms),
@@ -58,6 +59,10 @@ class StatsdMetrics:
         """Count redeliveries, per queue and for the node."""
         self._count(f"{queue}.redelivered.count", count)
         self._count("node.redeliveries", count)
+
+    def lifecycle(self, queue: str, event: str, count: int) -> None:
+        """Count dead-lettered, expired and redriven messages per queue."""
+        self._count(f"{queue}.{event}.count", count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth (the real count; one node: the approximation is exact) and in-flight."""

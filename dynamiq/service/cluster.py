@@ -198,9 +198,11 @@ class Coordinator:
         """Lease from this node's own slice only, without waiting (a peer asks)."""
         return await self._queues.receive(queue, max_messages, visibility_timeout)
 
-    def change_visibility_here(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+    async def change_visibility_here(
+        self, queue: str, ids: Sequence[int], seconds: float
+    ) -> list[int]:
         """Change leases this node holds (a peer forwards them)."""
-        return self._queues.change_visibility(queue, ids, seconds)
+        return await self._queues.change_visibility(queue, ids, seconds)
 
     def release(self, queue: str, ids: Sequence[int]) -> None:
         """End the leases on ``ids``: they were deleted through another node."""
@@ -254,9 +256,9 @@ class Coordinator:
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Change leases where they are held: by the member serving each id."""
         if self._peers is None:
-            return self._queues.change_visibility(queue, ids, seconds)
+            return await self._queues.change_visibility(queue, ids, seconds)
         mine, theirs = self._by_owner(ids)
-        changed = self._queues.change_visibility(queue, mine, seconds)
+        changed = await self._queues.change_visibility(queue, mine, seconds)
         for member, owned in theirs:
             try:
                 changed += await self._peers.change_visibility(member, queue, owned, seconds)

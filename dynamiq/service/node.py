@@ -20,7 +20,14 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import Invalid
-from dynamiq.models import LocalQueueStats, Message, QueueSettings, ReceiveRequest
+from dynamiq.models import (
+    MAX_RETENTION_SECONDS,
+    LocalQueueStats,
+    Message,
+    Outgoing,
+    QueueSettings,
+    ReceiveRequest,
+)
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.reports import (
     NodeStats,
@@ -80,6 +87,7 @@ class Node:
     async def create_queue(self, name: str, changes: Mapping[str, Any] | None = None) -> QueueView:
         """Create a queue with default settings and ``changes`` applied."""
         settings = QueueSettings().updated(dict(changes or {}))
+        self._check_delay(settings.delay_seconds, "delay_seconds")
         await self._catalog.create_queue(name, settings)
         return await self.describe_queue(name)
 
@@ -90,6 +98,8 @@ class Node:
 
     async def configure_queue(self, name: str, changes: Mapping[str, Any]) -> QueueView:
         """Change some settings; validated, effective at once on every node."""
+        if "delay_seconds" in changes:
+            self._check_delay(changes["delay_seconds"], "delay_seconds")
         await self._catalog.configure_queue(name, dict(changes))
         return await self.describe_queue(name)
 
@@ -138,15 +148,20 @@ class Node:
 
     # -- messages --------------------------------------------------------------
 
-    async def publish(self, queue: str, bodies: Sequence[bytes]) -> list[int]:
+    async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> list[int]:
         """Store messages durably; return their ids in order."""
-        self._check_batch(len(bodies))
-        return await self._queues.publish(queue, bodies)
+        self._check_outgoing(messages)
+        return await self._queues.publish(queue, messages)
 
-    async def publish_topic(self, topic: str, bodies: Sequence[bytes]) -> dict[str, list[int]]:
-        """Store a copy of every message in every subscribed queue; return ids per queue."""
-        self._check_batch(len(bodies))
-        return await self._topics.publish(topic, bodies)
+    async def publish_topic(
+        self, topic: str, messages: Sequence[bytes | Outgoing]
+    ) -> dict[str, list[int]]:
+        """Store a copy of every message in every subscribed queue; return ids per queue.
+
+        A message without a delay of its own gets each queue's ``delay_seconds``.
+        """
+        self._check_outgoing(messages)
+        return await self._topics.publish(topic, messages)
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
@@ -217,6 +232,22 @@ class Node:
         """Answer waiting receives now and hand this node's slice to the others (shutdown)."""
         self._queues.close()
         await self._cluster.leave()
+
+    def _check_outgoing(self, messages: Sequence[bytes | Outgoing]) -> None:
+        self._check_batch(len(messages))
+        for m in messages:
+            if isinstance(m, Outgoing):
+                if m.delay_seconds is not None:
+                    self._check_delay(m.delay_seconds, "delay_seconds")
+                if m.ttl_seconds is not None and not 0 < m.ttl_seconds <= MAX_RETENTION_SECONDS:
+                    raise Invalid(
+                        f"ttl_seconds must be > 0 and <= {MAX_RETENTION_SECONDS:g}", "ttl_seconds"
+                    )
+
+    def _check_delay(self, seconds: object, field: str) -> None:
+        limit = self.limits.maxdelayseconds
+        if isinstance(seconds, int | float) and not 0 <= seconds <= limit:
+            raise Invalid(f"{field} must be >= 0 and <= {limit:g} (limits.maxdelayseconds)", field)
 
     def _check_batch(self, size: int) -> None:
         if size > self.limits.maxbatch:

@@ -11,12 +11,13 @@ nothing else from the driver: adapters wrap their engine's errors.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
 from dynamiq.keyspace import KeyRange
 
-__all__ = ["StorageBackend"]
+__all__ = ["StorageBackend", "move_in_steps"]
 
 
 class StorageBackend(Protocol):
@@ -37,6 +38,32 @@ class StorageBackend(Protocol):
 
     async def delete(self, bucket: str, keys: Sequence[int]) -> list[bool]:
         """Delete keys durably; return per key whether it existed."""
+        ...
+
+    async def replace(self, bucket: str, items: Sequence[tuple[int, bytes]]) -> list[bool]:
+        """Overwrite the values of existing keys durably; an absent key is not created.
+
+        Returns:
+            One flag per ``(key, value)`` item: whether the key existed (and so
+            now holds the new value).
+        """
+        ...
+
+    async def move(self, items: Sequence[tuple[str, int, str, int, bytes]]) -> list[bool | None]:
+        """Move objects to new keys, possibly in another bucket, durably.
+
+        Each item is ``(from_bucket, from_key, to_bucket, to_key, value)``: the
+        target is created with ``value`` (never overwriting) and the source
+        deleted. Atomic per item where the store allows it (one commit, one
+        script); elsewhere the target is created first, then the source
+        deleted, so a failure between leaves the message in both places
+        (at-least-once), never in neither.
+
+        Returns:
+            Per item: True when moved; False when the source was absent
+            (nothing written); None when the target key was taken (nothing
+            changed: draw another key).
+        """
         ...
 
     async def scan(
@@ -90,3 +117,32 @@ class StorageBackend(Protocol):
     async def close(self) -> None:
         """Finish pending writes and release the store; idempotent."""
         ...
+
+
+async def move_in_steps(
+    store: StorageBackend, items: Sequence[tuple[str, int, str, int, bytes]]
+) -> list[bool | None]:
+    """``StorageBackend.move`` for a store that cannot make it one write: read which
+    sources exist, create their targets, then delete the sources moved."""
+    out: list[bool | None] = [None] * len(items)
+    for bucket, idx in _by_bucket(items, range(len(items))).items():
+        for i, value in zip(idx, await store.get(bucket, [items[i][1] for i in idx]), strict=True):
+            if value is None:
+                out[i] = False
+    todo = [i for i, moved in enumerate(out) if moved is None]
+    created = await store.insert([items[i][2:] for i in todo])
+    done = [i for i, ok in zip(todo, created, strict=True) if ok]
+    for bucket, idx in _by_bucket(items, done).items():
+        await store.delete(bucket, [items[i][1] for i in idx])
+    for i in done:
+        out[i] = True
+    return out
+
+
+def _by_bucket(
+    items: Sequence[tuple[str, int, str, int, bytes]], indices: Sequence[int]
+) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i in indices:
+        groups[items[i][0]].append(i)
+    return groups

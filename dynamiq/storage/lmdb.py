@@ -161,6 +161,42 @@ class LmdbBackend:
 
         return await self._write(apply)
 
+    async def replace(self, bucket: str, items: Sequence[tuple[int, bytes]]) -> list[bool]:
+        """Overwrite existing keys durably; per item, whether the key existed."""
+        prefix = _prefix(bucket)
+        rows = [(prefix + _KEY.pack(k), v) for k, v in items]
+
+        def apply(txn: Any) -> list[bool]:
+            get, put, db = txn.get, txn.put, self._messages
+            return [get(key, db=db) is not None and put(key, value, db=db) for key, value in rows]
+
+        return await self._write(apply)
+
+    async def move(self, items: Sequence[tuple[str, int, str, int, bytes]]) -> list[bool | None]:
+        """Move objects to new keys in one commit: per item moved, source absent, target taken."""
+        pack = _KEY.pack
+        rows = [
+            (_prefix(src), pack(sk), _prefix(dst), pack(dk), value)
+            for src, sk, dst, dk, value in items
+        ]
+
+        def apply(txn: Any) -> list[bool | None]:
+            db = self._messages
+            out: list[bool | None] = []
+            for src, sk, dst, dk, value in rows:
+                if txn.get(src + sk, db=db) is None:
+                    out.append(False)
+                elif not txn.put(dst + dk, value, overwrite=False, db=db):
+                    out.append(None)
+                else:
+                    txn.delete(src + sk, db=db)
+                    self._add_count(txn, src, -1)
+                    self._add_count(txn, dst, 1)
+                    out.append(True)
+            return out
+
+        return await self._write(apply)
+
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
     ) -> list[list[int]]:

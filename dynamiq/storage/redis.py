@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
+from dynamiq.storage.base import move_in_steps
 
 try:
     import redis.asyncio as aioredis
@@ -68,6 +69,37 @@ for i = 1, #ARGV do
   local gone = redis.call('HDEL', KEYS[1], ARGV[i])
   if gone == 1 then redis.call('ZREM', KEYS[2], ARGV[i]) end
   out[#out + 1] = gone
+end
+return out
+"""
+
+_REPLACE = """
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+"""
+
+# A move inside one shard: 1 moved, 0 source absent, -1 target taken.
+_MOVE = """
+local out = {}
+for i = 1, #ARGV, 3 do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
+    out[#out + 1] = 0
+  elseif redis.call('HSETNX', KEYS[1], ARGV[i + 1], ARGV[i + 2]) == 0 then
+    out[#out + 1] = -1
+  else
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
+    redis.call('ZADD', KEYS[2], 0, ARGV[i + 1])
+    out[#out + 1] = 1
+  end
 end
 return out
 """
@@ -175,6 +207,8 @@ class RedisBackend:
         encoder = aioredis.Redis()
         self._script_insert = encoder.register_script(_INSERT)
         self._script_delete = encoder.register_script(_DELETE)
+        self._script_replace = encoder.register_script(_REPLACE)
+        self._script_move = encoder.register_script(_MOVE)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -266,6 +300,56 @@ class RedisBackend:
 
         results = await self._run([command(s, idx) for s, idx in groups.items()], True)
         return _scatter(len(keys), groups.values(), results, bool)
+
+    async def replace(self, bucket: str, items: Sequence[tuple[int, bytes]]) -> list[bool]:
+        """Overwrite existing keys; per item, whether the key existed.
+
+        Not held back by ``waitreplicas``: a receive count reaches the primary
+        (fsynced there) and its replicas in their own time, so that a shard
+        whose replica is gone still serves receives; a primary lost before
+        replicating may forget the last increments of its messages' counts.
+        """
+        groups = _by_shard([key for key, _ in items])
+
+        def command(shard: int, idx: list[int]) -> Command:
+            pair = list(_keys(bucket, shard))
+            args = [v for i in idx for v in (_member(items[i][0]), items[i][1])]
+            return pair[0], lambda pipe: self._script_replace(keys=pair, args=args, client=pipe)
+
+        results = await self._run([command(s, idx) for s, idx in groups.items()])
+        return _scatter(len(items), groups.values(), results, bool)
+
+    async def move(self, items: Sequence[tuple[str, int, str, int, bytes]]) -> list[bool | None]:
+        """Move objects: one script per shard when source and target share it; else the
+        target is created first and the source deleted after (at-least-once)."""
+        local: dict[tuple[str, int], list[int]] = defaultdict(list)
+        across: list[int] = []
+        for index, (src, sk, dst, dk, _) in enumerate(items):
+            shard = sk >> SHARD_SHIFT
+            if src == dst and dk >> SHARD_SHIFT == shard:
+                local[src, shard].append(index)
+            else:
+                across.append(index)
+        out: list[bool | None] = [None] * len(items)
+
+        def command(bucket: str, shard: int, idx: list[int]) -> Command:
+            pair = list(_keys(bucket, shard))
+            args = [
+                v for i in idx for v in (_member(items[i][1]), _member(items[i][3]), items[i][4])
+            ]
+            return pair[0], lambda pipe: self._script_move(keys=pair, args=args, client=pipe)
+
+        if local:
+            results = await self._run([command(b, s, idx) for (b, s), idx in local.items()], True)
+            moved = _scatter(len(items), local.values(), results, lambda v: int(v))
+            for idx in local.values():
+                for i in idx:
+                    out[i] = None if moved[i] < 0 else bool(moved[i])
+        if across:
+            steps = await move_in_steps(self, [items[i] for i in across])
+            for i, outcome in zip(across, steps, strict=True):
+                out[i] = outcome
+        return out
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]

@@ -223,14 +223,18 @@ def test_a_leased_message_is_never_returned_twice_inside_its_lease(
     _run(scenario)
 
 
-async def test_a_first_delivery_writes_nothing_to_the_store(
+async def test_a_receive_stores_its_counts_in_one_commit_before_answering(
     engine: Engine, store: LmdbBackend
 ) -> None:
-    _, queues, _ = engine
-    await queues.publish("q", [b"m"] * 20)
+    _, queues, clock = engine
+    ids = await queues.publish("q", [b"m"] * 20)
     commits = store.commits
-    assert len(await queues.receive("q", 20)) == 20
-    assert store.commits == commits
+    got = await queues.receive("q", 20)
+    assert store.commits == commits + 1
+    assert {m.receive_count for m in got} == {1}
+    assert {m.first_received_ms for m in got} == {clock.wall_ms()}
+    # What the store holds, whatever becomes of this node now.
+    assert (await queues.peek("q", ids[0])).receive_count == 1
 
 
 async def test_recent_records_spare_the_store_read_but_never_outlive_a_delete(
@@ -260,6 +264,9 @@ class Recorder(MetricsFanout):
     def redelivered(self, queue: str, count: int) -> None:
         self.events.append(("redelivered", queue, count))
 
+    def lifecycle(self, queue: str, event: str, count: int) -> None:
+        self.events.append((event, queue, count))
+
     def deleted(self, queue: str, count: int) -> None:
         self.events.append(("deleted", queue, count))
 
@@ -286,8 +293,8 @@ async def test_change_visibility_extends_or_ends_a_lease(engine: Engine) -> None
     _, queues, clock = engine
     ids = await queues.publish("q", [b"a", b"b"])
     await queues.receive("q", 2, visibility_timeout=10)
-    assert queues.change_visibility("q", [ids[0], 12345], 60) == [ids[0]]
-    assert queues.change_visibility("q", [ids[1]], 0) == [ids[1]]  # back at once
+    assert await queues.change_visibility("q", [ids[0], 12345], 60) == [ids[0]]
+    assert await queues.change_visibility("q", [ids[1]], 0) == [ids[1]]  # back at once
     assert [m.id for m in await queues.receive("q", 5, visibility_timeout=300)] == [ids[1]]
     clock.advance(30)
     assert await queues.receive("q", 5) == []  # a is still leased: its lease was extended

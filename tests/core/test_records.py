@@ -4,21 +4,36 @@ from __future__ import annotations
 
 import pytest
 
-from dynamiq.core.records import RecentRecords, decode, encode
+from dynamiq.core.records import NO_META, Meta, RecentRecords, encode, message, meta_of, with_meta
 from dynamiq.errors import ServerError
+from dynamiq.models import DeadLetter, Message
 
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_a_record_round_trips(compress: bool) -> None:
     body = b"\x00\xff" + b"payload " * 50
     record = encode(body, 1_795_000_000_123, compress)
-    assert decode(record) == (body, 1_795_000_000_123)
+    assert message(7, record) == Message(7, body, 1_795_000_000_123)
+    assert meta_of(record) == (1_795_000_000_123, NO_META)
     assert (len(record) < len(body)) is compress
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_metadata_is_replaced_without_touching_the_body(compress: bool) -> None:
+    body = b"payload " * 50
+    plain = encode(body, 1_795_000_000_123, compress)
+    note = DeadLetter("orders", "max_receives", 3, 1_795_000_001_000)
+    meta = Meta(receive_count=4, first_received_ms=1_795_000_000_200, dead_letter=note)
+    counted = with_meta(plain, meta)
+    assert meta_of(counted) == (1_795_000_000_123, meta)
+    assert message(9, counted) == Message(9, body, 1_795_000_000_123, 4, 1_795_000_000_200, note)
+    assert with_meta(counted, NO_META) == plain  # a message with nothing to say stays small
+    assert encode(body, 1_795_000_000_123, compress, meta) == counted
 
 
 def test_an_unknown_record_format_is_a_server_error() -> None:
     with pytest.raises(ServerError):
-        decode(b"\x07garbage")
+        message(1, b"\x07garbage")
 
 
 def test_recent_records_leave_on_take_age_and_budget() -> None:

@@ -45,10 +45,17 @@ class RiakModel:
         if request.method == "DELETE" and "x-riak-vclock" in headers:
             kind = "delete_with_vclock"
         self.requests[kind] += 1
-        return self._object(request.method, bucket, key, request.data, headers)
+        returnbody = (request.params or {}).get("returnbody") == "true"
+        return self._object(request.method, bucket, key, request.data, headers, returnbody)
 
     def _object(
-        self, method: str, bucket: str, key: int, data: bytes | None, headers: dict[str, str]
+        self,
+        method: str,
+        bucket: str,
+        key: int,
+        data: bytes | None,
+        headers: dict[str, str],
+        returnbody: bool = False,
     ) -> Answer:
         held = self.objects.get((bucket, key))
         if method == "GET":
@@ -61,7 +68,9 @@ class RiakModel:
                 self.reads += 1  # resource_exists fetches the object first
                 if held is not None:
                     return 412, {}, b""
-            self.objects[bucket, key] = (data or b"", f"vc{next(self._clocks)}")
+            stored = self.objects[bucket, key] = (data or b"", f"vc{next(self._clocks)}")
+            if returnbody:
+                return 200, {"x-riak-vclock": stored[1]}, stored[0]
             return 204, {}, b""
         # DELETE: with a vclock Riak writes the tombstone at once and answers
         # 204 whatever it held; without one it reads the object first.

@@ -22,11 +22,18 @@ from dynamiq.storage.lmdb import LmdbBackend
 from tests.servers import flush_redis
 
 
-@pytest.fixture(params=["lmdb", "redis", "redis-cluster", "riak"])
+@pytest.fixture(params=["lmdb", "redis", "redis-cluster", "riak", "riak-model"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     store: StorageBackend
     if request.param == "lmdb":
         store = LmdbBackend(tmp_path / "lmdb", map_size=1 << 28)
+    elif request.param == "riak-model":
+        # The adapter's own code against a model of Riak's HTTP answers: it
+        # runs where no Riak node does, and never stands in for the real one.
+        from dynamiq.storage.riak import RiakBackend
+        from tests.storage.riak_model import RiakModel
+
+        store = RiakBackend(["http://riak:8098"], transport=RiakModel())
     elif request.param == "riak":
         from dynamiq.storage.riak import RiakBackend
 
@@ -87,6 +94,52 @@ async def test_concurrent_inserts_all_land(backend: StorageBackend) -> None:
     results = await asyncio.gather(*(backend.insert([("c", k, b"%d" % k)]) for k in range(500)))
     assert all(r == [True] for r in results)
     assert await backend.count("c") == 500
+
+
+async def test_replace_overwrites_only_what_exists(backend: StorageBackend) -> None:
+    await backend.insert([("b", 1, b"one"), ("b", 2, b"two")])
+    assert await backend.replace("b", [(1, b"uno"), (3, b"tres")]) == [True, False]
+    assert await backend.get("b", [1, 2, 3]) == [b"uno", b"two", None]
+    assert await backend.scan("b", [(0, ID_MAX)], 10) == [[1, 2]]
+    assert await backend.count("b") == 2
+    await backend.delete("b", [2])
+    assert await backend.replace("b", [(2, b"dos")]) == [False]
+    assert await backend.get("b", [2]) == [None]
+
+
+SHARD = 1 << 55  # ids in different top-byte shards (stripes)
+
+
+async def test_move_within_and_across_buckets(backend: StorageBackend) -> None:
+    await backend.insert([("q", 5, b"five"), ("q", 6, b"six"), ("q", 7, b"seven")])
+    moved = await backend.move(
+        [
+            ("q", 5, "q", 50, b"five again"),  # same bucket and shard: one step
+            ("q", 6, "q", 2 * SHARD + 6, b"six"),  # same bucket, another shard
+            ("q", 7, "dlq", 7, b"seven, dead"),  # another bucket
+            ("q", 8, "dlq", 8, b"never stored"),  # no source: nothing written
+        ]
+    )
+    assert moved == [True, True, True, False]
+    assert await backend.get("q", [5, 6, 7, 50, 2 * SHARD + 6]) == [
+        None,
+        None,
+        None,
+        b"five again",
+        b"six",
+    ]
+    assert await backend.get("dlq", [7, 8]) == [b"seven, dead", None]
+    assert await backend.scan("q", [(0, ID_MAX)], 10) == [[50, 2 * SHARD + 6]]
+    assert await backend.scan("dlq", [(0, ID_MAX)], 10) == [[7]]
+    assert (await backend.count("q"), await backend.count("dlq")) == (2, 1)
+
+
+async def test_move_onto_a_taken_key_changes_nothing(backend: StorageBackend) -> None:
+    await backend.insert([("q", 1, b"one"), ("q", 2, b"two"), ("dlq", 3, b"three")])
+    assert await backend.move([("q", 1, "q", 2, b"x"), ("q", 2, "dlq", 3, b"y")]) == [None, None]
+    assert await backend.get("q", [1, 2]) == [b"one", b"two"]
+    assert await backend.get("dlq", [3]) == [b"three"]
+    assert (await backend.count("q"), await backend.count("dlq")) == (2, 1)
 
 
 async def test_meta_create_put_scan_delete(backend: StorageBackend) -> None:

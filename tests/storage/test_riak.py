@@ -170,17 +170,20 @@ async def test_a_drain_reads_each_message_once_and_deletes_it_without_a_read(
     await store.close()
 
 
-async def test_a_message_served_from_memory_is_deleted_by_riak_reading_it_once(
+async def test_a_message_served_from_memory_is_counted_and_deleted_without_a_read(
     fake_clock: FakeClock,
 ) -> None:
     model = RiakModel()
     store, queues = await riak_engine(model, fake_clock)
     await queues.publish("q", [b"a", b"b"])
     model.reads = 0
+    model.requests.clear()
     got = await queues.receive("q", 10)
     assert [m.body for m in got] == [b"a", b"b"] and model.requests["get"] == 0
+    # The count goes with the clock the publish returned; the delete with the count's.
+    assert model.requests["put"] == 2 and [m.receive_count for m in got] == [1, 1]
     await queues.delete("q", [m.id for m in got])
-    assert model.reads == 2  # Riak's read before a delete without a vclock
+    assert model.reads == 0 and model.requests["delete_with_vclock"] == 2
     await store.close()
 
 

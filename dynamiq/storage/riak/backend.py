@@ -5,11 +5,13 @@ request, read from ``riak_kv_wm_object`` and ``riak_kv_delete``):
 
 - publish: one PUT with ``If-None-Match: *`` per message (Riak reads the key
   before writing it: the conditional create that keeps two processes from
-  writing the same id);
+  writing the same id); it returns the object's vector clock, kept;
 - receive: one 2i query over a partition's whole span first (most of its
   stripes hold few keys), one more per stripe only where that page did not
   reach; then one GET per message not published through this node in the
-  last second (those are served from memory);
+  last second (those are served from memory); then one PUT per message with
+  its receive count raised, carrying the clock the publish or the GET
+  returned;
 - delete: one DELETE carrying the ``X-Riak-Vclock`` the receive's GET
   returned, so Riak writes the tombstone without reading the object first
   (without a vclock it reads it: a second GET per message). Riak's own
@@ -30,6 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 from dynamiq.keyspace import ID_MAX, KeyRange
+from dynamiq.storage.base import move_in_steps
 from dynamiq.storage.riak.depths import DepthDeltas
 from dynamiq.storage.riak.http import HttpTransport, RiakHttp, Transport, siblings
 
@@ -38,6 +41,8 @@ __all__ = ["RiakBackend"]
 PAGE = 1000
 SPAN_RANGES = 16  # ranges read as one 2i page before any gets a query of its own
 DURABLE = {"w": "quorum", "dw": "quorum"}
+# A write that answers with the object's new vector clock (and, alas, its body).
+RETURN_CLOCK = {**DURABLE, "returnbody": "true"}
 TIMEOUT_SECONDS = 5.0
 # Vector clocks kept from receive GETs for the deletes that follow (about
 # 100 bytes each); a delete whose clock was forgotten costs Riak a read.
@@ -69,10 +74,10 @@ class RiakBackend:
         started = time.perf_counter()
 
         async def put(bucket: str, key: int, value: bytes) -> bool:
-            status, _, _ = await self._http.call(
+            status, answer, _ = await self._http.call(
                 "PUT",
                 self._key_path(bucket, key),
-                params=DURABLE,
+                params=RETURN_CLOCK,
                 data=value,
                 headers={
                     "Content-Type": "application/octet-stream",
@@ -81,6 +86,8 @@ class RiakBackend:
                 },
                 ok=(200, 204, 412),
             )
+            if vclock := answer.get("x-riak-vclock"):
+                self._remember(bucket, key, vclock)
             return status != 412
 
         done: dict[int, bool] = {}
@@ -157,6 +164,42 @@ class RiakBackend:
         self._commits += 1
         self._commit_seconds += time.perf_counter() - started
         return out
+
+    async def replace(self, bucket: str, items: Sequence[tuple[int, bytes]]) -> list[bool]:
+        """Overwrite existing keys; per item, whether the key existed.
+
+        Each PUT carries the vector clock the receive's GET returned (a key
+        this adapter has not read is read first): a delete that raced the
+        write becomes its sibling and wins on the next read. The PUT returns
+        the new clock, kept for the delete that follows.
+        """
+
+        async def put(key: int, value: bytes) -> bool:
+            vclock = self._vclocks.pop((bucket, key), None)
+            if vclock is None:
+                if await self._get_one(bucket, key) is None:
+                    return False
+                vclock = self._vclocks.pop((bucket, key), None)
+            headers = {"Content-Type": "application/octet-stream", "x-riak-index-id_int": str(key)}
+            if vclock:
+                headers["X-Riak-Vclock"] = vclock
+            _, answer, _ = await self._http.call(
+                "PUT",
+                self._key_path(bucket, key),
+                params=RETURN_CLOCK,
+                data=value,
+                headers=headers,
+                ok=(200, 204, 300),
+            )
+            if fresh := answer.get("x-riak-vclock"):
+                self._remember(bucket, key, fresh)
+            return True
+
+        return await self._http.each([functools.partial(put, *item) for item in items])
+
+    async def move(self, items: Sequence[tuple[str, int, str, int, bytes]]) -> list[bool | None]:
+        """Move objects: the target created first, then the source deleted (at-least-once)."""
+        return await move_in_steps(self, items)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
