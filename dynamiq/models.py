@@ -56,10 +56,8 @@ def validate_name(kind: str, name: str, field: str = "name") -> str:
     ``.`` and ``..`` are refused: a URL path cannot carry them as a segment.
     """
     if not NAME_PATTERN.fullmatch(name):
-        raise Invalid(
-            f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' (not '.' or '..')",
-            field=field,
-        )
+        rule = f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' (not '.' or '..')"
+        raise Invalid(rule if field == "name" else f"{field}: {rule}", field=field)
     return name
 
 
@@ -275,24 +273,27 @@ class ReceiveRequest:
 
 
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):
-    """What only one node knows of a queue: its leases in flight and its rates (msg/s)."""
+    """What only one node knows of a queue: its leases in flight, its rates (msg/s),
+    and the messages it dead-lettered, expired and redrove since it started."""
 
     in_flight: int = 0
     publish: float = 0.0
     receive: float = 0.0
     delete: float = 0.0
+    dead_lettered: int = 0
+    expired: int = 0
+    redriven: int = 0
 
     def __add__(self, other: LocalQueueStats) -> LocalQueueStats:
-        return LocalQueueStats(
-            self.in_flight + other.in_flight,
-            self.publish + other.publish,
-            self.receive + other.receive,
-            self.delete + other.delete,
-        )
+        pairs = zip(msgspec.structs.astuple(self), msgspec.structs.astuple(other), strict=True)
+        return LocalQueueStats(*(mine + theirs for mine, theirs in pairs))
 
 
 class HeldLease(msgspec.Struct, frozen=True, array_like=True):
-    """A live lease handed from one node to another: the message and its seconds left."""
+    """A live lease handed from one node to another: the message, its seconds left,
+    and the receive count it was delivered with (0: not known)."""
 
     id: int
     seconds_left: float
+    receive_count: int = 0
+    first_received_ms: int = 0

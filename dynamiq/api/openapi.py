@@ -34,7 +34,7 @@ _PATH_PARAMS = {
 _ERRORS = {
     "400": "Malformed JSON",
     "404": "No such queue, topic or message",
-    "409": "The name is taken",
+    "409": "The name is taken, or the queue is another's dead-letter queue",
     "413": "Body larger than limits.maxbodybytes",
     "422": "Invalid input (types, ranges, names, batch size)",
     "503": "The store is unavailable; retry after Retry-After seconds",

@@ -1,10 +1,14 @@
-"""A message's life after its publish: receive counts, dead letters, retry backoff.
+"""A message's life after its publish: receive counts, dead letters, backoff, expiry.
 
-Counts: every delivery rewrites the record with its receive count raised
-before the message is handed out (one write per receive batch, in the same
-group commit as the node's other writes). The count is then what the store
-holds, whatever happens to the node that leased it: a crash, a restart or a
-handoff loses no receive.
+Counts: a message's receive count is stored in its record. A queue whose
+decisions hang on it (``max_receives``, ``retry_backoff``) stores the raised
+count at every delivery, before the message is handed out: one write per
+receive batch, in the group commit of the node's other writes, so a crash, a
+restart or a handoff loses no receive. Other queues hand a message out with
+the stored count plus one and write nothing then: the count is written when
+the lease ends without a delete (a lapse or a release), and goes along when
+a lease is handed over; a node killed while holding a lease takes that one
+increment with it (its message was being delivered, not decided on).
 
 Dead letters: a message whose ``max_receives``-th lease ends without a
 delete is moved into the queue's dead-letter queue under a new id, with its
@@ -16,79 +20,172 @@ Backoff: when the lease of a queue with ``retry_backoff`` lapses, the node
 that held it keeps holding it for the backoff's delay before it is offered
 again. The hold lives in that node's memory (like the lease it follows): a
 node that dies while holding it lets the message be offered at once.
+
+Expiry: a message past its ``ttl_seconds`` or its queue's
+``retention_seconds`` is never delivered: a receive that reaches one removes
+it (or dead-letters it, with ``dead_letter_on_expiry``) instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.records import Meta, meta_of, with_meta
-from dynamiq.errors import ServerError
-from dynamiq.models import DeadLetter, DeadLetterReason, QueueSettings
+from dynamiq.core.records import Meta, message, meta_of, with_meta
+from dynamiq.core.state import QueueState
+from dynamiq.errors import DynamiqError, ServerError
+from dynamiq.metrics.base import Metrics
+from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueSettings
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["DeadLetters", "Delivery", "stamp"]
+__all__ = ["Lifecycle"]
+
+log = logging.getLogger("dynamiq.core")
 
 MOVE_ATTEMPTS = 5
 
 
-class Delivery:
-    """What a receive does with the records it leased: deliver, or dead-letter."""
-
-    __slots__ = ("dead", "stamped")
-
-    def __init__(self) -> None:
-        self.stamped: list[tuple[int, bytes]] = []  # (id, record with its count raised)
-        self.dead: list[tuple[int, bytes]] = []  # at their limit already: to the dead letters
-
-
-def stamp(settings: QueueSettings, found: dict[int, bytes], now_ms: int) -> Delivery:
-    """Sort leased records into those to deliver (count raised) and those at their limit."""
-    out = Delivery()
-    limit = settings.max_receives
-    for mid, raw in found.items():
-        _, meta = meta_of(raw)
-        if limit is not None and meta.receive_count >= limit:
-            out.dead.append((mid, raw))
-            continue
-        counted = Meta(
-            meta.receive_count + 1,
-            meta.first_received_ms or now_ms,
-            meta.expires_ms,
-            meta.dead_letter,
-        )
-        out.stamped.append((mid, with_meta(raw, counted)))
-    return out
-
-
-class DeadLetters:
-    """Moves messages from a queue into its dead-letter queue."""
+class Lifecycle:
+    """What becomes of leased messages: counted, handed out, held back or moved on."""
 
     def __init__(
         self,
         store: StorageBackend,
         catalog: Catalog,
         clock: Clock,
+        metrics: Metrics,
         new_ids: Callable[[int], list[int]],
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
-        self._new_ids = new_ids
+        self._metrics = metrics
+        self._new_ids = new_ids  # ids due now, in this node's slice
 
-    async def move(
+    async def deliver(
+        self, record: QueueRecord, state: QueueState, found: dict[int, bytes]
+    ) -> list[Message]:
+        """Count leased records as received and return their messages.
+
+        Records already at their ``max_receives`` go to the dead-letter queue,
+        expired ones are removed; neither is returned.
+        """
+        settings = record.settings
+        counted, dead, expired = _sort(settings, found, self._clock.wall_ms())
+        if dead:
+            await self.dead_letter(record, state, dead, "max_receives")
+        if expired:
+            await self.expire(record, state, expired)
+        if not counted:
+            return []
+        if settings.counts_receives:  # decisions hang on the count: stored first
+            rows = [(mid, with_meta(raw, meta)) for mid, raw, meta in counted]
+            stored = await self._store.replace(record.uid, rows)
+            counted = [c for c, ok in zip(counted, stored, strict=True) if ok]
+        state.counts.update((mid, meta) for mid, _, meta in counted)
+        return [message(mid, raw, meta) for mid, raw, meta in counted]
+
+    async def lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> list[int]:
+        """Decide what becomes of messages whose lease ended without a delete; return
+        those to offer again now.
+
+        Per the count the message was delivered with: the dead-letter queue
+        after its last allowed receive; else a hold of the backoff's delay
+        (unless the consumer set the delay itself); else offered again, its
+        count stored first where the delivery did not store it.
+        """
+        if not ids:
+            return ids
+        settings = record.settings
+        ended = [(mid, state.counts.pop(mid, None)) for mid in ids]
+        if not settings.counts_receives:
+            await self._store_counts(record, [(mid, m) for mid, m in ended if m is not None])
+            return ids
+        now, limit, backoff = self._clock.now(), settings.max_receives, settings.retry_backoff
+        dead: list[int] = []
+        again: list[int] = []
+        for mid, meta in ended:
+            if meta is None:  # a hold ended, or a lease handed over without its count
+                again.append(mid)
+            elif limit is not None and meta.receive_count >= limit:
+                dead.append(mid)
+            elif backoff is not None and mid not in state.nacked:
+                state.leases.acquire((mid,), now, backoff.delay(meta.receive_count))
+            else:
+                again.append(mid)
+        state.nacked.difference_update(ids)
+        if dead:
+            state.leases.acquire(dead, now, settings.visibility_timeout)  # held while moved
+            records = await self._store.get(record.uid, dead)
+            found = [(mid, raw) for mid, raw in zip(dead, records, strict=True) if raw is not None]
+            state.release([mid for mid, raw in zip(dead, records, strict=True) if raw is None])
+            await self.dead_letter(record, state, found, "max_receives")
+        return again
+
+    async def _store_counts(self, record: QueueRecord, ended: list[tuple[int, Meta]]) -> None:
+        """Write the counts deliveries did not store, now that their leases ended."""
+        if not ended:
+            return
+        ids = [mid for mid, _ in ended]
+        try:
+            records = await self._store.get(record.uid, ids)
+            rows = [
+                (mid, with_meta(raw, meta))
+                for (mid, meta), raw in zip(ended, records, strict=True)
+                if raw is not None and meta_of(raw)[1].receive_count < meta.receive_count
+            ]
+            if rows:
+                await self._store.replace(record.uid, rows)
+        except DynamiqError as exc:  # offered again all the same: a count may fall short
+            log.warning("could not store the receive counts of %s: %s", record.name, exc)
+
+    async def dead_letter(
+        self,
+        source: QueueRecord,
+        state: QueueState,
+        items: Sequence[tuple[int, bytes]],
+        reason: DeadLetterReason,
+    ) -> None:
+        """Move ``(id, record)`` items into ``source``'s dead-letter queue.
+
+        One that cannot be moved now (the store failed) stays held until its
+        lease ends, and is moved when a receive next reaches it.
+        """
+        try:
+            moved = await self._move(source, items, reason)
+        except DynamiqError as exc:
+            log.warning("could not dead-letter %d messages of %s: %s", len(items), source.name, exc)
+            return
+        state.release(moved)
+        state.dead_lettered += len(moved)
+        self._metrics.lifecycle(source.name, "dead_lettered", len(moved))
+
+    async def expire(
+        self, record: QueueRecord, state: QueueState, items: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Remove expired messages, or dead-letter them when the queue asks for that."""
+        if record.settings.dead_letter_on_expiry:
+            await self.dead_letter(record, state, items, "expired")
+            return
+        ids = [mid for mid, _ in items]
+        gone = await self._store.delete(record.uid, ids)
+        state.release(ids)
+        state.expired_total += sum(gone)
+        self._metrics.lifecycle(record.name, "expired", sum(gone))
+
+    async def _move(
         self, source: QueueRecord, items: Sequence[tuple[int, bytes]], reason: DeadLetterReason
     ) -> list[int]:
-        """Move ``(id, record)`` items into ``source``'s dead-letter queue; return the ids
-        moved (an id already gone, deleted meanwhile, is not)."""
         target = self._catalog.queue(source.settings.dead_letter_queue or "")
         now_ms = self._clock.wall_ms()
         rows = {mid: _dead(raw, source.name, reason, now_ms) for mid, raw in items}
         moved: list[int] = []
         todo = list(rows)
         for _ in range(MOVE_ATTEMPTS):
+            if not todo:
+                return moved
             fresh = self._new_ids(len(todo))
             done = await self._store.move(
                 [
@@ -98,12 +195,42 @@ class DeadLetters:
             )
             moved.extend(mid for mid, ok in zip(todo, done, strict=True) if ok)
             todo = [mid for mid, ok in zip(todo, done, strict=True) if ok is None]
-            if not todo:
-                return moved
-        raise ServerError("found no free ids in the dead-letter queue; retry")
+        if todo:
+            raise ServerError("found no free ids in the dead-letter queue; retry")
+        return moved
+
+
+def _sort(
+    settings: QueueSettings, found: dict[int, bytes], now_ms: int
+) -> tuple[list[tuple[int, bytes, Meta]], list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """Split leased records into those to deliver (with their raised count), those
+    at their receive limit, and those expired."""
+    counted: list[tuple[int, bytes, Meta]] = []
+    dead: list[tuple[int, bytes]] = []
+    expired: list[tuple[int, bytes]] = []
+    limit = settings.max_receives
+    kept_ms = None if settings.retention_seconds is None else settings.retention_seconds * 1000
+    for mid, raw in found.items():
+        published_ms, meta = meta_of(raw)
+        if (meta.expires_ms and meta.expires_ms <= now_ms) or (
+            kept_ms is not None and published_ms + kept_ms <= now_ms
+        ):
+            expired.append((mid, raw))
+        elif limit is not None and meta.receive_count >= limit:
+            dead.append((mid, raw))
+        else:
+            raised = Meta(
+                meta.receive_count + 1,
+                meta.first_received_ms or now_ms,
+                meta.expires_ms,
+                meta.dead_letter,
+            )
+            counted.append((mid, raw, raised))
+    return counted, dead, expired
 
 
 def _dead(raw: bytes, source: str, reason: DeadLetterReason, now_ms: int) -> bytes:
+    """The record a message gets in a dead-letter queue: a new life, and its origin."""
     _, meta = meta_of(raw)
     note = DeadLetter(source, reason, meta.receive_count, now_ms)
     return with_meta(raw, Meta(dead_letter=note))

@@ -25,14 +25,14 @@ from dynamiq.core.ids import (
     stripe_range,
     stripes_within,
 )
-from dynamiq.core.lifecycle import DeadLetters, stamp
+from dynamiq.core.lifecycle import Lifecycle
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.records import NO_META, Meta, RecentRecords, encode, message
 from dynamiq.core.state import QueueState, QueueStats
 from dynamiq.errors import DynamiqError, MessageNotFound, ServerError
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import DeadLetterReason, HeldLease, LocalQueueStats, Message, Outgoing
+from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["QueueService", "QueueStats"]
@@ -41,6 +41,7 @@ log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
+DELAYED_COUNTED = 1000  # per stripe, in a queue's stats
 SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
 
 
@@ -68,7 +69,9 @@ class QueueService:
         self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
         self.set_keyspace(keyspace)
-        self._dead = DeadLetters(store, catalog, clock, lambda n: self._ids.many(n, self._stripes))
+        self._life = Lifecycle(
+            store, catalog, clock, self._metrics, lambda n: self._ids.many(n, self._stripes)
+        )
 
     # -- the slice this node serves ------------------------------------------
 
@@ -107,7 +110,10 @@ class QueueService:
         for state in self._states.values():
             held = state.leases.held_in(lo, hi, now)
             if held:
-                out[state.name] = [HeldLease(mid, deadline - now) for mid, deadline in held]
+                out[state.name] = [
+                    HeldLease(mid, deadline - now, *_counted(state.counts.get(mid)))
+                    for mid, deadline in held
+                ]
         return out
 
     def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
@@ -116,12 +122,16 @@ class QueueService:
         now = self._clock.now()
         for lease in leases:
             state.leases.acquire((lease.id,), now, lease.seconds_left)
+            if lease.receive_count:
+                state.counts[lease.id] = Meta(lease.receive_count, lease.first_received_ms)
 
     def drop_leases(self) -> int:
         """Forget every lease (this node was paused and others served its slice); return count."""
         dropped = 0
         for state in self._states.values():
             dropped += len(state.leases.release_all())
+            state.counts.clear()
+            state.nacked.clear()
             state.cursors.clear()
         return dropped
 
@@ -184,16 +194,21 @@ class QueueService:
         return ids
 
     def _fresh_ids(self, due: Sequence[int]) -> list[int]:
-        """Draw an id per message: in one batch for those due now, one each for the others."""
-        now = [i for i, at in enumerate(due) if not at]
-        if len(now) == len(due):
+        """Draw an id per message: one run of ids per due time (0: now)."""
+        if not any(due):
             return self._ids.many(len(due), self._stripes)
-        out = [0] * len(due)
-        for i, mid in zip(now, self._ids.many(len(now), self._stripes), strict=True):
-            out[i] = mid
+        runs: dict[int, list[int]] = {}
         for i, at in enumerate(due):
-            if at:
-                out[i] = self._ids.due(1, at, self._stripes)[0]
+            runs.setdefault(at, []).append(i)
+        out = [0] * len(due)
+        for at, idx in runs.items():
+            drawn = (
+                self._ids.due(len(idx), at, self._stripes)
+                if at
+                else self._ids.many(len(idx), self._stripes)
+            )
+            for i, mid in zip(idx, drawn, strict=True):
+                out[i] = mid
         return out
 
     # -- receiving -----------------------------------------------------------
@@ -241,12 +256,13 @@ class QueueService:
         self, record: QueueRecord, state: QueueState, want: int, lease_seconds: float
     ) -> list[Message]:
         now = self._clock.now()
-        await self._lapsed(record, state, state.leases.expire(now))
+        await self._offer_lapsed(record, state, state.leases.expire(now))
         out: list[Message] = []
         if self._keyspace is None:
             return out
         tried: set[int] = set()
-        state.next_due = None
+        if state.next_due is not None and state.next_due <= now:
+            state.next_due = None  # passed: this walk finds the next
         while len(out) < want:
             part = state.partitions.acquire(now, skip=tried)
             if part is None:
@@ -303,7 +319,7 @@ class QueueService:
                 for mid in ids
                 if mid in present and (not moved or self.serves(mid))
             }
-            got = await self._deliver(record, state, kept)
+            got = await self._life.deliver(record, state, kept)
         except BaseException:
             state.leases.release(ids)
             raise
@@ -311,80 +327,11 @@ class QueueService:
             state.leases.release(set(ids).difference(m.id for m in got))
         return got, due_at
 
-    async def _deliver(
-        self, record: QueueRecord, state: QueueState, found: dict[int, bytes]
-    ) -> list[Message]:
-        """Raise the receive counts of leased records in the store, then hand them out.
-
-        Records already at their ``max_receives`` go to the dead-letter queue.
-        """
-        sorted_ = stamp(record.settings, found, self._clock.wall_ms())
-        if sorted_.dead:
-            await self._dead_letter(record, state, sorted_.dead, "max_receives")
-        if not sorted_.stamped:
-            return []
-        stored = await self._store.replace(record.uid, sorted_.stamped)
-        got = [
-            message(mid, raw) for (mid, raw), ok in zip(sorted_.stamped, stored, strict=True) if ok
-        ]
-        if record.settings.counts_receives:
-            state.counts.update((m.id, m.receive_count) for m in got)
-        return got
-
-    async def _dead_letter(
-        self,
-        record: QueueRecord,
-        state: QueueState,
-        items: list[tuple[int, bytes]],
-        reason: DeadLetterReason,
-    ) -> None:
-        """Move messages to the dead-letter queue; one that cannot be moved now is left
-        held until its lease ends, and moved when next reached."""
-        try:
-            moved = await self._dead.move(record, items, reason)
-        except DynamiqError as exc:
-            log.warning("could not dead-letter %d messages of %s: %s", len(items), record.name, exc)
-            return
-        state.release(moved)
-        self._recent.discard(record.uid, moved)
-        state.dead_lettered += len(moved)
-        self._metrics.lifecycle(record.name, "dead_lettered", len(moved))
-
-    async def _lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
-        """Decide what becomes of messages whose lease ended without a delete.
-
-        Without lifecycle settings they are offered again at once. Otherwise,
-        per the count the message was delivered with: the dead-letter queue
-        after its last allowed receive; else a hold of the backoff's delay
-        (unless the consumer set the delay itself); else offered again.
-        """
-        if not ids:
-            return
-        settings = record.settings
-        if not settings.counts_receives:
-            state.expired([mid for mid in ids if self.serves(mid)])
-            return
-        now, limit, backoff = self._clock.now(), settings.max_receives, settings.retry_backoff
-        dead: list[int] = []
-        visible: list[int] = []
-        for mid in ids:
-            count = state.counts.pop(mid, None)
-            if count is None:  # a hold ended, or a lease handed over without its count
-                visible.append(mid)
-            elif limit is not None and count >= limit:
-                dead.append(mid)
-            elif backoff is not None and mid not in state.nacked:
-                state.leases.acquire((mid,), now, backoff.delay(count))
-            else:
-                visible.append(mid)
-        state.nacked.difference_update(ids)
-        state.expired([mid for mid in visible if self.serves(mid)])
-        if dead:
-            state.leases.acquire(dead, now, settings.visibility_timeout)  # held while moved
-            records = await self._store.get(record.uid, dead)
-            found = [(mid, raw) for mid, raw in zip(dead, records, strict=True) if raw is not None]
-            await self._dead_letter(record, state, found, "max_receives")
-            state.release([mid for mid, raw in zip(dead, records, strict=True) if raw is None])
+    async def _offer_lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
+        """Settle leases that ended without a delete; offer again what is to be."""
+        if ids:
+            again = await self._life.lapsed(record, state, ids)
+            state.expired([mid for mid in again if self.serves(mid)])
 
     async def _walk(
         self,
@@ -439,7 +386,7 @@ class QueueService:
                 state.nacked.update(live)
             return live
         live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
-        await self._lapsed(record, state, state.leases.expire(now))
+        await self._offer_lapsed(record, state, state.leases.expire(now))
         state.notify()
         return live
 
@@ -472,12 +419,17 @@ class QueueService:
         if not detailed:
             return basic
         now = self._clock.now()
+        oldest_age, delayed = await self._waiting(record.uid)
         return replace(
             basic,
-            oldest_age=await self._oldest_age(record.uid),
+            oldest_age=oldest_age,
             publish_rate=state.published_per_s.rate(now),
             receive_rate=state.received_per_s.rate(now),
             delete_rate=state.deleted_per_s.rate(now),
+            delayed=delayed,
+            dead_lettered=state.dead_lettered,
+            expired=state.expired_total,
+            redriven=state.redriven,
         )
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
@@ -493,18 +445,28 @@ class QueueService:
                     state.published_per_s.rate(now),
                     state.received_per_s.rate(now),
                     state.deleted_per_s.rate(now),
+                    state.dead_lettered,
+                    state.expired_total,
+                    state.redriven,
                 )
         return out
 
-    async def _oldest_age(self, uid: str) -> float | None:
-        """The age of the oldest message due now (delayed ones are not counted)."""
-        now_seq = max(0, self._clock.wall_us() - EPOCH_US)
-        ranges = [(lo, min(hi, lo | now_seq)) for lo, hi in map(stripe_range, range(STRIPES))]
-        heads = await self._store.scan(uid, ranges, 1)
+    async def _waiting(self, uid: str) -> tuple[float | None, int]:
+        """Return the age of the oldest message due now and how many are not due yet
+        (counted up to ``DELAYED_COUNTED`` per stripe): one scan per stripe each."""
+        now_seq = max(self._clock.wall_us() - EPOCH_US, self._ids.last_seq)
+        stripes = list(map(stripe_range, range(STRIPES)))
+        heads, later = await asyncio.gather(
+            self._store.scan(uid, [(lo, lo | now_seq) for lo, _ in stripes], 1),
+            self._store.scan(
+                uid, [((lo | now_seq) + 1, hi) for lo, hi in stripes], DELAYED_COUNTED
+            ),
+        )
         seqs = [seq_of(keys[0]) for keys in heads if keys]
+        delayed = sum(map(len, later))
         if not seqs:
-            return None
-        return max(0.0, (now_seq - min(seqs)) / 1e6)
+            return None, delayed
+        return max(0.0, (now_seq - min(seqs)) / 1e6), delayed
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -515,7 +477,7 @@ class QueueService:
         for uid, state in list(self._states.items()):
             record = self._catalog.find(state.name)
             if record and record.uid == uid and record.settings.counts_receives and state.leases:
-                await self._lapsed(record, state, state.leases.expire(now))
+                await self._offer_lapsed(record, state, state.leases.expire(now))
 
     async def sweep_loop(self) -> None:
         """Sweep every ``SWEEP_SECONDS`` until cancelled."""
@@ -570,6 +532,10 @@ class QueueService:
             state.settings = record.settings
             state.partitions.configure(record.settings, self._clock.now())
         return state
+
+
+def _counted(meta: Meta | None) -> tuple[int, int]:
+    return (meta.receive_count, meta.first_received_ms) if meta else (0, 0)
 
 
 def _by_bucket(

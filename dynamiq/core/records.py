@@ -86,9 +86,10 @@ def with_meta(record: bytes, meta: Meta) -> bytes:
     return _pack(flags & ~FLAG_META, published_ms, meta, record[offset:])
 
 
-def message(message_id: int, record: bytes) -> Message:
-    """Return the message a stored record holds."""
-    flags, published_ms, meta, offset = _split(record)
+def message(message_id: int, record: bytes, meta: Meta | None = None) -> Message:
+    """Return the message a stored record holds (with ``meta`` instead of its own)."""
+    flags, published_ms, stored, offset = _split(record)
+    meta = stored if meta is None else meta
     body = record[offset:]
     if flags & FLAG_COMPRESSED:
         body = zlib_ng.decompress(body)

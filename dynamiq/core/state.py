@@ -12,6 +12,7 @@ from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
+from dynamiq.core.records import Meta
 
 __all__ = ["QueueState", "QueueStats"]
 
@@ -21,7 +22,9 @@ class QueueStats:
     """What a queue holds and how fast it moves, as this node sees it.
 
     Rates are messages per second over the last ``RATE_WINDOW_SECONDS``;
-    ``oldest_age`` is the age in seconds of the oldest stored message.
+    ``oldest_age`` is the age in seconds of the oldest message due;
+    ``delayed`` counts the messages not due yet; the last three count what
+    this node moved on since it started.
     """
 
     depth: int
@@ -31,11 +34,15 @@ class QueueStats:
     publish_rate: float = 0.0
     receive_rate: float = 0.0
     delete_rate: float = 0.0
+    delayed: int = 0
+    dead_lettered: int = 0
+    expired: int = 0
+    redriven: int = 0
 
     @property
     def visible(self) -> int:
-        """Messages stored and not leased."""
-        return max(0, self.depth - self.in_flight)
+        """Messages stored, due and not leased."""
+        return max(0, self.depth - self.in_flight - self.delayed)
 
 
 class QueueState:
@@ -48,13 +55,15 @@ class QueueState:
         self.leases = LeaseTable()
         # Leases that ended without a delete: the next delivery is a redelivery.
         self.lapsed: set[int] = set()
-        # With lifecycle settings: the receive count each leased message was
-        # delivered with, and the leases whose end the consumer set itself.
-        self.counts: dict[int, int] = {}
+        # The metadata (receive count) each leased message was delivered with,
+        # and the leases whose end the consumer set itself.
+        self.counts: dict[int, Meta] = {}
         self.nacked: set[int] = set()
         # When the next delayed message seen by the last receive is due (monotonic).
         self.next_due: float | None = None
         self.dead_lettered = 0
+        self.expired_total = 0
+        self.redriven = 0
         self.published_per_s = RateCounter()
         self.received_per_s = RateCounter()
         self.deleted_per_s = RateCounter()
@@ -78,9 +87,10 @@ class QueueState:
         """End the leases on ``ids`` (their messages were deleted)."""
         self.leases.release(ids)
         self.lapsed.difference_update(ids)
-        if self.counts:
-            for message_id in ids:
-                self.counts.pop(message_id, None)
+        counts = self.counts
+        for message_id in ids:
+            counts.pop(message_id, None)
+        if self.nacked:
             self.nacked.difference_update(ids)
 
     def expired(self, ids: list[int]) -> None:

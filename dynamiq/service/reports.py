@@ -46,7 +46,13 @@ class Rates(msgspec.Struct):
 
 
 class QueueStatsDetail(msgspec.Struct):
-    """A queue's contents and movement; ``oldest_age_seconds`` is null when it is empty."""
+    """A queue's contents and movement.
+
+    ``oldest_age_seconds`` is the age of the oldest message due (null when
+    none is); ``delayed`` counts messages not due yet (up to 1,000 per id
+    stripe); the ``_total`` counts are summed over the live nodes since each
+    started.
+    """
 
     queue: str
     visible: int
@@ -55,6 +61,10 @@ class QueueStatsDetail(msgspec.Struct):
     oldest_age_seconds: float | None
     rates: Rates
     partitions: int
+    delayed: int
+    dead_lettered_total: int
+    expired_total: int
+    redriven_total: int
 
 
 class Totals(msgspec.Struct):
@@ -107,9 +117,19 @@ def queue_detail(name: str, own: QueueStats, peers: LocalQueueStats) -> QueueSta
         own.receive_rate + peers.receive,
         own.delete_rate + peers.delete,
     )
-    visible = max(0, own.depth - in_flight)
+    visible = max(0, own.depth - in_flight - own.delayed)
     return QueueStatsDetail(
-        name, visible, in_flight, own.depth, own.oldest_age, rates, own.partitions
+        name,
+        visible,
+        in_flight,
+        own.depth,
+        own.oldest_age,
+        rates,
+        own.partitions,
+        own.delayed,
+        own.dead_lettered + peers.dead_lettered,
+        own.expired + peers.expired,
+        own.redriven + peers.redriven,
     )
 
 

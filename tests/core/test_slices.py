@@ -62,13 +62,17 @@ async def test_leases_handed_over_keep_a_message_from_a_second_lease(
     # The low slice moves to the high node: the low node lets it go, hands over.
     low.set_keyspace(None)
     handed = low.export_leases(0, HALF - 1)
-    assert handed == {"q": [HeldLease(m.id, 20.0) for m in leased]}
+    at = leased[0].first_received_ms
+    assert handed == {"q": [HeldLease(m.id, 20.0, 1, at) for m in leased]}
     high.import_leases("q", handed["q"])
     high.set_keyspace((0, ID_MAX))
     got = await high.receive("q", 10)
     assert [m.id for m in got] == ids[2:]  # the leased two stay invisible
     fake_clock.advance(20)
-    assert {m.id for m in await high.receive("q", 10)} == {m.id for m in leased}
+    again = await high.receive("q", 10)
+    assert {m.id for m in again} == {m.id for m in leased}
+    # The count the first node delivered them with went along: this is their second.
+    assert {(m.receive_count, m.first_received_ms) for m in again} == {(2, at)}
 
 
 async def test_expired_leases_outside_the_slice_are_not_offered_again(

@@ -1,0 +1,50 @@
+"""Calls checked against the served OpenAPI document: status and body schema."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+from aiohttp.test_utils import TestClient
+from openapi_spec_validator import validate
+
+__all__ = ["Http", "call", "spec"]
+
+Http = TestClient[Any, Any]
+
+
+@pytest.fixture
+async def spec(http: Http) -> dict[str, Any]:
+    response = await http.get("/v2/openapi.json")
+    assert response.status == 200
+    document: dict[str, Any] = await response.json()
+    validate(document)  # a valid OpenAPI 3.1 document
+    return document
+
+
+def _operation(spec: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    path = path.partition("?")[0]
+    for template, ops in spec["paths"].items():
+        pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"
+        if re.match(pattern, path) and method.lower() in ops:
+            op: dict[str, Any] = ops[method.lower()]
+            return op
+    raise AssertionError(f"{method} {path} is not documented")
+
+
+async def call(
+    http: Http, spec: dict[str, Any], method: str, path: str, status: int, body: Any = None
+) -> Any:
+    """Make a real request and check its status and body against the document."""
+    response = await http.request(method, path, json=body)
+    data = await response.json()
+    assert response.status == status, data
+    documented = _operation(spec, method, path)["responses"]
+    assert str(status) in documented, f"{status} undocumented for {method} {path}"
+    schema = documented[str(status)]["content"]["application/json"]["schema"]
+    jsonschema.validate(
+        data, {**schema, "components": spec["components"]}, cls=jsonschema.Draft202012Validator
+    )
+    return data

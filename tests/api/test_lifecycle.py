@@ -1,0 +1,169 @@
+"""The message lifecycle over v2, on every store: settings, delays, expiry, receive
+counts and dead letters; every answer checked against the OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from tests.api.documented import Http, call
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+DLQ_SETTINGS = {"visibility_timeout": 0.3, "max_receives": 2, "dead_letter_queue": "dlq"}
+
+
+async def _publish(http: Http, spec: dict[str, Any], queue: str, *messages: Any) -> list[str]:
+    body = {"messages": [m if isinstance(m, dict) else {"body": m} for m in messages]}
+    ids: list[str] = (await call(http, spec, "POST", f"/v2/queues/{queue}/messages", 200, body))[
+        "ids"
+    ]
+    return ids
+
+
+async def _receive(
+    http: Http, spec: dict[str, Any], queue: str, n: int = 10, wait: float = 0
+) -> list[dict[str, Any]]:
+    body = {"max_messages": n, "wait_seconds": wait}
+    got = await call(http, spec, "POST", f"/v2/queues/{queue}/receive", 200, body)
+    messages: list[dict[str, Any]] = got["messages"]
+    return messages
+
+
+async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
+    settings = {
+        **DLQ_SETTINGS,
+        "retry_backoff": {"initial_seconds": 2, "multiplier": 3, "max_seconds": 60},
+        "delay_seconds": 5,
+        "retention_seconds": 3600,
+        "dead_letter_on_expiry": True,
+    }
+    created = await call(http, spec, "PUT", "/v2/queues/q", 201, settings)
+    assert created["settings"] == {
+        "min_partitions": 1,
+        "max_partitions": 10,
+        "max_partition_age": 432000.0,
+        "compressed_messages": False,
+        **settings,
+    }
+    off = {"max_receives": None, "retry_backoff": None, "retention_seconds": None}
+    patched = await call(http, spec, "PATCH", "/v2/queues/q", 200, off)
+    assert {k: patched["settings"][k] for k in off} == off
+    assert patched["settings"]["dead_letter_queue"] == "dlq"  # left as it was
+    defaults = (await call(http, spec, "GET", "/v2/queues/dlq", 200))["settings"]
+    assert defaults["max_receives"] is None and defaults["retry_backoff"] is None
+    assert defaults["delay_seconds"] == 0 and defaults["dead_letter_on_expiry"] is False
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"max_receives": 0}, "max_receives"),
+        ({"max_receives": 3}, "max_receives"),  # without a dead-letter queue
+        ({"max_receives": 3, "dead_letter_queue": "nope"}, "dead_letter_queue"),
+        ({"max_receives": 3, "dead_letter_queue": "SELF"}, "dead_letter_queue"),
+        ({"dead_letter_queue": "a/b"}, "dead_letter_queue"),
+        ({"retry_backoff": {"multiplier": 0.5}}, "retry_backoff.multiplier"),
+        ({"retry_backoff": {"initial_seconds": 10, "max_seconds": 5}}, "initial_seconds"),
+        ({"retry_backoff": {"jitter": True}}, "jitter"),
+        ({"delay_seconds": 901}, "delay_seconds"),  # beyond limits.maxdelayseconds
+        ({"delay_seconds": -1}, "delay_seconds"),
+        ({"retention_seconds": 0}, "retention_seconds"),
+        ({"dead_letter_on_expiry": True}, "dead_letter_on_expiry"),
+    ],
+)
+async def test_bad_lifecycle_settings_are_422_naming_the_field_and_change_nothing(
+    http: Http, spec: dict[str, Any], change: dict[str, Any], field: str
+) -> None:
+    def aimed(queue: str) -> dict[str, Any]:
+        return {k: queue if v == "SELF" else v for k, v in change.items()}
+
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    before = await call(http, spec, "GET", "/v2/queues/q", 200)
+    error = await call(http, spec, "PATCH", "/v2/queues/q", 422, aimed("q"))
+    assert error["error"] == "INVALID" and field in error["message"]
+    assert await call(http, spec, "GET", "/v2/queues/q", 200) == before
+    await call(http, spec, "PUT", "/v2/queues/other", 422, aimed("other"))
+    await call(http, spec, "GET", "/v2/queues/other", 404)
+
+
+async def test_a_dead_letter_queue_in_use_cannot_be_deleted(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
+    await call(http, spec, "PUT", "/v2/queues/q", 201, DLQ_SETTINGS)
+    refused = await call(http, spec, "DELETE", "/v2/queues/dlq", 409)
+    assert refused["error"] == "QUEUE_IN_USE" and refused["message"].endswith("of q.")
+    await call(http, spec, "GET", "/v2/queues/dlq", 200)
+    await call(http, spec, "PATCH", "/v2/queues/q", 200, {"max_receives": None})
+    await call(http, spec, "PATCH", "/v2/queues/q", 200, {"dead_letter_queue": None})
+    await call(http, spec, "DELETE", "/v2/queues/dlq", 200)
+
+
+async def test_a_poison_message_ends_in_the_dead_letter_queue_with_its_story(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
+    await call(http, spec, "PUT", "/v2/queues/q", 201, DLQ_SETTINGS)
+    (mid,) = await _publish(http, spec, "q", {"body": "\u00fcber", "encoding": "utf-8"})
+    counts = []
+    for _ in range(2):
+        (m,) = await _receive(http, spec, "q", wait=2)
+        assert m["id"] == mid and ISO.match(m["first_received_at"])
+        counts.append(m["receive_count"])
+    assert counts == [1, 2]
+    (dead,) = await _receive(http, spec, "dlq", wait=3)
+    assert dead["body"] == "\u00fcber" and dead["receive_count"] == 1
+    note = dead["dead_letter"]
+    assert (note["source_queue"], note["reason"], note["receive_count"]) == ("q", "max_receives", 2)
+    assert ISO.match(note["dead_lettered_at"])
+    peeked = await call(http, spec, "GET", f"/v2/queues/dlq/messages/{dead['id']}", 200)
+    assert peeked["message"]["dead_letter"] == note
+    assert await _receive(http, spec, "q") == []
+
+
+async def test_a_delayed_publish_is_received_when_due(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await _publish(http, spec, "q", {"body": "later", "delay_seconds": 0.4}, "now")
+    assert [m["body"] for m in await _receive(http, spec, "q")] == ["now"]
+    (later,) = await _receive(http, spec, "q", wait=3)
+    assert later["body"] == "later" and loop.time() - started >= 0.4
+    error = await call(
+        http,
+        spec,
+        "POST",
+        "/v2/queues/q/messages",
+        422,
+        {"messages": [{"body": "x", "delay_seconds": 901}]},
+    )
+    assert "delay_seconds" in error["message"]
+
+
+async def test_an_expired_message_is_never_received(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    await _publish(http, spec, "q", {"body": "brief", "ttl_seconds": 0.2}, "lasting")
+    await asyncio.sleep(0.25)
+    assert [m["body"] for m in await _receive(http, spec, "q")] == ["lasting"]
+    for ttl in (0, -1):
+        await call(
+            http,
+            spec,
+            "POST",
+            "/v2/queues/q/messages",
+            422,
+            {"messages": [{"body": "x", "ttl_seconds": ttl}]},
+        )
+
+
+async def test_v1_describes_only_the_original_settings(http: Http) -> None:
+    await http.put("/v2/queues/dlq")
+    await http.put("/v2/queues/q", json=DLQ_SETTINGS)
+    described = await (await http.get("/v1/queues/q")).json()
+    assert "max_receives" not in described and described["VisibilityTimeout"] == 0.3
