@@ -33,6 +33,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
+from dynamiq.core.redrive import Redriver
 from dynamiq.core.reporter import Reporter
 from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
@@ -149,7 +150,10 @@ def create_app(
     peers = PeerClient(token) if token else None
     coordinator = Coordinator(membership, queues, janitor, peers)
     catalog.on_change = coordinator.announce
-    node = Node(catalog, queues, coordinator, membership, janitor, settings.limits)
+    redriver = Redriver(
+        store, catalog, clock, settings.core.name, queues.new_ids, queues.count_redriven
+    )
+    node = Node(catalog, queues, coordinator, membership, janitor, settings.limits, redriver)
     services = Services(node, metrics, prometheus.render, reporter.report_queues, token)
     app = build_app(services, settings.limits.maxbodybytes)
 
@@ -165,6 +169,7 @@ def create_app(
             _owned(None, peers.close if peers else None),
             _owned(lambda: membership.start(on_fatal or _log_fatal), membership.stop),
             _owned(_started(coordinator.start), coordinator.close),
+            _owned(redriver.resume, redriver.close),
             _task(janitor.janitor_loop),
             _task(queues.sweep_loop),
             _task(reporter.reporter_loop),

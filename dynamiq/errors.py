@@ -18,6 +18,7 @@ __all__ = [
     "QueueExists",
     "QueueInUse",
     "QueueNotFound",
+    "RedriveRunning",
     "ServerError",
     "TopicExists",
     "TopicNotFound",
@@ -170,6 +171,18 @@ class QueueInUse(ClientError):
         super().__init__(f"Queue {queue!r} is the dead-letter queue of {', '.join(users)}.")
         self.queue = queue
         self.users = users
+
+
+class RedriveRunning(ClientError):
+    """Raised when starting a redrive of a queue whose redrive is still running."""
+
+    code = "REDRIVE_RUNNING"
+    status = 409
+
+    def __init__(self, queue: str, task: str) -> None:
+        super().__init__(f"Redrive {task} of {queue!r} is still running; cancel it first.")
+        self.queue = queue
+        self.task = task
 
 
 class ServerError(DynamiqError):

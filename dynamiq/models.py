@@ -231,7 +231,8 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     A frozen struct rather than a dataclass: a receive builds one per message
     on the hot path, and this is eight times cheaper to make.
     ``receive_count`` counts its leases, this one included (0 in a peek of a
-    message never received); ``first_received_ms`` is 0 until its first.
+    message never received); ``first_received_ms`` is 0 until its first;
+    ``expires_ms`` is 0 for a message without a time to live of its own.
     """
 
     id: int
@@ -240,6 +241,7 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     receive_count: int = 0
     first_received_ms: int = 0
     dead_letter: DeadLetter | None = None
+    expires_ms: int = 0
 
 
 class Outgoing(msgspec.Struct, frozen=True):

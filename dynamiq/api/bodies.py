@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
+import functools
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -98,11 +98,14 @@ def encode_message(message: Message, force_base64: bool = False) -> ReceivedMess
 
 def _text(body: bytes, force_base64: bool) -> tuple[str, Encoding]:
     if not force_base64:
-        with contextlib.suppress(UnicodeDecodeError):
+        try:  # not contextlib.suppress: this runs once per message delivered
             return body.decode(), "utf-8"
+        except UnicodeDecodeError:
+            pass
     return base64.b64encode(body).decode(), "base64"
 
 
+@functools.lru_cache(maxsize=4096)  # a receive's first deliveries share one moment
 def iso_time(epoch_ms: int) -> str:
     """Return epoch milliseconds as ISO 8601 UTC text (``2026-11-23T10:46:03.120Z``)."""
     moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)

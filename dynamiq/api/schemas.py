@@ -38,6 +38,7 @@ __all__ = [
     "ReceiveRequest",
     "ReceiveResponse",
     "ReceivedMessage",
+    "RedriveRequest",
     "RetryBackoffBody",
     "TopicInfo",
     "TopicList",
@@ -181,6 +182,14 @@ class RetryBackoffBody(_Body):
 CLEARABLE_SETTINGS = frozenset(
     {"max_receives", "dead_letter_queue", "retry_backoff", "retention_seconds"}
 )
+
+
+class RedriveRequest(_Body):
+    """Move a dead-letter queue's messages to ``to`` (default: each one's source queue),
+    at most ``max_per_second`` of them a second (default: as fast as the store goes)."""
+
+    to: str | None = None
+    max_per_second: Annotated[float, msgspec.Meta(gt=0, le=1e6)] | None = None
 
 
 class QueueSettingsBody(_Body):

@@ -18,7 +18,7 @@ from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service import reports
-from dynamiq.service.reports import QueueView
+from dynamiq.service.reports import QueueView, RedriveView
 
 __all__ = ["ROUTES", "routes"]
 
@@ -85,6 +85,24 @@ async def delete_queue(request: web.Request) -> web.Response:
 async def purge_queue(request: web.Request) -> web.Response:
     """Drop every message published before the call."""
     return json_response(s.PurgeResponse(await node(request).purge_queue(queue_param(request))))
+
+
+async def redrive(request: web.Request) -> web.Response:
+    """Start moving a dead-letter queue's messages back: 202 with the task."""
+    name = queue_param(request)
+    body = await read_json(request, s.RedriveRequest, optional=True)
+    view = await node(request).redrive(name, body.to, body.max_per_second)
+    return json_response(view, status=202)
+
+
+async def redrive_status(request: web.Request) -> web.Response:
+    """Return the latest redrive of a queue."""
+    return json_response(await node(request).redrive_status(queue_param(request)))
+
+
+async def cancel_redrive(request: web.Request) -> web.Response:
+    """Cancel a running redrive; what it moved stays moved."""
+    return json_response(await node(request).cancel_redrive(queue_param(request)))
 
 
 # -- messages -----------------------------------------------------------------
@@ -240,6 +258,18 @@ ROUTES: tuple[Route, ...] = (
         "Drop every message published before the call",
         response=s.PurgeResponse,
     ),
+    Route(
+        "POST",
+        f"{Q}/redrive",
+        redrive,
+        "Move a dead-letter queue's messages back to their source queues (or to one)",
+        s.RedriveRequest,
+        RedriveView,
+        202,
+        False,
+    ),
+    Route("GET", f"{Q}/redrive", redrive_status, "The latest redrive", response=RedriveView),
+    Route("DELETE", f"{Q}/redrive", cancel_redrive, "Cancel a redrive", response=RedriveView),
     Route(
         "POST", f"{Q}/messages", publish, "Publish messages", s.PublishRequest, s.PublishResponse
     ),

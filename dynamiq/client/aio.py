@@ -7,6 +7,7 @@ import base64
 import os
 import random
 from collections.abc import Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -14,7 +15,7 @@ import aiohttp
 import msgspec
 
 from dynamiq.errors import BackendUnavailable, error_for_code
-from dynamiq.models import Message
+from dynamiq.models import DeadLetter, Message, Outgoing
 
 __all__ = ["AsyncClient", "Body"]
 
@@ -23,19 +24,51 @@ DEFAULT_URL = "http://127.0.0.1:8081"
 MAX_BACKOFF = 5.0
 
 
-def _wire(body: Body) -> dict[str, str]:
+def _wire(
+    body: Body | Outgoing, delay_seconds: float | None, ttl_seconds: float | None
+) -> dict[str, Any]:
+    if isinstance(body, Outgoing):
+        delay_seconds = body.delay_seconds if body.delay_seconds is not None else delay_seconds
+        ttl_seconds = body.ttl_seconds if body.ttl_seconds is not None else ttl_seconds
+        body = body.body
+    out: dict[str, Any]
     if isinstance(body, str):
-        return {"body": body}
-    try:
-        return {"body": body.decode()}
-    except UnicodeDecodeError:
-        return {"body": base64.b64encode(body).decode(), "encoding": "base64"}
+        out = {"body": body}
+    else:
+        try:
+            out = {"body": body.decode()}
+        except UnicodeDecodeError:
+            out = {"body": base64.b64encode(body).decode(), "encoding": "base64"}
+    if delay_seconds is not None:
+        out["delay_seconds"] = delay_seconds
+    if ttl_seconds is not None:
+        out["ttl_seconds"] = ttl_seconds
+    return out
+
+
+def _epoch_ms(text: str | None) -> int:
+    return round(datetime.fromisoformat(text).timestamp() * 1000) if text else 0
 
 
 def _message(data: dict[str, Any]) -> Message:
     text: str = data["body"]
     raw = base64.b64decode(text) if data["encoding"] == "base64" else text.encode()
-    return Message(int(data["id"]), raw, int(data["published_at"]))
+    note = data.get("dead_letter")
+    return Message(
+        int(data["id"]),
+        raw,
+        int(data["published_at"]),
+        int(data.get("receive_count", 0)),
+        _epoch_ms(data.get("first_received_at")),
+        None
+        if note is None
+        else DeadLetter(
+            note["source_queue"],
+            note["reason"],
+            int(note["receive_count"]),
+            _epoch_ms(note["dead_lettered_at"]),
+        ),
+    )
 
 
 class AsyncClient:
@@ -134,6 +167,29 @@ class AsyncClient:
         result: dict[str, int] = await self._call("POST", f"/v2/queues/{name}/purge")
         return result["purged"]
 
+    async def redrive(
+        self, queue: str, *, to: str | None = None, max_per_second: float | None = None
+    ) -> dict[str, Any]:
+        """Start moving a dead-letter queue's messages back to their source queues
+        (or ``to`` one queue); return the task (``task``, ``state``, ``moved``, ...)."""
+        payload: dict[str, Any] = {}
+        if to is not None:
+            payload["to"] = to
+        if max_per_second is not None:
+            payload["max_per_second"] = max_per_second
+        result: dict[str, Any] = await self._call("POST", f"/v2/queues/{queue}/redrive", payload)
+        return result
+
+    async def redrive_status(self, queue: str) -> dict[str, Any]:
+        """Return the latest redrive of a queue: its state, moved and remaining counts."""
+        result: dict[str, Any] = await self._call("GET", f"/v2/queues/{queue}/redrive")
+        return result
+
+    async def cancel_redrive(self, queue: str) -> dict[str, Any]:
+        """Cancel a running redrive; return where it stopped."""
+        result: dict[str, Any] = await self._call("DELETE", f"/v2/queues/{queue}/redrive")
+        return result
+
     # -- topics --------------------------------------------------------------
 
     async def create_topic(self, name: str) -> None:
@@ -160,15 +216,36 @@ class AsyncClient:
 
     # -- messages ------------------------------------------------------------
 
-    async def publish(self, queue: str, bodies: Sequence[Body]) -> list[int]:
-        """Publish messages durably; return their ids in order."""
-        payload = {"messages": [_wire(b) for b in bodies]}
+    async def publish(
+        self,
+        queue: str,
+        bodies: Sequence[Body | Outgoing],
+        *,
+        delay_seconds: float | None = None,
+        ttl_seconds: float | None = None,
+    ) -> list[int]:
+        """Publish messages durably; return their ids in order.
+
+        ``delay_seconds`` and ``ttl_seconds`` apply to every message that does
+        not say otherwise (an ``Outgoing`` carries its own).
+        """
+        payload = {"messages": [_wire(b, delay_seconds, ttl_seconds) for b in bodies]}
         result = await self._call("POST", f"/v2/queues/{queue}/messages", payload)
         return [int(i) for i in result["ids"]]
 
-    async def publish_topic(self, topic: str, bodies: Sequence[Body]) -> dict[str, list[int]]:
-        """Publish to every queue subscribed to ``topic``; return ids per queue."""
-        payload = {"messages": [_wire(b) for b in bodies]}
+    async def publish_topic(
+        self,
+        topic: str,
+        bodies: Sequence[Body | Outgoing],
+        *,
+        delay_seconds: float | None = None,
+        ttl_seconds: float | None = None,
+    ) -> dict[str, list[int]]:
+        """Publish to every queue subscribed to ``topic``; return ids per queue.
+
+        A message without a delay of its own gets each queue's ``delay_seconds``.
+        """
+        payload = {"messages": [_wire(b, delay_seconds, ttl_seconds) for b in bodies]}
         result = await self._call("POST", f"/v2/topics/{topic}/messages", payload)
         return {q: [int(i) for i in ids] for q, ids in result["ids"].items()}
 

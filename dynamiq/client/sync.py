@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from dynamiq.client.aio import AsyncClient, Body
-from dynamiq.models import Message
+from dynamiq.models import Message, Outgoing
 
 __all__ = ["Client"]
 
@@ -80,6 +80,20 @@ class Client:
         """Drop every message published before the call; return how many the queue held."""
         return self._run(self._client.purge_queue(name))
 
+    def redrive(
+        self, queue: str, *, to: str | None = None, max_per_second: float | None = None
+    ) -> dict[str, Any]:
+        """Start moving a dead-letter queue's messages back; return the task."""
+        return self._run(self._client.redrive(queue, to=to, max_per_second=max_per_second))
+
+    def redrive_status(self, queue: str) -> dict[str, Any]:
+        """Return the latest redrive of a queue."""
+        return self._run(self._client.redrive_status(queue))
+
+    def cancel_redrive(self, queue: str) -> dict[str, Any]:
+        """Cancel a running redrive."""
+        return self._run(self._client.cancel_redrive(queue))
+
     def create_topic(self, name: str) -> None:
         """Create a topic."""
         self._run(self._client.create_topic(name))
@@ -100,13 +114,32 @@ class Client:
         """Unsubscribe a queue from a topic."""
         return self._run(self._client.unsubscribe(topic, queue))
 
-    def publish(self, queue: str, bodies: Sequence[Body]) -> list[int]:
-        """Publish messages durably; return their ids."""
-        return self._run(self._client.publish(queue, bodies))
+    def publish(
+        self,
+        queue: str,
+        bodies: Sequence[Body | Outgoing],
+        *,
+        delay_seconds: float | None = None,
+        ttl_seconds: float | None = None,
+    ) -> list[int]:
+        """Publish messages durably (delayed, or expiring, if asked); return their ids."""
+        return self._run(
+            self._client.publish(
+                queue, bodies, delay_seconds=delay_seconds, ttl_seconds=ttl_seconds
+            )
+        )
 
-    def publish_topic(self, topic: str, bodies: Sequence[Body]) -> dict[str, list[int]]:
+    def publish_topic(
+        self,
+        topic: str,
+        bodies: Sequence[Body | Outgoing],
+        *,
+        delay_seconds: float | None = None,
+        ttl_seconds: float | None = None,
+    ) -> dict[str, list[int]]:
         """Publish to every subscribed queue; return ids per queue."""
-        return self._run(self._client.publish_topic(topic, bodies))
+        options = {"delay_seconds": delay_seconds, "ttl_seconds": ttl_seconds}
+        return self._run(self._client.publish_topic(topic, bodies, **options))
 
     def receive(
         self,

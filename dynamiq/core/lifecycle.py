@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.records import Meta, message, meta_of, with_meta
+from dynamiq.core.records import Meta, message, meta_of, meta_of_message, with_meta
 from dynamiq.core.state import QueueState
 from dynamiq.errors import DynamiqError, ServerError
 from dynamiq.metrics.base import Metrics
@@ -73,19 +73,22 @@ class Lifecycle:
         expired ones are removed; neither is returned.
         """
         settings = record.settings
-        counted, dead, expired = _sort(settings, found, self._clock.wall_ms())
+        messages = [message(mid, raw) for mid, raw in found.items()]
+        counted, dead, expired = _sort(settings, messages, self._clock.wall_ms())
         if dead:
-            await self.dead_letter(record, state, dead, "max_receives")
+            await self.dead_letter(
+                record, state, [(m.id, found[m.id]) for m in dead], "max_receives"
+            )
         if expired:
-            await self.expire(record, state, expired)
-        if not counted:
-            return []
-        if settings.counts_receives:  # decisions hang on the count: stored first
-            rows = [(mid, with_meta(raw, meta)) for mid, raw, meta in counted]
+            await self.expire(record, state, [(m.id, found[m.id]) for m in expired])
+        if counted and settings.counts_receives:  # decisions hang on the count: stored first
+            rows = [(m.id, with_meta(found[m.id], meta_of_message(m))) for m in counted]
             stored = await self._store.replace(record.uid, rows)
-            counted = [c for c, ok in zip(counted, stored, strict=True) if ok]
-        state.counts.update((mid, meta) for mid, _, meta in counted)
-        return [message(mid, raw, meta) for mid, raw, meta in counted]
+            counted = [m for m, ok in zip(counted, stored, strict=True) if ok]
+        counts = state.counts
+        for m in counted:
+            counts[m.id] = (m.receive_count, m.first_received_ms)
+        return counted
 
     async def lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> list[int]:
         """Decide what becomes of messages whose lease ended without a delete; return
@@ -101,18 +104,18 @@ class Lifecycle:
         settings = record.settings
         ended = [(mid, state.counts.pop(mid, None)) for mid in ids]
         if not settings.counts_receives:
-            await self._store_counts(record, [(mid, m) for mid, m in ended if m is not None])
+            await self._store_counts(record, [(mid, c) for mid, c in ended if c is not None])
             return ids
         now, limit, backoff = self._clock.now(), settings.max_receives, settings.retry_backoff
         dead: list[int] = []
         again: list[int] = []
-        for mid, meta in ended:
-            if meta is None:  # a hold ended, or a lease handed over without its count
+        for mid, counted in ended:
+            if counted is None:  # a hold ended, or a lease handed over without its count
                 again.append(mid)
-            elif limit is not None and meta.receive_count >= limit:
+            elif limit is not None and counted[0] >= limit:
                 dead.append(mid)
             elif backoff is not None and mid not in state.nacked:
-                state.leases.acquire((mid,), now, backoff.delay(meta.receive_count))
+                state.leases.acquire((mid,), now, backoff.delay(counted[0]))
             else:
                 again.append(mid)
         state.nacked.difference_update(ids)
@@ -124,7 +127,9 @@ class Lifecycle:
             await self.dead_letter(record, state, found, "max_receives")
         return again
 
-    async def _store_counts(self, record: QueueRecord, ended: list[tuple[int, Meta]]) -> None:
+    async def _store_counts(
+        self, record: QueueRecord, ended: list[tuple[int, tuple[int, int]]]
+    ) -> None:
         """Write the counts deliveries did not store, now that their leases ended."""
         if not ended:
             return
@@ -132,9 +137,9 @@ class Lifecycle:
         try:
             records = await self._store.get(record.uid, ids)
             rows = [
-                (mid, with_meta(raw, meta))
-                for (mid, meta), raw in zip(ended, records, strict=True)
-                if raw is not None and meta_of(raw)[1].receive_count < meta.receive_count
+                (mid, with_meta(raw, _counted(meta_of(raw)[1], count, first)))
+                for (mid, (count, first)), raw in zip(ended, records, strict=True)
+                if raw is not None and meta_of(raw)[1].receive_count < count
             ]
             if rows:
                 await self._store.replace(record.uid, rows)
@@ -201,32 +206,38 @@ class Lifecycle:
 
 
 def _sort(
-    settings: QueueSettings, found: dict[int, bytes], now_ms: int
-) -> tuple[list[tuple[int, bytes, Meta]], list[tuple[int, bytes]], list[tuple[int, bytes]]]:
-    """Split leased records into those to deliver (with their raised count), those
-    at their receive limit, and those expired."""
-    counted: list[tuple[int, bytes, Meta]] = []
-    dead: list[tuple[int, bytes]] = []
-    expired: list[tuple[int, bytes]] = []
+    settings: QueueSettings, messages: list[Message], now_ms: int
+) -> tuple[list[Message], list[Message], list[Message]]:
+    """Split leased messages into those to deliver (their count raised), those at
+    their receive limit, and those expired."""
+    counted: list[Message] = []
+    dead: list[Message] = []
+    expired: list[Message] = []
     limit = settings.max_receives
-    kept_ms = None if settings.retention_seconds is None else settings.retention_seconds * 1000
-    for mid, raw in found.items():
-        published_ms, meta = meta_of(raw)
-        if (meta.expires_ms and meta.expires_ms <= now_ms) or (
-            kept_ms is not None and published_ms + kept_ms <= now_ms
-        ):
-            expired.append((mid, raw))
-        elif limit is not None and meta.receive_count >= limit:
-            dead.append((mid, raw))
+    retention = settings.retention_seconds
+    born_after = -1 if retention is None else now_ms - retention * 1000
+    for m in messages:
+        if (m.expires_ms and m.expires_ms <= now_ms) or m.published_ms <= born_after:
+            expired.append(m)
+        elif limit is not None and m.receive_count >= limit:
+            dead.append(m)
         else:
-            raised = Meta(
-                meta.receive_count + 1,
-                meta.first_received_ms or now_ms,
-                meta.expires_ms,
-                meta.dead_letter,
+            counted.append(
+                Message(
+                    m.id,
+                    m.body,
+                    m.published_ms,
+                    m.receive_count + 1,
+                    m.first_received_ms or now_ms,
+                    m.dead_letter,
+                    m.expires_ms,
+                )
             )
-            counted.append((mid, raw, raised))
     return counted, dead, expired
+
+
+def _counted(meta: Meta, count: int, first_ms: int) -> Meta:
+    return Meta(count, meta.first_received_ms or first_ms, meta.expires_ms, meta.dead_letter)
 
 
 def _dead(raw: bytes, source: str, reason: DeadLetterReason, now_ms: int) -> bytes:

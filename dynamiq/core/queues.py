@@ -69,9 +69,7 @@ class QueueService:
         self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
         self.set_keyspace(keyspace)
-        self._life = Lifecycle(
-            store, catalog, clock, self._metrics, lambda n: self._ids.many(n, self._stripes)
-        )
+        self._life = Lifecycle(store, catalog, clock, self._metrics, self.new_ids)
 
     # -- the slice this node serves ------------------------------------------
 
@@ -111,7 +109,7 @@ class QueueService:
             held = state.leases.held_in(lo, hi, now)
             if held:
                 out[state.name] = [
-                    HeldLease(mid, deadline - now, *_counted(state.counts.get(mid)))
+                    HeldLease(mid, deadline - now, *state.counts.get(mid, (0, 0)))
                     for mid, deadline in held
                 ]
         return out
@@ -123,7 +121,7 @@ class QueueService:
         for lease in leases:
             state.leases.acquire((lease.id,), now, lease.seconds_left)
             if lease.receive_count:
-                state.counts[lease.id] = Meta(lease.receive_count, lease.first_received_ms)
+                state.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
 
     def drop_leases(self) -> int:
         """Forget every lease (this node was paused and others served its slice); return count."""
@@ -470,6 +468,17 @@ class QueueService:
 
     # -- lifecycle -----------------------------------------------------------
 
+    def new_ids(self, count: int) -> list[int]:
+        """Return ids for messages due now, in this node's slice (moves into a queue)."""
+        return self._ids.many(count, self._stripes)
+
+    def count_redriven(self, queue: str, count: int) -> None:
+        """Note ``count`` messages redriven out of ``queue``."""
+        record = self._catalog.find(queue)
+        if record is not None and count:
+            self._state(record).redriven += count
+            self._metrics.lifecycle(queue, "redriven", count)
+
     async def sweep(self) -> None:
         """Settle the lapsed leases of queues with lifecycle settings (dead letters,
         backoff holds), so that they move without waiting for a receive."""
@@ -532,10 +541,6 @@ class QueueService:
             state.settings = record.settings
             state.partitions.configure(record.settings, self._clock.now())
         return state
-
-
-def _counted(meta: Meta | None) -> tuple[int, int]:
-    return (meta.receive_count, meta.first_received_ms) if meta else (0, 0)
 
 
 def _by_bucket(

@@ -86,10 +86,9 @@ def with_meta(record: bytes, meta: Meta) -> bytes:
     return _pack(flags & ~FLAG_META, published_ms, meta, record[offset:])
 
 
-def message(message_id: int, record: bytes, meta: Meta | None = None) -> Message:
-    """Return the message a stored record holds (with ``meta`` instead of its own)."""
-    flags, published_ms, stored, offset = _split(record)
-    meta = stored if meta is None else meta
+def message(message_id: int, record: bytes) -> Message:
+    """Return the message a stored record holds."""
+    flags, published_ms, meta, offset = _split(record)
     body = record[offset:]
     if flags & FLAG_COMPRESSED:
         body = zlib_ng.decompress(body)
@@ -102,6 +101,14 @@ def message(message_id: int, record: bytes, meta: Meta | None = None) -> Message
         meta.receive_count,
         meta.first_received_ms,
         meta.dead_letter,
+        meta.expires_ms,
+    )
+
+
+def meta_of_message(message: Message) -> Meta:
+    """Return the metadata a record of ``message`` carries."""
+    return Meta(
+        message.receive_count, message.first_received_ms, message.expires_ms, message.dead_letter
     )
 
 

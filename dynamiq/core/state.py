@@ -12,7 +12,6 @@ from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
-from dynamiq.core.records import Meta
 
 __all__ = ["QueueState", "QueueStats"]
 
@@ -57,7 +56,7 @@ class QueueState:
         self.lapsed: set[int] = set()
         # The metadata (receive count) each leased message was delivered with,
         # and the leases whose end the consumer set itself.
-        self.counts: dict[int, Meta] = {}
+        self.counts: dict[int, tuple[int, int]] = {}  # (receive count, first received ms)
         self.nacked: set[int] = set()
         # When the next delayed message seen by the last receive is due (monotonic).
         self.next_due: float | None = None

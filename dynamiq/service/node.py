@@ -18,8 +18,9 @@ from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
+from dynamiq.core.redrive import Redriver, RedriveTask
 from dynamiq.core.topics import TopicService
-from dynamiq.errors import Invalid
+from dynamiq.errors import Invalid, NotFound
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
     LocalQueueStats,
@@ -33,6 +34,7 @@ from dynamiq.service.reports import (
     NodeStats,
     QueueStatsDetail,
     QueueView,
+    RedriveView,
     Status,
     cluster_status,
     queue_detail,
@@ -55,8 +57,10 @@ class Node:
         membership: Membership,
         janitor: Janitor,
         limits: LimitsSettings,
+        redriver: Redriver,
     ) -> None:
         self._catalog = catalog
+        self._redriver = redriver
         self._queues = queues
         self._topics = TopicService(catalog, queues)
         self._cluster = coordinator
@@ -119,6 +123,38 @@ class Node:
         held = await self._queues.purge(name, self._janitor.drop_time_ms())
         await self._cluster.announced()  # publishes through any node go to the new bucket now
         return held
+
+    # -- redrive -----------------------------------------------------------------
+
+    async def redrive(
+        self, queue: str, to: str | None = None, max_per_second: float | None = None
+    ) -> RedriveView:
+        """Start moving a dead-letter queue's messages back (or ``to`` a queue)."""
+        task = await self._redriver.start(queue, to, max_per_second)
+        return await self._redrive_view(task)
+
+    async def redrive_status(self, queue: str) -> RedriveView:
+        """Return the latest redrive of a queue, or raise ``NotFound``."""
+        return await self._redrive_view(await self._redriver.status(queue))
+
+    async def cancel_redrive(self, queue: str) -> RedriveView:
+        """Stop a running redrive (what it moved stays moved); return where it stopped."""
+        return await self._redrive_view(await self._redriver.cancel(queue))
+
+    async def _redrive_view(self, task: RedriveTask | None) -> RedriveView:
+        if task is None:
+            raise NotFound("This queue has never been redriven.")
+        remaining = await self._queues.stats(task.queue)
+        return RedriveView(
+            task.task,
+            task.state,
+            task.moved,
+            remaining.depth,
+            task.to,
+            task.skipped,
+            task.max_per_second,
+            task.error or None,
+        )
 
     # -- topics ----------------------------------------------------------------
 

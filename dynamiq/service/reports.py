@@ -7,6 +7,7 @@ OpenAPI document is generated from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import msgspec
 
@@ -21,6 +22,7 @@ __all__ = [
     "QueueStatsDetail",
     "QueueView",
     "Rates",
+    "RedriveView",
     "Status",
     "Totals",
     "cluster_status",
@@ -35,6 +37,23 @@ class QueueView(msgspec.Struct, frozen=True):
     name: str
     settings: QueueSettings
     stats: QueueStats
+
+
+class RedriveView(msgspec.Struct):
+    """A redrive of a dead-letter queue: its state, what it moved, what is left there.
+
+    ``to`` null sends each message back to its source queue; ``skipped``
+    counts messages left in place because their source queue is gone.
+    """
+
+    task: str
+    state: Literal["running", "done", "cancelled", "failed"]
+    moved: int
+    remaining: int
+    to: str | None
+    skipped: int
+    max_per_second: float | None
+    error: str | None = None
 
 
 class Rates(msgspec.Struct):

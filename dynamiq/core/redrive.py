@@ -1,0 +1,226 @@
+"""Redrive: move a dead-letter queue's messages back where they came from, or to a
+named queue, as a task that outlives a restart of the node running it.
+
+A task is a record in the store (``redrive/<queue>``): what it moves, how
+far its walk over the dead-letter queue's keys has come, how many it moved
+and its state. The node that started it runs it and writes its progress
+after every batch; any node reads it (``GET``) or cancels it (the runner
+reads the record before each batch and stops). A node that restarts resumes
+the tasks it was running from their last key. Each message is moved with
+``StorageBackend.move``: into the target first where the store cannot do both
+at once, so a crash between the two leaves a copy in both (at-least-once),
+never none. A moved message starts a new life: receive count 0, no
+dead-letter note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import Clock
+from dynamiq.core.records import Meta, meta_of, with_meta
+from dynamiq.errors import DynamiqError, Invalid, RedriveRunning
+from dynamiq.keyspace import ID_MAX
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["RedriveTask", "Redriver"]
+
+log = logging.getLogger("dynamiq.core")
+
+BATCH = 100
+RETRY_SECONDS = 1.0
+TaskState = Literal["running", "done", "cancelled", "failed"]
+
+
+class RedriveTask(msgspec.Struct, frozen=True):
+    """A redrive as stored: what it moves, where it stands, who runs it.
+
+    ``to`` None sends each message back to the queue its note names;
+    ``after`` is the last key of the dead-letter queue the walk passed.
+    """
+
+    task: str
+    queue: str
+    to: str | None
+    max_per_second: float | None
+    node: str
+    state: TaskState = "running"
+    moved: int = 0
+    skipped: int = 0
+    after: int = -1
+    error: str = ""
+
+
+class Redriver:
+    """Starts, runs, reports and cancels the redrives of this node."""
+
+    def __init__(
+        self,
+        store: StorageBackend,
+        catalog: Catalog,
+        clock: Clock,
+        node: str,
+        new_ids: Callable[[int], list[int]],
+        on_moved: Callable[[str, int], None],
+    ) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._clock = clock
+        self._node = node
+        self._new_ids = new_ids  # ids due now, in this node's slice
+        self._on_moved = on_moved  # (dead-letter queue, how many)
+        self._running: dict[str, asyncio.Task[None]] = {}
+
+    async def start(self, queue: str, to: str | None, max_per_second: float | None) -> RedriveTask:
+        """Start moving ``queue``'s messages; raise ``RedriveRunning`` if a redrive of it runs."""
+        self._catalog.queue(queue)
+        if to is not None:
+            self._catalog.queue(to)
+            if to == queue:
+                raise Invalid("a redrive cannot move a queue into itself", "to")
+        current = await self.status(queue)
+        if current is not None and current.state == "running":
+            raise RedriveRunning(queue, current.task)
+        task = RedriveTask(secrets.token_hex(8), queue, to, max_per_second, self._node)
+        await self._save(task)
+        self._spawn(task)
+        return task
+
+    async def status(self, queue: str) -> RedriveTask | None:
+        """Return the latest redrive of ``queue``, None if it never had one."""
+        raw = await self._store.meta_get(_key(queue))
+        return None if raw is None else msgspec.json.decode(raw, type=RedriveTask)
+
+    async def cancel(self, queue: str) -> RedriveTask | None:
+        """Stop a running redrive of ``queue`` (what it moved stays moved); return it."""
+        task = await self.status(queue)
+        if task is not None and task.state == "running":
+            task = msgspec.structs.replace(task, state="cancelled")
+            await self._save(task)
+            running = self._running.pop(queue, None)
+            if running is not None:
+                running.cancel()
+        return task
+
+    async def resume(self) -> None:
+        """Resume the redrives this node was running when it stopped."""
+        for raw in (await self._store.meta_scan("redrive/")).values():
+            task = msgspec.json.decode(raw, type=RedriveTask)
+            if task.state == "running" and task.node == self._node:
+                log.info("resuming the redrive of %s after %d moved", task.queue, task.moved)
+                self._spawn(task)
+
+    async def close(self) -> None:
+        """Stop running here; the tasks stay ``running`` and resume at the next start."""
+        tasks = list(self._running.values())
+        self._running.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _spawn(self, task: RedriveTask) -> None:
+        self._running[task.queue] = asyncio.create_task(self._run(task))
+
+    async def _run(self, task: RedriveTask) -> None:
+        try:
+            while task.state == "running":
+                try:
+                    task = await self._step(task)
+                except DynamiqError as exc:  # the store failed: try again shortly
+                    log.warning("redrive of %s: %s; retrying", task.queue, exc)
+                    await asyncio.sleep(RETRY_SECONDS)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must end the task visibly, not silently
+            log.exception("redrive of %s failed", task.queue)
+            await self._save(msgspec.structs.replace(task, state="failed", error=repr(exc)))
+        finally:
+            if self._running.get(task.queue) is asyncio.current_task():
+                del self._running[task.queue]
+
+    async def _step(self, task: RedriveTask) -> RedriveTask:
+        """Move one batch; return the task as it then stands (saved)."""
+        stored = await self.status(task.queue)
+        if stored is None or stored.task != task.task or stored.state != "running":
+            return stored or msgspec.structs.replace(task, state="cancelled")
+        source = self._catalog.find(task.queue)
+        if source is None:
+            return await self._finish(task, "failed", "the dead-letter queue was deleted")
+        started = self._clock.now()
+        (keys,) = await self._store.scan(source.uid, [(task.after + 1, ID_MAX)], BATCH)
+        if not keys:
+            return await self._finish(task, "done")
+        records = await self._store.get(source.uid, keys)
+        moves: list[tuple[str, int, str, int, bytes]] = []
+        skipped = 0
+        for key, raw in zip(keys, records, strict=True):
+            if raw is None:
+                continue
+            target = self._target(task, raw)
+            if target is None:
+                skipped += 1
+                continue
+            moves.append((source.uid, key, target, 0, with_meta(raw, _reborn(raw))))
+        moved = await self._move(moves)
+        self._on_moved(task.queue, moved)
+        task = msgspec.structs.replace(
+            task, after=keys[-1], moved=task.moved + moved, skipped=task.skipped + skipped
+        )
+        now = await self.status(task.queue)
+        if now is not None and now.task == task.task and now.state != "running":
+            task = msgspec.structs.replace(task, state=now.state)  # cancelled meanwhile
+        await self._save(task)
+        if task.max_per_second:
+            pause = len(keys) / task.max_per_second - (self._clock.now() - started)
+            if pause > 0:
+                await asyncio.sleep(pause)
+        return task
+
+    def _target(self, task: RedriveTask, raw: bytes) -> str | None:
+        """The bucket a message goes to: the task's queue, else the one its note names."""
+        name = task.to
+        if name is None:
+            note = meta_of(raw)[1].dead_letter
+            name = note.source_queue if note else None
+        record = self._catalog.find(name) if name else None
+        return record.uid if record else None
+
+    async def _move(self, moves: list[tuple[str, int, str, int, bytes]]) -> int:
+        """Move under fresh ids (drawn again where one was taken); return how many moved."""
+        moved, todo = 0, moves
+        for _ in range(5):
+            if not todo:
+                break
+            fresh = self._new_ids(len(todo))
+            items = [(s, k, t, new, v) for (s, k, t, _, v), new in zip(todo, fresh, strict=True)]
+            done = await self._store.move(items)
+            moved += sum(1 for ok in done if ok)
+            todo = [m for m, ok in zip(todo, done, strict=True) if ok is None]
+        return moved
+
+    async def _finish(self, task: RedriveTask, state: TaskState, error: str = "") -> RedriveTask:
+        task = msgspec.structs.replace(task, state=state, error=error)
+        await self._save(task)
+        return task
+
+    async def _save(self, task: RedriveTask) -> None:
+        await self._store.meta_put({_key(task.queue): msgspec.json.encode(task)})
+
+
+def _key(queue: str) -> str:
+    return f"redrive/{queue}"
+
+
+def _reborn(raw: bytes) -> Meta:
+    """A redriven message's metadata: counted from zero, no note; its expiry kept."""
+    return Meta(expires_ms=meta_of(raw)[1].expires_ms)
