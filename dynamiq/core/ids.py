@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 __all__ = [
     "SEQ_BITS",
@@ -95,6 +95,21 @@ class IdGenerator:
         first = min(max(0, due_us - EPOCH_US), SEQ_MASK - count)
         stripe = self._rng.randint(*stripes) << SEQ_BITS
         return [stripe | seq for seq in range(first, first + count)]
+
+    def for_due(self, due: Sequence[int], stripes: tuple[int, int] = (0, STRIPES - 1)) -> list[int]:
+        """Return an id per message due at ``due[i]`` (wall microseconds; 0: now),
+        one run of ids per due time."""
+        if not any(due):
+            return self.many(len(due), stripes)
+        runs: dict[int, list[int]] = {}
+        for i, at in enumerate(due):
+            runs.setdefault(at, []).append(i)
+        out = [0] * len(due)
+        for at, idx in runs.items():
+            drawn = self.due(len(idx), at, stripes) if at else self.many(len(idx), stripes)
+            for i, mid in zip(idx, drawn, strict=True):
+                out[i] = mid
+        return out
 
     def many(self, count: int, stripes: tuple[int, int] = (0, STRIPES - 1)) -> list[int]:
         """Return ``count`` new ids of one random stripe in ``stripes``, in seq order.

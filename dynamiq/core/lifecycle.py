@@ -33,9 +33,11 @@ from collections.abc import Callable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.records import Meta, message, meta_of, meta_of_message, with_meta
+from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
+from dynamiq.core.records import Meta, delivered, meta_of, meta_of_message, with_meta
 from dynamiq.core.state import QueueState
 from dynamiq.errors import DynamiqError, ServerError
+from dynamiq.keyspace import KeyRange
 from dynamiq.metrics.base import Metrics
 from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueSettings
 from dynamiq.storage.base import StorageBackend
@@ -73,8 +75,9 @@ class Lifecycle:
         expired ones are removed; neither is returned.
         """
         settings = record.settings
-        messages = [message(mid, raw) for mid, raw in found.items()]
-        counted, dead, expired = _sort(settings, messages, self._clock.wall_ms())
+        now_ms = self._clock.wall_ms()
+        messages = [delivered(mid, raw, now_ms) for mid, raw in found.items()]
+        counted, dead, expired = _sort(settings, messages, now_ms)
         if dead:
             await self.dead_letter(
                 record, state, [(m.id, found[m.id]) for m in dead], "max_receives"
@@ -180,6 +183,43 @@ class Lifecycle:
         state.expired_total += sum(gone)
         self._metrics.lifecycle(record.name, "expired", sum(gone))
 
+    async def expire_retained(
+        self,
+        keyspace: KeyRange,
+        state_of: Callable[[QueueRecord], QueueState],
+        budget: int,
+    ) -> int:
+        """Remove (or dead-letter) up to ``budget`` messages of ``keyspace`` past their
+        queue's retention; return how many went.
+
+        Each node tidies its own slice. Ids are time-ordered, so the messages
+        past retention are the first of each stripe: one bounded scan finds
+        them. Messages with a time to live of their own are expired when a
+        receive reaches them.
+        """
+        lo, hi = keyspace
+        removed = 0
+        now_ms = self._clock.wall_ms()
+        for name in self._catalog.queues():
+            record = self._catalog.queue(name)
+            retention = record.settings.retention_seconds
+            cutoff = 0 if retention is None else (now_ms - int(retention * 1000)) * 1000 - EPOCH_US
+            if cutoff <= 0 or removed >= budget:
+                continue
+            ranges = [
+                (max(lo, first), min(hi, first | cutoff))
+                for first, last in map(stripe_range, range(STRIPES))
+                if first <= hi and last >= lo
+            ]
+            found = await self._store.scan(record.uid, ranges, budget - removed)
+            ids = sorted(mid for keys in found for mid in keys)[: budget - removed]
+            if ids:
+                raws = await self._store.get(record.uid, ids)
+                old = [(mid, raw) for mid, raw in zip(ids, raws, strict=True) if raw is not None]
+                await self.expire(record, state_of(record), old)
+                removed += len(old)
+        return removed
+
     async def _move(
         self, source: QueueRecord, items: Sequence[tuple[int, bytes]], reason: DeadLetterReason
     ) -> list[int]:
@@ -208,8 +248,11 @@ class Lifecycle:
 def _sort(
     settings: QueueSettings, messages: list[Message], now_ms: int
 ) -> tuple[list[Message], list[Message], list[Message]]:
-    """Split leased messages into those to deliver (their count raised), those at
-    their receive limit, and those expired."""
+    """Split messages as a delivery would hand them out into those to deliver, those
+    already at their receive limit before it, and those expired."""
+    undecided = settings.max_receives is None and settings.retention_seconds is None
+    if undecided and not any(m.expires_ms for m in messages):  # the usual case
+        return messages, [], []
     counted: list[Message] = []
     dead: list[Message] = []
     expired: list[Message] = []
@@ -219,20 +262,10 @@ def _sort(
     for m in messages:
         if (m.expires_ms and m.expires_ms <= now_ms) or m.published_ms <= born_after:
             expired.append(m)
-        elif limit is not None and m.receive_count >= limit:
+        elif limit is not None and m.receive_count > limit:
             dead.append(m)
         else:
-            counted.append(
-                Message(
-                    m.id,
-                    m.body,
-                    m.published_ms,
-                    m.receive_count + 1,
-                    m.first_received_ms or now_ms,
-                    m.dead_letter,
-                    m.expires_ms,
-                )
-            )
+            counted.append(m)
     return counted, dead, expired
 
 

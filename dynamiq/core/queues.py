@@ -14,20 +14,14 @@ from collections.abc import Container, Sequence
 from dataclasses import replace
 
 from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.census import waiting
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
-from dynamiq.core.ids import (
-    EPOCH_US,
-    SEQ_MASK,
-    STRIPES,
-    IdGenerator,
-    seq_of,
-    stripe_range,
-    stripes_within,
-)
+from dynamiq.core.ids import EPOCH_US, SEQ_MASK, STRIPES, IdGenerator, stripes_within
 from dynamiq.core.lifecycle import Lifecycle
+from dynamiq.core.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
-from dynamiq.core.records import NO_META, Meta, RecentRecords, encode, message
+from dynamiq.core.records import RecentRecords, message
 from dynamiq.core.state import QueueState, QueueStats
 from dynamiq.errors import DynamiqError, MessageNotFound, ServerError
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
@@ -41,7 +35,7 @@ log = logging.getLogger("dynamiq.core")
 
 INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
-DELAYED_COUNTED = 1000  # per stripe, in a queue's stats
+EXPIRY_BATCH = 1000  # messages past retention removed per upkeep round, at most
 SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
 
 
@@ -150,26 +144,11 @@ class QueueService:
 
         A message without a delay of its own gets its queue's ``delay_seconds``.
         """
-        now_us = self._clock.wall_us()
-        now_ms = now_us // 1000
-        rows: list[tuple[str, bytes]] = []
-        due: list[int] = []  # per message, its due time in us, or 0 when due now
-        for record, m in items:
-            settings = record.settings
-            if isinstance(m, bytes):
-                m = Outgoing(m)
-            delay = settings.delay_seconds if m.delay_seconds is None else m.delay_seconds
-            meta = (
-                NO_META
-                if not m.ttl_seconds
-                else Meta(expires_ms=now_ms + int(m.ttl_seconds * 1000))
-            )
-            rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
-            due.append(now_us + int(delay * 1e6) if delay > 0 else 0)
+        rows, due = outgoing_rows(items, self._clock.wall_us())
         ids = [0] * len(rows)
         todo = list(range(len(rows)))
         for _ in range(INSERT_ATTEMPTS):
-            fresh = self._fresh_ids([due[i] for i in todo])
+            fresh = self._ids.for_due([due[i] for i in todo], self._stripes)
             stored = await self._store.insert(
                 [(rows[i][0], mid, rows[i][1]) for i, mid in zip(todo, fresh, strict=True)]
             )
@@ -183,31 +162,13 @@ class QueueService:
             raise ServerError("found no free ids for every message; some may be stored, retry")
         now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
-        for uid, (mids, records) in _by_bucket(rows, ids).items():
+        for uid, (mids, records) in by_bucket(rows, ids).items():
             self._metrics.sent(queues[uid].name, len(mids))
             self._recent.add(uid, mids, records, now)
             state = self._state(queues[uid])
             state.published(mids)
             state.published_per_s.add(len(mids), now)
         return ids
-
-    def _fresh_ids(self, due: Sequence[int]) -> list[int]:
-        """Draw an id per message: one run of ids per due time (0: now)."""
-        if not any(due):
-            return self._ids.many(len(due), self._stripes)
-        runs: dict[int, list[int]] = {}
-        for i, at in enumerate(due):
-            runs.setdefault(at, []).append(i)
-        out = [0] * len(due)
-        for at, idx in runs.items():
-            drawn = (
-                self._ids.due(len(idx), at, self._stripes)
-                if at
-                else self._ids.many(len(idx), self._stripes)
-            )
-            for i, mid in zip(idx, drawn, strict=True):
-                out[i] = mid
-        return out
 
     # -- receiving -----------------------------------------------------------
 
@@ -290,10 +251,7 @@ class QueueService:
         uid, moves = record.uid, self._moves
         now, now_us = self._clock.now(), self._clock.wall_us()
         cursor = state.cursor(part, now)
-        # Due: what the clock has reached, and every id drawn for a message due
-        # now (a burst draws seqs a little ahead of the clock).
-        due = max(now_us - EPOCH_US, self._ids.last_seq)
-        await self._walk(uid, cursor, want, state.leases, due)
+        await self._walk(uid, cursor, want, state.leases, self._due_seq(now_us))
         due_at = None
         if cursor.next_due is not None:
             due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6
@@ -346,6 +304,12 @@ class QueueService:
             )
             for (lane, *_), keys in zip(wanted, found, strict=True):
                 cursor.feed(lane, keys)
+
+    def _due_seq(self, now_us: int | None = None) -> int:
+        """The latest seq due now: what the clock has reached, and every id drawn for
+        a message due now (a burst draws seqs a little ahead of the clock)."""
+        now_us = self._clock.wall_us() if now_us is None else now_us
+        return max(now_us - EPOCH_US, self._ids.last_seq)
 
     # -- deleting and reading ------------------------------------------------
 
@@ -417,7 +381,7 @@ class QueueService:
         if not detailed:
             return basic
         now = self._clock.now()
-        oldest_age, delayed = await self._waiting(record.uid)
+        oldest_age, delayed = await waiting(self._store, record.uid, self._due_seq())
         return replace(
             basic,
             oldest_age=oldest_age,
@@ -449,23 +413,6 @@ class QueueService:
                 )
         return out
 
-    async def _waiting(self, uid: str) -> tuple[float | None, int]:
-        """Return the age of the oldest message due now and how many are not due yet
-        (counted up to ``DELAYED_COUNTED`` per stripe): one scan per stripe each."""
-        now_seq = max(self._clock.wall_us() - EPOCH_US, self._ids.last_seq)
-        stripes = list(map(stripe_range, range(STRIPES)))
-        heads, later = await asyncio.gather(
-            self._store.scan(uid, [(lo, lo | now_seq) for lo, _ in stripes], 1),
-            self._store.scan(
-                uid, [((lo | now_seq) + 1, hi) for lo, hi in stripes], DELAYED_COUNTED
-            ),
-        )
-        seqs = [seq_of(keys[0]) for keys in heads if keys]
-        delayed = sum(map(len, later))
-        if not seqs:
-            return None, delayed
-        return max(0.0, (now_seq - min(seqs)) / 1e6), delayed
-
     # -- lifecycle -----------------------------------------------------------
 
     def new_ids(self, count: int) -> list[int]:
@@ -478,6 +425,13 @@ class QueueService:
         if record is not None and count:
             self._state(record).redriven += count
             self._metrics.lifecycle(queue, "redriven", count)
+
+    async def expire_retained(self, budget: int = EXPIRY_BATCH) -> int:
+        """Remove (or dead-letter) up to ``budget`` messages past their queue's retention,
+        from this node's slice; return how many went."""
+        if self._keyspace is None:
+            return 0
+        return await self._life.expire_retained(self._keyspace, self._state, budget)
 
     async def sweep(self) -> None:
         """Settle the lapsed leases of queues with lifecycle settings (dead letters,
@@ -541,17 +495,3 @@ class QueueService:
             state.settings = record.settings
             state.partitions.configure(record.settings, self._clock.now())
         return state
-
-
-def _by_bucket(
-    rows: Sequence[tuple[str, bytes]], ids: Sequence[int]
-) -> dict[str, tuple[list[int], list[bytes]]]:
-    """Group stored ``(bucket, record)`` rows and their ids by bucket, in order."""
-    if len({uid for uid, _ in rows}) == 1:  # one queue: the usual publish
-        return {rows[0][0]: (list(ids), [record for _, record in rows])}
-    out: dict[str, tuple[list[int], list[bytes]]] = {}
-    for (uid, record), mid in zip(rows, ids, strict=True):
-        mids, records = out.setdefault(uid, ([], []))
-        mids.append(mid)
-        records.append(record)
-    return out

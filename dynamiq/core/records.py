@@ -20,7 +20,16 @@ from zlib_ng import zlib_ng
 from dynamiq.errors import ServerError
 from dynamiq.models import DeadLetter, Message
 
-__all__ = ["Meta", "RecentRecords", "encode", "message", "meta_of", "with_meta"]
+__all__ = [
+    "Meta",
+    "RecentRecords",
+    "delivered",
+    "encode",
+    "message",
+    "meta_of",
+    "meta_of_message",
+    "with_meta",
+]
 
 VERSION = 1
 FLAG_COMPRESSED = 0x01
@@ -102,6 +111,29 @@ def message(message_id: int, record: bytes) -> Message:
         meta.first_received_ms,
         meta.dead_letter,
         meta.expires_ms,
+    )
+
+
+def delivered(message_id: int, record: bytes, now_ms: int) -> Message:
+    """Return the message a stored record holds as this delivery hands it out: its
+    receive count raised by one, first received now unless it was before."""
+    if len(record) < _HEADER.size or record[0] != VERSION:
+        raise ServerError("stored message record has an unknown format")
+    _, flags, published_ms = _HEADER.unpack_from(record)
+    if not flags & FLAG_META:  # never received, nothing added: the usual case
+        body = record[_HEADER.size :]
+        if flags & FLAG_COMPRESSED:
+            body = zlib_ng.decompress(body)
+        return Message(message_id, body, published_ms, 1, now_ms)
+    m = message(message_id, record)
+    return Message(
+        message_id,
+        m.body,
+        published_ms,
+        m.receive_count + 1,
+        m.first_received_ms or now_ms,
+        m.dead_letter,
+        m.expires_ms,
     )
 
 

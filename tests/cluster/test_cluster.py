@@ -336,3 +336,49 @@ def test_internal_routes_need_the_peer_token(cluster: LocalCluster) -> None:
         urllib.request.urlopen(request, timeout=5)
     caught.value.close()
     assert caught.value.code == 403
+
+
+def _receive_body(client: Client, queue: str, body: bytes, timeout: float) -> Any:
+    """Receive through ``client`` until a message with ``body`` comes; return it."""
+    found: list[Any] = []
+
+    def check() -> bool:
+        found.extend(m for m in client.receive(queue, 10, wait_seconds=0.2) if m.body == body)
+        return bool(found)
+
+    until(check, timeout)
+    return found[0]
+
+
+def test_dead_letters_and_delays_made_through_one_node_show_through_every_other(
+    cluster: LocalCluster,
+) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as one:
+        one.create_queue("jobs-dead")
+        one.create_queue(
+            "jobs", visibility_timeout=0.5, max_receives=2, dead_letter_queue="jobs-dead"
+        )
+    with Client(n2) as two:
+        until(functools.partial(_has_queue, two, "jobs"), 2.0)
+        published = time.monotonic()
+        two.publish("jobs", ["later"], delay_seconds=1.5)
+        two.publish("jobs", ["poison"])
+    # The poison is received through two other nodes, counted on from the store...
+    counts = []
+    for url in (n3, n1):
+        with Client(url) as client:
+            counts.append(_receive_body(client, "jobs", b"poison", 5.0).receive_count)
+    assert counts == [1, 2]
+    # ... and after its second lease lapses it is in the dead-letter queue, once.
+    with Client(n3) as three:
+        dead = _receive_body(three, "jobs-dead", b"poison", 5.0)
+        assert dead.dead_letter.source_queue == "jobs" and dead.dead_letter.receive_count == 2
+        assert three.receive("jobs-dead", 10) == []
+    # The delayed message comes through any node, and not before its time.
+    with Client(n1) as one:
+        later = _receive_body(one, "jobs", b"later", 5.0)
+        assert time.monotonic() - published >= 1.5 and later.receive_count == 1
+    # Whichever node moved it, every node counts it.
+    for url in (n1, n2, n3):
+        assert get(f"{url}/v2/queues/jobs/stats")["dead_lettered_total"] == 1

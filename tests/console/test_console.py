@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,3 +109,38 @@ def test_purge_asks_first_and_empties_the_queue(page: Any) -> None:
     page.get_by_role("button", name="Purge queue").click()
     expect(page.locator("#purged")).to_have_text("purged 2 messages")
     expect(row.locator("td.depth")).to_have_text("0")
+
+
+def test_a_dead_letter_queue_is_shown_and_redriven(page: Any) -> None:
+    expect = sync_api.expect
+    url = page.url.rstrip("/")
+    _call(url, "PUT", "/v2/queues/jobs-dead")
+    settings = {"visibility_timeout": 0.2, "max_receives": 1, "dead_letter_queue": "jobs-dead"}
+    _call(url, "PUT", "/v2/queues/jobs", settings)
+    _call(url, "POST", "/v2/queues/jobs/messages", {"messages": [{"body": "a"}, {"body": "b"}]})
+    got = _call(url, "POST", "/v2/queues/jobs/receive", {"max_messages": 10})
+    assert len(got["messages"]) == 2  # their one lease lapses: they are dead-lettered
+    for _ in range(50):
+        if _call(url, "GET", "/v2/queues/jobs-dead")["stats"]["depth"] == 2:
+            break
+        time.sleep(0.1)
+    page.reload()
+    page.get_by_role("button", name="jobs", exact=True).click()
+    expect(page.locator("#dead-letters")).to_have_text(
+        "Dead-letter queue: jobs-dead, holding 2 messages (after 1 receives)"
+    )
+    # Redrive the dead-letter queue from its own panel: both go back to jobs
+    page.get_by_role("button", name="jobs-dead", exact=True).click()
+    page.get_by_role("button", name="Redrive to source queues").click()
+    expect(page.locator("#redrive-status")).to_have_text("redrive done: 2 moved, 0 remaining")
+    expect(page.locator("#queues tbody tr[data-queue=jobs] td.depth")).to_have_text("2")
+    expect(page.locator("#queues tbody tr[data-queue=jobs-dead] td.depth")).to_have_text("0")
+
+
+def _call(url: str, method: str, path: str, body: Any = None) -> Any:
+    """A plain HTTP call (the Playwright sync API owns this thread's event loop)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,37 @@ async def test_metrics_scrape_counts_what_happened(http: TestClient[Any, Any]) -
     assert samples[("dynamiq_http_request_seconds_count", route)] == 1
     # The depth is read for the scrape itself (nothing reads it between scrapes).
     assert samples[("dynamiq_queue_depth", (("queue", "p"),))] == 1
+
+
+async def test_dead_letters_expiry_and_redrive_are_counted(http: TestClient[Any, Any]) -> None:
+    await http.put("/v2/queues/dead")
+    await http.put(
+        "/v2/queues/work",
+        json={"visibility_timeout": 0.1, "max_receives": 1, "dead_letter_queue": "dead"},
+    )
+    messages = [{"body": "poison"}, {"body": "brief", "ttl_seconds": 0.05}]
+    await http.post("/v2/queues/work/messages", json={"messages": messages})
+    await asyncio.sleep(0.1)  # "brief" expires; "poison" is received once, then lapses
+    got = await (await http.post("/v2/queues/work/receive", json={"max_messages": 5})).json()
+    assert [m["body"] for m in got["messages"]] == ["poison"]
+    for _ in range(100):
+        if (await (await http.get("/v2/queues/dead")).json())["stats"]["depth"] == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert (await http.post("/v2/queues/dead/redrive")).status == 202
+    for _ in range(100):
+        if (await (await http.get("/v2/queues/dead/redrive")).json())["state"] == "done":
+            break
+        await asyncio.sleep(0.05)
+    text = await (await http.get("/metrics")).text()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("dynamiq_messages_dead_lettered_total", (("queue", "work"),))] == 1
+    assert samples[("dynamiq_messages_expired_total", (("queue", "work"),))] == 1
+    assert samples[("dynamiq_messages_redriven_total", (("queue", "dead"),))] == 1
 
 
 async def test_without_statsd_no_depth_is_read_between_scrapes(tmp_path: Path) -> None:

@@ -54,6 +54,9 @@ def test_sink_aggregates_until_flush_and_bounds_packets(collector: socket.socket
         sink.sent("jobs", 2)
     sink.received("jobs", 3, 10)
     sink.received("jobs", 0, 10)
+    for event in ("dead_lettered", "expired", "redriven"):
+        sink.lifecycle("jobs", event, 2)
+    sink.lifecycle("jobs", "dead_lettered", 1)
     assert drain(collector) == []  # nothing leaves before the flush
     for i in range(100):
         sink.queue_level(f"queue{i:03d}", i, 0)
@@ -65,6 +68,9 @@ def test_sink_aggregates_until_flush_and_bounds_packets(collector: socket.socket
     assert ("dq.jobs.received.count", "3", "c") in seen
     assert ("dq.jobs.fill.count", "0", "g") in seen  # the last receive found nothing
     assert ("dq.queue042.depth.count", "42", "g") in seen
+    assert ("dq.jobs.dead_lettered.count", "3", "c") in seen
+    assert ("dq.jobs.expired.count", "2", "c") in seen
+    assert ("dq.jobs.redriven.count", "2", "c") in seen
     sink.flush()
     assert drain(collector) == []  # a flush sends what came since the last one
     sink.close()

@@ -170,7 +170,7 @@ async def test_a_drain_reads_each_message_once_and_deletes_it_without_a_read(
     await store.close()
 
 
-async def test_a_message_served_from_memory_is_counted_and_deleted_without_a_read(
+async def test_a_message_served_from_memory_is_deleted_without_a_read(
     fake_clock: FakeClock,
 ) -> None:
     model = RiakModel()
@@ -179,9 +179,26 @@ async def test_a_message_served_from_memory_is_counted_and_deleted_without_a_rea
     model.reads = 0
     model.requests.clear()
     got = await queues.receive("q", 10)
-    assert [m.body for m in got] == [b"a", b"b"] and model.requests["get"] == 0
-    # The count goes with the clock the publish returned; the delete with the count's.
-    assert model.requests["put"] == 2 and [m.receive_count for m in got] == [1, 1]
+    assert [m.body for m in got] == [b"a", b"b"] and [m.receive_count for m in got] == [1, 1]
+    assert model.requests["get"] == model.requests["put"] == 0  # no read, no count written
+    # The delete carries the vector clock the publish returned: Riak reads nothing.
+    await queues.delete("q", [m.id for m in got])
+    assert model.reads == 0 and model.requests["delete_with_vclock"] == 2
+    await store.close()
+
+
+async def test_a_counted_queue_writes_its_counts_with_the_publishs_clock(
+    fake_clock: FakeClock,
+) -> None:
+    model = RiakModel()
+    store, queues = await riak_engine(model, fake_clock)
+    await queues._catalog.create_queue("dead")
+    await queues._catalog.configure_queue("q", {"max_receives": 3, "dead_letter_queue": "dead"})
+    await queues.publish("q", [b"a", b"b"])
+    model.reads = 0
+    model.requests.clear()
+    got = await queues.receive("q", 10)
+    assert model.requests["get"] == 0 and model.requests["put"] == 2 and model.reads == 0
     await queues.delete("q", [m.id for m in got])
     assert model.reads == 0 and model.requests["delete_with_vclock"] == 2
     await store.close()

@@ -164,6 +164,33 @@ async function refresh() {
   }
 }
 
+async function showDeadLetters(settings) {
+  const target = settings.dead_letter_queue;
+  if (!target) {
+    $("dead-letters").textContent = "No dead-letter queue.";
+    return;
+  }
+  const stats = await api("GET", `/v2/queues/${encodeURIComponent(target)}/stats`);
+  $("dead-letters").textContent =
+    `Dead-letter queue: ${target}, holding ${stats.depth} message${stats.depth === 1 ? "" : "s"}` +
+    (settings.max_receives ? ` (after ${settings.max_receives} receives)` : "");
+}
+
+function describeRedrive(task) {
+  const to = task.to ? ` to ${task.to}` : "";
+  return `redrive${to} ${task.state}: ${task.moved} moved, ${task.remaining} remaining`;
+}
+
+async function followRedrive(queue) {
+  for (;;) {
+    const task = await api("GET", `/v2/queues/${encodeURIComponent(queue)}/redrive`);
+    if (state.selected !== queue) return;
+    $("redrive-status").textContent = describeRedrive(task);
+    if (task.state !== "running") return;
+    await new Promise((done) => setTimeout(done, 500));
+  }
+}
+
 async function select(queue) {
   state.selected = queue;
   state.history = [];
@@ -178,8 +205,10 @@ async function select(queue) {
     for (const [key, value] of Object.entries(info.settings)) {
       const input = form.elements[key];
       if (!input) continue;
-      if (input.type === "checkbox") input.checked = Boolean(value); else input.value = value;
+      if (input.type === "checkbox") input.checked = Boolean(value); else input.value = value ?? "";
     }
+    $("redrive-status").textContent = "";
+    await showDeadLetters(info.settings);
   } catch (err) {
     showError(err);
   }
@@ -231,11 +260,20 @@ function wire() {
     e.preventDefault();
     const form = e.target;
     const changes = {};
-    for (const key of ["visibility_timeout", "min_partitions", "max_partitions", "max_partition_age"]) {
+    for (const key of ["visibility_timeout", "min_partitions", "max_partitions", "max_partition_age", "delay_seconds"]) {
       numberOrSkip(form, key, changes);
     }
     changes.compressed_messages = form.elements.compressed_messages.checked;
-    act(() => api("PATCH", `/v2/queues/${encodeURIComponent(state.selected)}`, changes));
+    // Left empty, these turn off (null); the API checks them together.
+    for (const key of ["max_receives", "retention_seconds"]) {
+      const raw = form.elements[key].value.trim();
+      changes[key] = raw === "" ? null : Number(raw);
+    }
+    changes.dead_letter_queue = form.elements.dead_letter_queue.value.trim() || null;
+    act(async () => {
+      const info = await api("PATCH", `/v2/queues/${encodeURIComponent(state.selected)}`, changes);
+      await showDeadLetters(info.settings);
+    });
   });
   $("publish-queue").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -244,6 +282,13 @@ function wire() {
       { messages: [{ body }] }));
   });
   $("peek").addEventListener("click", () => act(peek));
+  $("redrive").addEventListener("click", () => {
+    const queue = state.selected;
+    act(async () => {
+      await api("POST", `/v2/queues/${encodeURIComponent(queue)}/redrive`, {});
+      await followRedrive(queue);
+    });
+  });
   $("purge").addEventListener("click", () => {
     const queue = state.selected;
     if (!window.confirm(`Drop every message of ${queue}? Messages in flight go too. This cannot be undone.`)) return;
