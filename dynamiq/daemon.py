@@ -151,7 +151,13 @@ def create_app(
     coordinator = Coordinator(membership, queues, janitor, peers)
     catalog.on_change = coordinator.announce
     redriver = Redriver(
-        store, catalog, clock, settings.core.name, queues.new_ids, queues.count_redriven
+        store,
+        catalog,
+        clock,
+        settings.core.name,
+        queues.new_ids,
+        queues.count_redriven,
+        queues.arrived,
     )
     node = Node(catalog, queues, coordinator, membership, janitor, settings.limits, redriver)
     services = Services(node, metrics, prometheus.render, reporter.report_queues, token)

@@ -34,7 +34,14 @@ from collections.abc import Callable, Sequence
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
-from dynamiq.core.records import Meta, delivered, meta_of, meta_of_message, with_meta
+from dynamiq.core.records import (
+    Meta,
+    delivered,
+    message,
+    meta_of,
+    meta_of_message,
+    with_meta,
+)
 from dynamiq.core.state import QueueState
 from dynamiq.errors import DynamiqError, ServerError
 from dynamiq.keyspace import KeyRange
@@ -59,12 +66,14 @@ class Lifecycle:
         clock: Clock,
         metrics: Metrics,
         new_ids: Callable[[int], list[int]],
+        arrived: Callable[[str, Sequence[int]], None],
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
         self._metrics = metrics
         self._new_ids = new_ids  # ids due now, in this node's slice
+        self._arrived = arrived  # (bucket, ids): messages moved into a queue
 
     async def deliver(
         self, record: QueueRecord, state: QueueState, found: dict[int, bytes]
@@ -155,33 +164,35 @@ class Lifecycle:
         state: QueueState,
         items: Sequence[tuple[int, bytes]],
         reason: DeadLetterReason,
-    ) -> None:
-        """Move ``(id, record)`` items into ``source``'s dead-letter queue.
+    ) -> int:
+        """Move ``(id, record)`` items into ``source``'s dead-letter queue; return how
+        many moved (one deleted meanwhile is not).
 
-        One that cannot be moved now (the store failed) stays held until its
-        lease ends, and is moved when a receive next reaches it.
+        One that cannot be moved now (the store failed) is moved when a
+        receive next reaches it.
         """
         try:
             moved = await self._move(source, items, reason)
         except DynamiqError as exc:
             log.warning("could not dead-letter %d messages of %s: %s", len(items), source.name, exc)
-            return
+            return 0
         state.release(moved)
         state.dead_lettered += len(moved)
         self._metrics.lifecycle(source.name, "dead_lettered", len(moved))
+        return len(moved)
 
     async def expire(
         self, record: QueueRecord, state: QueueState, items: Sequence[tuple[int, bytes]]
     ) -> None:
         """Remove expired messages, or dead-letter them when the queue asks for that."""
         if record.settings.dead_letter_on_expiry:
-            await self.dead_letter(record, state, items, "expired")
-            return
-        ids = [mid for mid, _ in items]
-        gone = await self._store.delete(record.uid, ids)
-        state.release(ids)
-        state.expired_total += sum(gone)
-        self._metrics.lifecycle(record.name, "expired", sum(gone))
+            gone = await self.dead_letter(record, state, items, "expired")
+        else:
+            ids = [mid for mid, _ in items]
+            gone = sum(await self._store.delete(record.uid, ids))
+            state.release(ids)
+        state.expired_total += gone
+        self._metrics.lifecycle(record.name, "expired", gone)
 
     async def expire_retained(
         self,
@@ -223,26 +234,42 @@ class Lifecycle:
     async def _move(
         self, source: QueueRecord, items: Sequence[tuple[int, bytes]], reason: DeadLetterReason
     ) -> list[int]:
+        """Move messages into the dead-letter queue; return the ids moved.
+
+        A message keeps its id there first: two nodes moving the same message
+        at once (one took over the other's slice) meet on that key, and the
+        second finishes the first's move instead of making a copy. Only a key
+        taken by another message makes it draw a fresh id.
+        """
         target = self._catalog.queue(source.settings.dead_letter_queue or "")
         now_ms = self._clock.wall_ms()
         rows = {mid: _dead(raw, source.name, reason, now_ms) for mid, raw in items}
         moved: list[int] = []
-        todo = list(rows)
+        todo, keys = list(rows), list(rows)
         for _ in range(MOVE_ATTEMPTS):
-            if not todo:
-                return moved
-            fresh = self._new_ids(len(todo))
+            pairs = list(zip(todo, keys, strict=True))
             done = await self._store.move(
-                [
-                    (source.uid, mid, target.uid, new, rows[mid])
-                    for mid, new in zip(todo, fresh, strict=True)
-                ]
+                [(source.uid, mid, target.uid, key, rows[mid]) for mid, key in pairs]
             )
             moved.extend(mid for mid, ok in zip(todo, done, strict=True) if ok)
-            todo = [mid for mid, ok in zip(todo, done, strict=True) if ok is None]
-        if todo:
-            raise ServerError("found no free ids in the dead-letter queue; retry")
-        return moved
+            self._arrived(target.uid, [key for key, ok in zip(keys, done, strict=True) if ok])
+            taken = [pair for pair, ok in zip(pairs, done, strict=True) if ok is None]
+            if not taken:
+                return moved
+            held = await self._store.get(target.uid, [key for _, key in taken])
+            ours = [
+                mid
+                for (mid, _), raw in zip(taken, held, strict=True)
+                if raw is not None and _same(raw, rows[mid])
+            ]
+            if ours:  # already moved by another node: finish its move
+                gone = await self._store.delete(source.uid, ours)
+                moved.extend(mid for mid, ok in zip(ours, gone, strict=True) if ok)
+            todo = [mid for mid, _ in taken if mid not in ours]
+            if not todo:
+                return moved
+            keys = self._new_ids(len(todo))
+        raise ServerError("found no free ids in the dead-letter queue; retry")
 
 
 def _sort(
@@ -271,6 +298,16 @@ def _sort(
 
 def _counted(meta: Meta, count: int, first_ms: int) -> Meta:
     return Meta(count, meta.first_received_ms or first_ms, meta.expires_ms, meta.dead_letter)
+
+
+def _same(stored: bytes, ours: bytes) -> bool:
+    """Whether a dead-letter queue's record is this message's (moved by another node)."""
+    a, b = message(0, stored), message(0, ours)
+    note_a, note_b = a.dead_letter, b.dead_letter
+    same_source = (note_a.source_queue if note_a else None) == (
+        note_b.source_queue if note_b else None
+    )
+    return a.body == b.body and a.published_ms == b.published_ms and same_source
 
 
 def _dead(raw: bytes, source: str, reason: DeadLetterReason, now_ms: int) -> bytes:

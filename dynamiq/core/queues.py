@@ -63,7 +63,7 @@ class QueueService:
         self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
         self.set_keyspace(keyspace)
-        self._life = Lifecycle(store, catalog, clock, self._metrics, self.new_ids)
+        self._life = Lifecycle(store, catalog, clock, self._metrics, self.new_ids, self.arrived)
 
     # -- the slice this node serves ------------------------------------------
 
@@ -419,6 +419,13 @@ class QueueService:
         """Return ids for messages due now, in this node's slice (moves into a queue)."""
         return self._ids.many(count, self._stripes)
 
+    def arrived(self, uid: str, ids: Sequence[int]) -> None:
+        """Note messages moved into bucket ``uid`` (dead letters, a redrive): the
+        walks of its queue take them in at once, and its long polls wake."""
+        state = self._states.get(uid)
+        if state is not None and ids:
+            state.published(list(ids))
+
     def count_redriven(self, queue: str, count: int) -> None:
         """Note ``count`` messages redriven out of ``queue``."""
         record = self._catalog.find(queue)
@@ -434,12 +441,12 @@ class QueueService:
         return await self._life.expire_retained(self._keyspace, self._state, budget)
 
     async def sweep(self) -> None:
-        """Settle the lapsed leases of queues with lifecycle settings (dead letters,
-        backoff holds), so that they move without waiting for a receive."""
+        """Settle lapsed leases without waiting for a receive: dead letters and backoff
+        holds move on time, and receive counts reach the store."""
         now = self._clock.now()
         for uid, state in list(self._states.items()):
             record = self._catalog.find(state.name)
-            if record and record.uid == uid and record.settings.counts_receives and state.leases:
+            if record and record.uid == uid and state.leases:
                 await self._offer_lapsed(record, state, state.leases.expire(now))
 
     async def sweep_loop(self) -> None:

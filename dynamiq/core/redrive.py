@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
@@ -37,6 +37,7 @@ log = logging.getLogger("dynamiq.core")
 
 BATCH = 100
 RETRY_SECONDS = 1.0
+STOP_SECONDS = 10.0  # how long a stop waits for the batch in hand
 TaskState = Literal["running", "done", "cancelled", "failed"]
 
 
@@ -70,6 +71,7 @@ class Redriver:
         node: str,
         new_ids: Callable[[int], list[int]],
         on_moved: Callable[[str, int], None],
+        arrived: Callable[[str, Sequence[int]], None],
     ) -> None:
         self._store = store
         self._catalog = catalog
@@ -77,7 +79,10 @@ class Redriver:
         self._node = node
         self._new_ids = new_ids  # ids due now, in this node's slice
         self._on_moved = on_moved  # (dead-letter queue, how many)
+        self._arrived = arrived  # (bucket, ids): messages moved into a queue
         self._running: dict[str, asyncio.Task[None]] = {}
+        # Set to stop a runner between two batches (a batch moved is always saved).
+        self._stops: dict[str, asyncio.Event] = {}
 
     async def start(self, queue: str, to: str | None, max_per_second: float | None) -> RedriveTask:
         """Start moving ``queue``'s messages; raise ``RedriveRunning`` if a redrive of it runs."""
@@ -101,13 +106,11 @@ class Redriver:
 
     async def cancel(self, queue: str) -> RedriveTask | None:
         """Stop a running redrive of ``queue`` (what it moved stays moved); return it."""
+        await self._stop([queue])  # stopped here first: no progress saved after wins
         task = await self.status(queue)
         if task is not None and task.state == "running":
             task = msgspec.structs.replace(task, state="cancelled")
             await self._save(task)
-            running = self._running.pop(queue, None)
-            if running is not None:
-                running.cancel()
         return task
 
     async def resume(self) -> None:
@@ -120,25 +123,36 @@ class Redriver:
 
     async def close(self) -> None:
         """Stop running here; the tasks stay ``running`` and resume at the next start."""
-        tasks = list(self._running.values())
-        self._running.clear()
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._stop(list(self._running))
+
+    async def _stop(self, queues: list[str]) -> None:
+        """Stop the runners of ``queues`` once their batch in hand is moved and saved."""
+        runners = [(q, self._running.pop(q, None)) for q in queues]
+        for queue, runner in runners:
+            if runner is not None:
+                self._stops[queue].set()
+        for _, runner in runners:
+            if runner is not None:
+                try:
+                    await asyncio.wait_for(runner, STOP_SECONDS)
+                except TimeoutError:  # a store that hangs: cancelled (at-least-once still)
+                    log.warning("a redrive did not stop within %g s", STOP_SECONDS)
 
     def _spawn(self, task: RedriveTask) -> None:
+        self._stops[task.queue] = asyncio.Event()
         self._running[task.queue] = asyncio.create_task(self._run(task))
 
     async def _run(self, task: RedriveTask) -> None:
+        stop = self._stops[task.queue]
         try:
-            while task.state == "running":
+            while task.state == "running" and not stop.is_set():
                 try:
-                    task = await self._step(task)
+                    task, pause = await self._step(task)
+                    if pause > 0:
+                        await self._pause(stop, pause)
                 except DynamiqError as exc:  # the store failed: try again shortly
                     log.warning("redrive of %s: %s; retrying", task.queue, exc)
-                    await asyncio.sleep(RETRY_SECONDS)
+                    await self._pause(stop, RETRY_SECONDS)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must end the task visibly, not silently
@@ -147,19 +161,28 @@ class Redriver:
         finally:
             if self._running.get(task.queue) is asyncio.current_task():
                 del self._running[task.queue]
+            if self._stops.get(task.queue) is stop:
+                del self._stops[task.queue]
 
-    async def _step(self, task: RedriveTask) -> RedriveTask:
-        """Move one batch; return the task as it then stands (saved)."""
+    @staticmethod
+    async def _pause(stop: asyncio.Event, seconds: float) -> None:
+        """Sleep ``seconds``, or less when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), seconds)
+
+    async def _step(self, task: RedriveTask) -> tuple[RedriveTask, float]:
+        """Move one batch; return the task as it then stands (saved), and how long to
+        pause before the next batch to keep to ``max_per_second``."""
         stored = await self.status(task.queue)
         if stored is None or stored.task != task.task or stored.state != "running":
-            return stored or msgspec.structs.replace(task, state="cancelled")
+            return stored or msgspec.structs.replace(task, state="cancelled"), 0.0
         source = self._catalog.find(task.queue)
         if source is None:
-            return await self._finish(task, "failed", "the dead-letter queue was deleted")
+            return await self._finish(task, "failed", "the dead-letter queue was deleted"), 0.0
         started = self._clock.now()
         (keys,) = await self._store.scan(source.uid, [(task.after + 1, ID_MAX)], BATCH)
         if not keys:
-            return await self._finish(task, "done")
+            return await self._finish(task, "done"), 0.0
         records = await self._store.get(source.uid, keys)
         moves: list[tuple[str, int, str, int, bytes]] = []
         skipped = 0
@@ -180,11 +203,9 @@ class Redriver:
         if now is not None and now.task == task.task and now.state != "running":
             task = msgspec.structs.replace(task, state=now.state)  # cancelled meanwhile
         await self._save(task)
-        if task.max_per_second:
-            pause = len(keys) / task.max_per_second - (self._clock.now() - started)
-            if pause > 0:
-                await asyncio.sleep(pause)
-        return task
+        if not task.max_per_second:
+            return task, 0.0
+        return task, len(keys) / task.max_per_second - (self._clock.now() - started)
 
     def _target(self, task: RedriveTask, raw: bytes) -> str | None:
         """The bucket a message goes to: the task's queue, else the one its note names."""
@@ -205,6 +226,9 @@ class Redriver:
             items = [(s, k, t, new, v) for (s, k, t, _, v), new in zip(todo, fresh, strict=True)]
             done = await self._store.move(items)
             moved += sum(1 for ok in done if ok)
+            for target, new, ok in zip((i[2] for i in items), fresh, done, strict=True):
+                if ok:
+                    self._arrived(target, (new,))
             todo = [m for m, ok in zip(todo, done, strict=True) if ok is None]
         return moved
 

@@ -5,6 +5,12 @@ acknowledged must be delivered at least once (``lost`` must be 0); ids
 delivered more than once are counted (``duplicated``: allowed, at-least-once);
 ids delivered that no acknowledgement named come from publishes whose answer
 was lost (``unacknowledged``). Used by ``bench.chaos`` and the cluster tests.
+
+With a dead-letter queue, a share of the messages is poison (never deleted:
+each must end in the dead-letter queue once its receives run out, and is
+counted delivered there) and a share is delayed; ``in_both`` counts messages
+that were deleted from the queue and also reached the dead-letter queue
+(must be 0), ``poison_astray`` poison messages that never reached it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from dataclasses import dataclass, field
 
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
+from dynamiq.models import Outgoing
+
+POISON = "poison-"
 
 __all__ = ["Ledger", "Report", "Workload"]
 
@@ -27,6 +36,9 @@ class Ledger:
 
     acked: set[int] = field(default_factory=set)
     delivered: Counter[int] = field(default_factory=Counter)
+    bodies: dict[int, str] = field(default_factory=dict)  # acknowledged id -> body
+    deleted: set[str] = field(default_factory=set)  # bodies whose delete found them
+    dead: Counter[str] = field(default_factory=Counter)  # bodies in the dead-letter queue
     failed_publishes: int = 0
     failed_calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -35,13 +47,19 @@ class Ledger:
         """Check the ledger: lost, duplicated, unacknowledged."""
         with self.lock:
             seen = set(self.delivered)
+            missing = {mid for mid in self.acked - seen if self.bodies.get(mid) not in self.dead}
+            poison = {b for b in self.bodies.values() if b.startswith(POISON)}
             return Report(
                 acked=len(self.acked),
                 delivered=len(seen),
-                lost=len(self.acked - seen),
+                lost=len(missing),
                 duplicated=sum(n - 1 for n in self.delivered.values() if n > 1),
                 unacknowledged=len(seen - self.acked),
                 failed_publishes=self.failed_publishes,
+                dead_lettered=len(self.dead),
+                dead_duplicated=sum(n - 1 for n in self.dead.values() if n > 1),
+                in_both=len(self.deleted & set(self.dead)),
+                poison_astray=len(poison - set(self.dead)),
             )
 
 
@@ -55,6 +73,10 @@ class Report:
     duplicated: int
     unacknowledged: int
     failed_publishes: int
+    dead_lettered: int = 0
+    dead_duplicated: int = 0
+    in_both: int = 0
+    poison_astray: int = 0
 
     def lines(self) -> list[str]:
         """Return the figures, one per line."""
@@ -65,7 +87,16 @@ class Report:
             f"duplicated deliveries       {self.duplicated}",
             f"delivered, not acknowledged {self.unacknowledged}",
             f"publish calls that failed   {self.failed_publishes}",
+            f"dead-lettered (distinct)    {self.dead_lettered}",
+            f"dead-lettered twice         {self.dead_duplicated}",
+            f"deleted and dead-lettered   {self.in_both}",
+            f"poison not dead-lettered    {self.poison_astray}",
         ]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the check failed: a message lost, in both queues, or poison astray."""
+        return bool(self.lost or self.in_both or self.poison_astray)
 
 
 class Workload:
@@ -78,6 +109,10 @@ class Workload:
         batch: messages per publish.
         consumers: consumer threads (each receives up to 50 and deletes them).
         visibility: lease seconds for each receive.
+        poison_every: every n-th message is never deleted (0: none); it must
+            end in ``dead_letter_queue``, the queue's.
+        delay_every: every n-th message (offset by one) is published with a
+            delay of ``delay_seconds`` (0: none).
     """
 
     def __init__(
@@ -89,9 +124,17 @@ class Workload:
         producers: int = 1,
         consumers: int = 2,
         visibility: float = 5.0,
+        poison_every: int = 0,
+        delay_every: int = 0,
+        delay_seconds: float = 1.0,
+        dead_letter_queue: str | None = None,
     ) -> None:
         self.urls = list(urls)
         self.queue = queue
+        self._poison_every = poison_every
+        self._delay_every = delay_every
+        self._delay = delay_seconds
+        self._dead_letter_queue = dead_letter_queue
         self.ledger = Ledger()
         self._interval = batch * producers / rate
         self._batch = batch
@@ -123,18 +166,29 @@ class Workload:
         next_at = time.monotonic()
         with self._client() as client:
             while not self._stop.is_set():
-                bodies = [f"p{index}-{count + i}" for i in range(self._batch)]
+                bodies = [self._body(index, count + i) for i in range(self._batch)]
                 count += self._batch
                 try:
-                    ids = client.publish(self.queue, bodies)
+                    ids = client.publish(self.queue, [self._outgoing(b) for b in bodies])
                 except DynamiqError:
                     with self.ledger.lock:
                         self.ledger.failed_publishes += 1
                 else:
                     with self.ledger.lock:
                         self.ledger.acked.update(ids)
+                        self.ledger.bodies.update(zip(ids, bodies, strict=True))
                 next_at += self._interval
                 time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def _body(self, producer: int, n: int) -> str:
+        poison = self._poison_every and n % self._poison_every == 0
+        return f"{POISON if poison else ''}p{producer}-{n}"
+
+    def _outgoing(self, body: str) -> str | Outgoing:
+        n = int(body.rpartition("-")[2])
+        if self._delay_every and n % self._delay_every == 1:
+            return Outgoing(body.encode(), delay_seconds=self._delay)
+        return body
 
     def _consume(self) -> None:
         with self._client() as client:
@@ -154,11 +208,15 @@ class Workload:
             return 0
         with self.ledger.lock:
             self.ledger.delivered.update(m.id for m in got)
+        done = [m for m in got if not m.body.startswith(POISON.encode())]
         try:
-            client.delete(self.queue, [m.id for m in got])
+            existed = set(client.delete(self.queue, [m.id for m in done])) if done else set()
         except DynamiqError:  # the lease ends and the messages come back: at-least-once
             with self.ledger.lock:
                 self.ledger.failed_calls += 1
+        else:
+            with self.ledger.lock:
+                self.ledger.deleted.update(m.body.decode() for m in done if m.id in existed)
         return len(got)
 
     def drain(self, timeout: float = 60.0) -> bool:
@@ -171,7 +229,26 @@ class Workload:
         with self._client() as client:
             while time.monotonic() < deadline:
                 if self._consume_once(client, wait=0.2) == 0 and self._empty(client):
-                    return True
+                    return self._drain_dead_letters(client, deadline)
+        return False
+
+    def _drain_dead_letters(self, client: Client, deadline: float) -> bool:
+        """Receive and delete every message of the dead-letter queue, noting its body."""
+        queue = self._dead_letter_queue
+        if queue is None:
+            return True
+        seen: set[int] = set()  # a copy received again (its delete failed) counts once
+        while time.monotonic() < deadline:
+            try:
+                got = client.receive(queue, 50, visibility_timeout=5)
+                if not got:
+                    return int(client.queue(queue)["stats"]["depth"]) == 0
+                with self.ledger.lock:
+                    self.ledger.dead.update(m.body.decode() for m in got if m.id not in seen)
+                seen.update(m.id for m in got)
+                client.delete(queue, [m.id for m in got])
+            except DynamiqError:
+                continue
         return False
 
     def _empty(self, client: Client) -> bool:

@@ -167,3 +167,57 @@ async def test_v1_describes_only_the_original_settings(http: Http) -> None:
     await http.put("/v2/queues/q", json=DLQ_SETTINGS)
     described = await (await http.get("/v1/queues/q")).json()
     assert "max_receives" not in described and described["VisibilityTimeout"] == 0.3
+
+
+async def test_a_redrive_over_http_moves_the_dead_letters_back(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
+    await call(http, spec, "PUT", "/v2/queues/q", 201, {**DLQ_SETTINGS, "max_receives": 1})
+    assert (await call(http, spec, "GET", "/v2/queues/dlq/redrive", 404))["error"] == "NOT_FOUND"
+    await _publish(http, spec, "q", "one", "two")
+    assert len(await _receive(http, spec, "q")) == 2
+    for _ in range(60):  # their one lease lapses: both are dead-lettered
+        if (await call(http, spec, "GET", "/v2/queues/dlq", 200))["stats"]["depth"] == 2:
+            break
+        await asyncio.sleep(0.05)
+    await call(http, spec, "POST", "/v2/queues/dlq/redrive", 422, {"to": "dlq"})
+    await call(http, spec, "POST", "/v2/queues/dlq/redrive", 404, {"to": "nope"})
+    await call(http, spec, "POST", "/v2/queues/dlq/redrive", 422, {"max_per_second": 0})
+    started = await call(http, spec, "POST", "/v2/queues/dlq/redrive", 202)
+    assert started["state"] == "running" and started["to"] is None
+    for _ in range(60):
+        task = await call(http, spec, "GET", "/v2/queues/dlq/redrive", 200)
+        if task["state"] != "running":
+            break
+        await asyncio.sleep(0.05)
+    assert (task["task"], task["state"], task["moved"], task["remaining"]) == (
+        started["task"],
+        "done",
+        2,
+        0,
+    )
+    back = await _receive(http, spec, "q")
+    assert sorted(m["body"] for m in back) == ["one", "two"]
+    assert all(m["receive_count"] == 1 and "dead_letter" not in m for m in back)
+    # A finished redrive is not running: cancelling it changes nothing.
+    assert (await call(http, spec, "DELETE", "/v2/queues/dlq/redrive", 200))["state"] == "done"
+
+
+async def test_a_running_redrive_is_refused_a_second_start_and_can_be_cancelled(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
+    await call(http, spec, "PUT", "/v2/queues/parking", 201)
+    for start in range(0, 300, 100):
+        await _publish(http, spec, "dlq", *[f"m{i}" for i in range(start, start + 100)])
+    await call(
+        http, spec, "POST", "/v2/queues/dlq/redrive", 202, {"to": "parking", "max_per_second": 100}
+    )
+    refused = await call(http, spec, "POST", "/v2/queues/dlq/redrive", 409)
+    assert refused["error"] == "REDRIVE_RUNNING"
+    cancelled = await call(http, spec, "DELETE", "/v2/queues/dlq/redrive", 200)
+    assert cancelled["state"] == "cancelled" and cancelled["moved"] < 300
+    await asyncio.sleep(1.2)  # past the pause after its first batch: it stays stopped
+    final = await call(http, spec, "GET", "/v2/queues/dlq/redrive", 200)
+    assert final["state"] == "cancelled" and final["moved"] + final["remaining"] == 300

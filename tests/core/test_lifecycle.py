@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
+from dynamiq.core.lifecycle import _dead
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import Invalid, QueueInUse
@@ -99,13 +100,31 @@ async def test_after_its_last_receive_a_message_moves_to_the_dead_letter_queue(
     assert await queues.receive("q", 1) == []
     assert (await queues.stats("q")).depth == 0
     (dead,) = await queues.peek_many("dlq", 10)
-    assert dead.id != mid and dead.body == b"poison" and dead.receive_count == 0
+    assert dead.id == mid and dead.body == b"poison" and dead.receive_count == 0
     assert dead.dead_letter is not None
     assert (dead.dead_letter.source_queue, dead.dead_letter.reason) == ("q", "max_receives")
     assert dead.dead_letter.receive_count == 2
     assert dead.dead_letter.dead_lettered_ms == fake_clock.wall_ms()
     (received,) = await queues.receive("dlq", 1)
     assert received.receive_count == 1 and received.dead_letter == dead.dead_letter
+
+
+async def test_a_move_another_node_began_is_finished_not_copied(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    queues = await _engine(store, fake_clock, max_receives=1, dead_letter_queue="dlq")
+    (mid,) = await queues.publish("q", [b"poison"])
+    (m,) = await queues.receive("q", 1)
+    # Another node, moving it on a store that copies first, got as far as the copy.
+    catalog = queues._catalog
+    q, dlq = catalog.queue("q"), catalog.queue("dlq")
+    (raw,) = await store.get(q.uid, [mid])
+    assert raw is not None
+    copy = _dead(raw, "q", "max_receives", fake_clock.wall_ms() - 5)
+    assert await store.insert([(dlq.uid, mid, copy)]) == [True]
+    await _lapse(queues, fake_clock)  # this node's move meets the copy and finishes it
+    assert [d.body for d in await queues.peek_many("dlq", 10)] == [b"poison"]
+    assert await queues.peek_many("q", 10) == []
 
 
 async def test_a_released_last_receive_is_dead_lettered_at_once(

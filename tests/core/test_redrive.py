@@ -21,7 +21,9 @@ async def _engine(store: LmdbBackend, clock: FakeClock) -> tuple[QueueService, R
     catalog = Catalog(store)
     await catalog.reload()
     queues = QueueService(store, catalog, clock)
-    redriver = Redriver(store, catalog, clock, "n1", queues.new_ids, queues.count_redriven)
+    redriver = Redriver(
+        store, catalog, clock, "n1", queues.new_ids, queues.count_redriven, queues.arrived
+    )
     return queues, redriver
 
 
