@@ -1,9 +1,7 @@
 """QueueService: publish, receive under leases, delete, peek, stats.
 
-A delayed message is stored under an id whose time part is when it is due
-(``IdGenerator.due``): the oldest-first walk stops at the first id not due
-yet, so waiting messages cost nothing per receive; the walk's cursor keeps
-them buffered and says when the next one is due.
+A delayed message's id carries its due time (``IdGenerator.due``): the
+oldest-first walk stops at the first id not due, and says when it will be.
 """
 
 from __future__ import annotations
@@ -119,13 +117,7 @@ class QueueService:
 
     def drop_leases(self) -> int:
         """Forget every lease (this node was paused and others served its slice); return count."""
-        dropped = 0
-        for state in self._states.values():
-            dropped += len(state.leases.release_all())
-            state.counts.clear()
-            state.nacked.clear()
-            state.cursors.clear()
-        return dropped
+        return sum(state.forget_leases() for state in self._states.values())
 
     # -- publishing ----------------------------------------------------------
 

@@ -92,6 +92,14 @@ class QueueState:
         if self.nacked:
             self.nacked.difference_update(ids)
 
+    def forget_leases(self) -> int:
+        """Forget every lease and what was known of it; return how many there were."""
+        dropped = len(self.leases.release_all())
+        self.counts.clear()
+        self.nacked.clear()
+        self.cursors.clear()
+        return dropped
+
     def expired(self, ids: list[int]) -> None:
         self.lapsed.update(ids)
         self.partitions.wake(ids)
