@@ -181,11 +181,14 @@ class QueueService:
             record = self._catalog.queue(queue)
             state = self._state(record)
             lease = visibility_timeout or record.settings.visibility_timeout
+            seen = state.changes
             got = await self._receive_once(record, state, max_messages, lease)
             now = self._clock.now()
             if got or now >= deadline or self._closing:
                 self._count_delivery(queue, state, got, max_messages)
                 return got
+            if state.changes != seen:  # a publish came while this receive looked: again
+                continue
             pause = min(deadline - now, EMPTY_HINT_SECONDS)
             for then in (state.leases.next_deadline(), state.next_due):
                 if then is not None:

@@ -68,6 +68,9 @@ class QueueState:
         self.deleted_per_s = RateCounter()
         self.cursors: dict[int, PartitionCursor] = {}
         self.waiters: set[asyncio.Future[None]] = set()
+        # Bumped by every notify: a receive that saw it move while it looked
+        # looks again instead of waiting for a wake-up that already came.
+        self.changes = 0
 
     def cursor(self, part: Partition, now: float) -> PartitionCursor:
         cursor = self.cursors.get(part.index)
@@ -107,6 +110,7 @@ class QueueState:
             cursor.offer_again(ids)
 
     def notify(self) -> None:
+        self.changes += 1
         for waiter in self.waiters:
             if not waiter.done():
                 waiter.set_result(None)
