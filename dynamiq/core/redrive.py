@@ -1,11 +1,12 @@
 """Redrive: move a dead-letter queue's messages back where they came from, or to a
 named queue, as a task that outlives a restart of the node running it.
 
-A task is a record in the store (``redrive/<queue>``): what it moves, how
-far its walk over the dead-letter queue's keys has come, how many it moved
-and its state. The node that started it runs it and writes its progress
-after every batch; any node reads it (``GET``) or cancels it (the runner
-reads the record before each batch and stops). A node that restarts resumes
+A task is two records in the store: ``redrive/<queue>`` (what it moves, who
+runs it, its state) and ``redrive-progress/<queue>`` (how far its walk over
+the dead-letter queue's keys has come, how many it moved). The node that
+started it runs it and alone writes its progress, after every batch; any node
+reads it (``GET``) or cancels it by writing the state (the runner reads it
+before each batch and stops). A node that restarts resumes
 the tasks it was running from their last key. Each message is moved with
 ``StorageBackend.move``: into the target first where the store cannot do both
 at once, so a crash between the two leaves a copy in both (at-least-once),
@@ -60,6 +61,15 @@ class RedriveTask(msgspec.Struct, frozen=True):
     error: str = ""
 
 
+class RedriveProgress(msgspec.Struct, frozen=True):
+    """How far a runner came, kept apart from the task's state."""
+
+    task: str
+    moved: int
+    skipped: int
+    after: int
+
+
 class Redriver:
     """Starts, runs, reports and cancels the redrives of this node."""
 
@@ -101,16 +111,20 @@ class Redriver:
 
     async def status(self, queue: str) -> RedriveTask | None:
         """Return the latest redrive of ``queue``, None if it never had one."""
-        raw = await self._store.meta_get(_key(queue))
-        return None if raw is None else msgspec.json.decode(raw, type=RedriveTask)
+        raw, done = await asyncio.gather(
+            self._store.meta_get(_key(queue)), self._store.meta_get(_progress_key(queue))
+        )
+        return None if raw is None else _with_progress(raw, done)
 
     async def cancel(self, queue: str) -> RedriveTask | None:
         """Stop a running redrive of ``queue`` (what it moved stays moved); return it."""
         await self._stop([queue])  # stopped here first: no progress saved after wins
         task = await self.status(queue)
         if task is not None and task.state == "running":
+            # The state only: a runner elsewhere owns the progress, and stops at its
+            # next batch when it reads this.
             task = msgspec.structs.replace(task, state="cancelled")
-            await self._save(task)
+            await self._store.meta_put({_key(queue): _json(task)})
         return task
 
     async def resume(self) -> None:
@@ -118,6 +132,7 @@ class Redriver:
         for raw in (await self._store.meta_scan("redrive/")).values():
             task = msgspec.json.decode(raw, type=RedriveTask)
             if task.state == "running" and task.node == self._node:
+                task = await self.status(task.queue) or task
                 log.info("resuming the redrive of %s after %d moved", task.queue, task.moved)
                 self._spawn(task)
 
@@ -199,10 +214,7 @@ class Redriver:
         task = msgspec.structs.replace(
             task, after=keys[-1], moved=task.moved + moved, skipped=task.skipped + skipped
         )
-        now = await self.status(task.queue)
-        if now is not None and now.task == task.task and now.state != "running":
-            task = msgspec.structs.replace(task, state=now.state)  # cancelled meanwhile
-        await self._save(task)
+        await self._save_progress(task)
         if not task.max_per_second:
             return task, 0.0
         return task, len(keys) / task.max_per_second - (self._clock.now() - started)
@@ -238,11 +250,37 @@ class Redriver:
         return task
 
     async def _save(self, task: RedriveTask) -> None:
-        await self._store.meta_put({_key(task.queue): msgspec.json.encode(task)})
+        """Store the task, its state and its progress (its start and its end)."""
+        progress = RedriveProgress(task.task, task.moved, task.skipped, task.after)
+        await self._store.meta_put(
+            {_key(task.queue): _json(task), _progress_key(task.queue): _json(progress)}
+        )
+
+    async def _save_progress(self, task: RedriveTask) -> None:
+        """Store how far the runner came; only the runner writes it, so a cancel from
+        another node (which writes the state) is never overwritten by it."""
+        progress = RedriveProgress(task.task, task.moved, task.skipped, task.after)
+        await self._store.meta_put({_progress_key(task.queue): _json(progress)})
+
+
+def _json(value: object) -> bytes:
+    return msgspec.json.encode(value)
 
 
 def _key(queue: str) -> str:
     return f"redrive/{queue}"
+
+
+def _progress_key(queue: str) -> str:
+    return f"redrive-progress/{queue}"
+
+
+def _with_progress(raw: bytes, progress: bytes | None) -> RedriveTask:
+    task = msgspec.json.decode(raw, type=RedriveTask)
+    done = None if progress is None else msgspec.json.decode(progress, type=RedriveProgress)
+    if done is None or done.task != task.task:
+        return task
+    return msgspec.structs.replace(task, moved=done.moved, skipped=done.skipped, after=done.after)
 
 
 def _reborn(raw: bytes) -> Meta:

@@ -138,3 +138,20 @@ async def test_a_redrive_checks_where_it_goes(engine: tuple[QueueService, Redriv
     with pytest.raises(Invalid):
         await redriver.start("dlq", "dlq", None)
     assert await redriver.status("dlq") is None
+
+
+async def test_a_cancel_from_another_node_stops_the_runner_and_keeps_its_count(
+    engine: tuple[QueueService, Redriver], store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    queues, redriver = engine
+    await _dead_letters(queues, fake_clock, "a", 300)
+    await redriver.start("dlq", None, max_per_second=400)  # 100 a batch, 0.25 s apart
+    _, other = await _engine(store, fake_clock)  # another node, on the same store
+    await asyncio.sleep(0.05)
+    cancelled = await other.cancel("dlq")
+    assert cancelled is not None and cancelled.state == "cancelled"
+    await asyncio.sleep(0.6)  # the runner reads the state before its next batch
+    final = await redriver.status("dlq")
+    assert final is not None and final.state == "cancelled"
+    left = (await queues.stats("dlq")).depth
+    assert final.moved == 300 - left and 0 < left < 300
