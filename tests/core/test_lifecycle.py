@@ -424,3 +424,69 @@ def test_a_delayed_message_is_never_early_and_always_delivered(
         assert {m.body for m in got} == set(due)
 
     _run(scenario)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.floats(0.5, 5.0),
+    st.floats(1.0, 3.0),
+    st.floats(5.0, 60.0),
+    st.integers(1, 5),
+)
+def test_the_backoff_schedule_is_followed(
+    initial: float, multiplier: float, most: float, receives: int
+) -> None:
+    backoff = RetryBackoff(initial, multiplier, max(most, initial))
+
+    async def scenario(queues: QueueService, clock: FakeClock) -> None:
+        await queues.publish("q", [b"flaky"])
+        for n in range(1, receives + 1):
+            (m,) = await queues.receive("q", 1)
+            assert m.receive_count == n
+            await _lapse(queues, clock)  # its 10 s lease lapses
+            wait = backoff.delay(n)
+            clock.advance(wait - 0.01)
+            assert await queues.receive("q", 1) == [], f"early after receive {n}"
+            clock.advance(0.011)  # due by now (a float sum may fall a hair short of it)
+        (last,) = await queues.receive("q", 1)
+        assert last.receive_count == receives + 1
+
+    _run(
+        scenario,
+        retry_backoff={
+            "initial_seconds": backoff.initial_seconds,
+            "multiplier": backoff.multiplier,
+            "max_seconds": backoff.max_seconds,
+        },
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.integers(1, 30)), st.integers(0, 15)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.one_of(st.none(), st.integers(5, 40)),
+)
+def test_expiry_never_delivers_an_expired_message(
+    plan: list[tuple[int | None, int]], retention: int | None
+) -> None:
+    async def scenario(queues: QueueService, clock: FakeClock) -> None:
+        ends: dict[bytes, float] = {}  # body -> when it expires (fake seconds)
+        for i, (ttl, pause) in enumerate(plan):
+            body = b"m%d" % i
+            await queues.publish("q", [Outgoing(body, ttl_seconds=ttl)])
+            limits = [clock.now() + s for s in (ttl, retention) if s is not None]
+            ends[body] = min(limits) if limits else float("inf")
+            for m in await queues.receive("q", 3):
+                assert clock.now() < ends[m.body], "an expired message was delivered"
+                await queues.delete("q", [m.id])
+                ends.pop(m.body)
+            clock.advance(pause)
+        got = {m.body for m in await queues.receive("q", 100)}
+        assert got == {b for b, end in ends.items() if clock.now() < end}
+        assert (await queues.stats("q")).depth == len(got)  # the expired ones are gone
+
+    _run(scenario, **({} if retention is None else {"retention_seconds": retention}))
