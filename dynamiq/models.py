@@ -109,12 +109,7 @@ class RetryBackoff:
             return value
         if not isinstance(value, dict):
             raise Invalid("retry_backoff must be an object or null", "retry_backoff")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise Invalid(
-                f"unknown retry_backoff field {unknown[0]!r}", f"retry_backoff.{unknown[0]}"
-            )
+        _only_known(cls, value, "retry_backoff field", "retry_backoff.")
         return cls(**value)
 
 
@@ -174,18 +169,19 @@ class QueueSettings:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as a JSON-ready dict."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.retry_backoff is not None:
-            out["retry_backoff"] = asdict(self.retry_backoff)
-        return out
+        return asdict(self)
 
     def updated(self, changes: dict[str, Any]) -> QueueSettings:
         """Return a copy with ``changes`` applied, validated; unknown keys raise ``Invalid``."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(changes) - known)
-        if unknown:
-            raise Invalid(f"unknown queue setting {unknown[0]!r}", field=unknown[0])
+        _only_known(type(self), changes, "queue setting")
         return replace(self, **changes)
+
+
+def _only_known(kind: type, given: dict[str, Any], what: str, prefix: str = "") -> None:
+    """Raise ``Invalid`` naming the first key of ``given`` that is not a field of ``kind``."""
+    unknown = sorted(set(given) - {f.name for f in fields(kind)})
+    if unknown:
+        raise Invalid(f"unknown {what} {unknown[0]!r}", field=prefix + unknown[0])
 
 
 def _check_bool(name: str, value: object) -> None:

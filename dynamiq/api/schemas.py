@@ -178,12 +178,6 @@ class RetryBackoffBody(_Body):
     max_seconds: Seconds = 900.0
 
 
-# Settings a null turns off (in the others a null is the same as leaving it out).
-CLEARABLE_SETTINGS = frozenset(
-    {"max_receives", "dead_letter_queue", "retry_backoff", "retention_seconds"}
-)
-
-
 class RedriveRequest(_Body):
     """Move a dead-letter queue's messages to ``to`` (default: each one's source queue),
     at most ``max_per_second`` of them a second (default: as fast as the store goes)."""
@@ -212,6 +206,17 @@ class QueueSettingsBody(_Body):
     delay_seconds: DelaySeconds | None = None
     retention_seconds: LifeSeconds | msgspec.UnsetType | None = msgspec.UNSET
     dead_letter_on_expiry: bool | None = None
+
+
+# Settings a null turns off: those that tell null from absent (UNSET); in the
+# others a null is the same as leaving the field out.
+CLEARABLE_SETTINGS = frozenset(
+    name
+    for name, default in zip(
+        QueueSettingsBody.__struct_fields__, QueueSettingsBody.__struct_defaults__, strict=True
+    )
+    if default is msgspec.UNSET
+)
 
 
 class QueueStatsBody(msgspec.Struct):

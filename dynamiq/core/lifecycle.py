@@ -148,11 +148,13 @@ class Lifecycle:
         ids = [mid for mid, _ in ended]
         try:
             records = await self._store.get(record.uid, ids)
-            rows = [
-                (mid, with_meta(raw, _counted(meta_of(raw)[1], count, first)))
-                for (mid, (count, first)), raw in zip(ended, records, strict=True)
-                if raw is not None and meta_of(raw)[1].receive_count < count
-            ]
+            rows: list[tuple[int, bytes]] = []
+            for (mid, (count, first)), raw in zip(ended, records, strict=True):
+                if raw is None:
+                    continue
+                stored = meta_of(raw)[1]
+                if stored.receive_count < count:
+                    rows.append((mid, with_meta(raw, _counted(stored, count, first))))
             if rows:
                 await self._store.replace(record.uid, rows)
         except DynamiqError as exc:  # offered again all the same: a count may fall short
@@ -177,8 +179,7 @@ class Lifecycle:
             log.warning("could not dead-letter %d messages of %s: %s", len(items), source.name, exc)
             return 0
         state.release(moved)
-        state.dead_lettered += len(moved)
-        self._metrics.lifecycle(source.name, "dead_lettered", len(moved))
+        self.note(source, state, "dead_lettered", len(moved))
         return len(moved)
 
     async def expire(
@@ -191,8 +192,14 @@ class Lifecycle:
             ids = [mid for mid, _ in items]
             gone = sum(await self._store.delete(record.uid, ids))
             state.release(ids)
-        state.expired_total += gone
-        self._metrics.lifecycle(record.name, "expired", gone)
+        self.note(record, state, "expired", gone)
+
+    def note(self, record: QueueRecord, state: QueueState, event: str, count: int) -> None:
+        """Count ``count`` messages of a queue that took a lifecycle step, here and in
+        the metrics (``LIFECYCLE_EVENTS``)."""
+        if count:
+            state.moved_on[event] += count
+            self._metrics.lifecycle(record.name, event, count)
 
     async def expire_retained(
         self,

@@ -384,9 +384,9 @@ class QueueService:
             receive_rate=state.received_per_s.rate(now),
             delete_rate=state.deleted_per_s.rate(now),
             delayed=delayed,
-            dead_lettered=state.dead_lettered,
-            expired=state.expired_total,
-            redriven=state.redriven,
+            dead_lettered=state.moved_on["dead_lettered"],
+            expired=state.moved_on["expired"],
+            redriven=state.moved_on["redriven"],
         )
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
@@ -402,9 +402,9 @@ class QueueService:
                     state.published_per_s.rate(now),
                     state.received_per_s.rate(now),
                     state.deleted_per_s.rate(now),
-                    state.dead_lettered,
-                    state.expired_total,
-                    state.redriven,
+                    state.moved_on["dead_lettered"],
+                    state.moved_on["expired"],
+                    state.moved_on["redriven"],
                 )
         return out
 
@@ -424,9 +424,8 @@ class QueueService:
     def count_redriven(self, queue: str, count: int) -> None:
         """Note ``count`` messages redriven out of ``queue``."""
         record = self._catalog.find(queue)
-        if record is not None and count:
-            self._state(record).redriven += count
-            self._metrics.lifecycle(queue, "redriven", count)
+        if record is not None:
+            self._life.note(record, self._state(record), "redriven", count)
 
     async def expire_retained(self, budget: int = EXPIRY_BATCH) -> int:
         """Remove (or dead-letter) up to ``budget`` messages past their queue's retention,

@@ -97,44 +97,27 @@ def with_meta(record: bytes, meta: Meta) -> bytes:
 
 def message(message_id: int, record: bytes) -> Message:
     """Return the message a stored record holds."""
-    flags, published_ms, meta, offset = _split(record)
-    body = record[offset:]
-    if flags & FLAG_COMPRESSED:
-        body = zlib_ng.decompress(body)
-    if meta is NO_META:
-        return Message(message_id, body, published_ms)
-    return Message(
-        message_id,
-        body,
-        published_ms,
-        meta.receive_count,
-        meta.first_received_ms,
-        meta.dead_letter,
-        meta.expires_ms,
-    )
+    return _message(message_id, record, 0)
 
 
 def delivered(message_id: int, record: bytes, now_ms: int) -> Message:
     """Return the message a stored record holds as this delivery hands it out: its
     receive count raised by one, first received now unless it was before."""
-    if len(record) < _HEADER.size or record[0] != VERSION:
-        raise ServerError("stored message record has an unknown format")
-    _, flags, published_ms = _HEADER.unpack_from(record)
-    if not flags & FLAG_META:  # never received, nothing added: the usual case
-        body = record[_HEADER.size :]
-        if flags & FLAG_COMPRESSED:
-            body = zlib_ng.decompress(body)
-        return Message(message_id, body, published_ms, 1, now_ms)
-    m = message(message_id, record)
-    return Message(
-        message_id,
-        m.body,
-        published_ms,
-        m.receive_count + 1,
-        m.first_received_ms or now_ms,
-        m.dead_letter,
-        m.expires_ms,
-    )
+    return _message(message_id, record, now_ms)
+
+
+def _message(message_id: int, record: bytes, received_ms: int) -> Message:
+    flags, published_ms, meta, offset = _split(record)
+    body = record[offset:]
+    if flags & FLAG_COMPRESSED:
+        body = zlib_ng.decompress(body)
+    if received_ms:
+        count, first = meta.receive_count + 1, meta.first_received_ms or received_ms
+    elif meta is NO_META:
+        return Message(message_id, body, published_ms)
+    else:
+        count, first = meta.receive_count, meta.first_received_ms
+    return Message(message_id, body, published_ms, count, first, meta.dead_letter, meta.expires_ms)
 
 
 def meta_of_message(message: Message) -> Meta:

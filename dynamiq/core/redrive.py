@@ -38,6 +38,7 @@ log = logging.getLogger("dynamiq.core")
 
 BATCH = 100
 RETRY_SECONDS = 1.0
+MOVE_ATTEMPTS = 5
 STOP_SECONDS = 10.0  # how long a stop waits for the batch in hand
 TaskState = Literal["running", "done", "cancelled", "failed"]
 
@@ -199,7 +200,7 @@ class Redriver:
         if not keys:
             return await self._finish(task, "done"), 0.0
         records = await self._store.get(source.uid, keys)
-        moves: list[tuple[str, int, str, int, bytes]] = []
+        moves: list[tuple[str, int, str, bytes]] = []
         skipped = 0
         for key, raw in zip(keys, records, strict=True):
             if raw is None:
@@ -208,7 +209,7 @@ class Redriver:
             if target is None:
                 skipped += 1
                 continue
-            moves.append((source.uid, key, target, 0, with_meta(raw, _reborn(raw))))
+            moves.append((source.uid, key, target, with_meta(raw, _reborn(raw))))
         moved = await self._move(moves)
         self._on_moved(task.queue, moved)
         task = msgspec.structs.replace(
@@ -228,19 +229,23 @@ class Redriver:
         record = self._catalog.find(name) if name else None
         return record.uid if record else None
 
-    async def _move(self, moves: list[tuple[str, int, str, int, bytes]]) -> int:
-        """Move under fresh ids (drawn again where one was taken); return how many moved."""
+    async def _move(self, moves: list[tuple[str, int, str, bytes]]) -> int:
+        """Move ``(source, key, target, value)`` items under fresh ids (drawn again where
+        one was taken); return how many moved."""
         moved, todo = 0, moves
-        for _ in range(5):
+        for _ in range(MOVE_ATTEMPTS):
             if not todo:
                 break
             fresh = self._new_ids(len(todo))
-            items = [(s, k, t, new, v) for (s, k, t, _, v), new in zip(todo, fresh, strict=True)]
+            items = [(s, k, t, new, v) for (s, k, t, v), new in zip(todo, fresh, strict=True)]
             done = await self._store.move(items)
-            moved += sum(1 for ok in done if ok)
-            for target, new, ok in zip((i[2] for i in items), fresh, done, strict=True):
+            arrived: dict[str, list[int]] = {}
+            for (_, _, target, new, _), ok in zip(items, done, strict=True):
                 if ok:
-                    self._arrived(target, (new,))
+                    arrived.setdefault(target, []).append(new)
+                    moved += 1
+            for target, ids in arrived.items():
+                self._arrived(target, ids)
             todo = [m for m, ok in zip(todo, done, strict=True) if ok is None]
         return moved
 

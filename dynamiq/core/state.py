@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,9 +61,8 @@ class QueueState:
         self.nacked: set[int] = set()
         # When the next delayed message seen by the last receive is due (monotonic).
         self.next_due: float | None = None
-        self.dead_lettered = 0
-        self.expired_total = 0
-        self.redriven = 0
+        # Messages this node dead-lettered, expired, redrove, per ``LIFECYCLE_EVENTS``.
+        self.moved_on: Counter[str] = Counter()
         self.published_per_s = RateCounter()
         self.received_per_s = RateCounter()
         self.deleted_per_s = RateCounter()

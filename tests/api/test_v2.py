@@ -240,6 +240,7 @@ async def test_queue_and_node_stats(clocked: tuple[Http, FakeClock]) -> None:
     await call(http, spec, "PUT", "/v2/queues/s2", 201)
     empty = await call(http, spec, "GET", "/v2/queues/s1/stats", 200)
     assert empty["depth"] == 0 and empty["oldest_age_seconds"] is None
+    published_at = clock.t  # ids carry the publish time by the node's clock
     await call(
         http,
         spec,
@@ -248,11 +249,11 @@ async def test_queue_and_node_stats(clocked: tuple[Http, FakeClock]) -> None:
         200,
         {"messages": [{"body": str(i)} for i in range(5)]},
     )
-    clock.t = time.time() + 0.2  # ids carry the real publish time: 0.2 s later, by this clock
+    clock.t = published_at + 0.2
     got = await call(http, spec, "POST", "/v2/queues/s1/receive", 200, {"max_messages": 2})
     stats = await call(http, spec, "GET", "/v2/queues/s1/stats", 200)
     assert (stats["depth"], stats["visible"], stats["in_flight"]) == (5, 3, 2)
-    assert 0.1 <= stats["oldest_age_seconds"] < 0.5
+    assert 0.199 <= stats["oldest_age_seconds"] <= 0.201
     assert stats["partitions"] == 1
     await call(
         http, spec, "POST", "/v2/queues/s1/delete", 200, {"ids": [m["id"] for m in got["messages"]]}
