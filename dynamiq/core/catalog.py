@@ -42,6 +42,11 @@ class QueueRecord:
     settings: QueueSettings
 
 
+def expiry_bucket(uid: str) -> str:
+    """The bucket of a queue bucket's expiry index (see ``expiry``); dropped with it."""
+    return f"{uid}.expiry"
+
+
 def _encode_queue(record: QueueRecord) -> bytes:
     return json.dumps({"uid": record.uid, "settings": record.settings.to_dict()}).encode()
 
@@ -176,6 +181,7 @@ class Catalog:
             log.warning("bucket %s is in use again (a change raced its drop): kept", uid)
         else:
             await self._store.drop(uid)
+            await self._store.drop(expiry_bucket(uid))
         await self._store.meta_delete([f"drop/{uid}"])
 
     # -- queues --------------------------------------------------------------

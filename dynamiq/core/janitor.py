@@ -57,7 +57,7 @@ class Janitor:
         """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
         await self.reload()
         self._queues.tidy()
-        await self._queues.expire_retained()
+        await self._queues.expire_due()
         for uid in await self._catalog.pending_drops(self._clock.wall_ms()):
             await self._catalog.finish_drop(uid)
         await self._store.maintain()

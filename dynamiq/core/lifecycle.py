@@ -23,7 +23,8 @@ node that dies while holding it lets the message be offered at once.
 
 Expiry: a message past its ``ttl_seconds`` or its queue's
 ``retention_seconds`` is never delivered: a receive that reaches one removes
-it (or dead-letters it, with ``dead_letter_on_expiry``) instead.
+it (or dead-letters it, with ``dead_letter_on_expiry``) instead; the
+background rounds of ``expiry`` do the same without a receive.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from collections.abc import Callable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
 from dynamiq.core.records import (
     Meta,
     delivered,
@@ -44,7 +44,6 @@ from dynamiq.core.records import (
 )
 from dynamiq.core.state import QueueState
 from dynamiq.errors import DynamiqError, ServerError
-from dynamiq.keyspace import KeyRange
 from dynamiq.metrics.base import Metrics
 from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueSettings
 from dynamiq.storage.base import StorageBackend
@@ -200,43 +199,6 @@ class Lifecycle:
         if count:
             state.moved_on[event] += count
             self._metrics.lifecycle(record.name, event, count)
-
-    async def expire_retained(
-        self,
-        keyspace: KeyRange,
-        state_of: Callable[[QueueRecord], QueueState],
-        budget: int,
-    ) -> int:
-        """Remove (or dead-letter) up to ``budget`` messages of ``keyspace`` past their
-        queue's retention; return how many went.
-
-        Each node tidies its own slice. Ids are time-ordered, so the messages
-        past retention are the first of each stripe: one bounded scan finds
-        them. Messages with a time to live of their own are expired when a
-        receive reaches them.
-        """
-        lo, hi = keyspace
-        removed = 0
-        now_ms = self._clock.wall_ms()
-        for name in self._catalog.queues():
-            record = self._catalog.queue(name)
-            retention = record.settings.retention_seconds
-            cutoff = 0 if retention is None else (now_ms - int(retention * 1000)) * 1000 - EPOCH_US
-            if cutoff <= 0 or removed >= budget:
-                continue
-            ranges = [
-                (max(lo, first), min(hi, first | cutoff))
-                for first, last in map(stripe_range, range(STRIPES))
-                if first <= hi and last >= lo
-            ]
-            found = await self._store.scan(record.uid, ranges, budget - removed)
-            ids = sorted(mid for keys in found for mid in keys)[: budget - removed]
-            if ids:
-                raws = await self._store.get(record.uid, ids)
-                old = [(mid, raw) for mid, raw in zip(ids, raws, strict=True) if raw is not None]
-                await self.expire(record, state_of(record), old)
-                removed += len(old)
-        return removed
 
     async def _move(
         self, source: QueueRecord, items: Sequence[tuple[int, bytes]], reason: DeadLetterReason

@@ -1,38 +1,92 @@
-"""What a publish stores: each message's record and its due time, grouped by queue."""
+"""What a publish stores: each message's record, when it is due and when it expires,
+and the insert that stores them under fresh ids."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.expiry import Hint, hint_rows, store_hints
+from dynamiq.core.ids import IdGenerator
 from dynamiq.core.records import NO_META, Meta, encode
+from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing
+from dynamiq.storage.base import StorageBackend
 
-__all__ = ["by_bucket", "outgoing_rows"]
+__all__ = ["INSERT_ATTEMPTS", "Rows", "by_bucket", "outgoing_rows", "store_rows"]
+
+INSERT_ATTEMPTS = 5
 
 
-def outgoing_rows(
-    items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us: int
-) -> tuple[list[tuple[str, bytes]], list[int]]:
-    """Return a ``(bucket, record)`` row per message, and when each is due (wall
-    microseconds; 0 when due now). A message without a delay of its own gets its
+class Rows(NamedTuple):
+    """A publish's messages: ``(bucket, record)``, due time (wall microseconds, 0:
+    now) and expiry (wall milliseconds, 0: never), one entry per message."""
+
+    rows: list[tuple[str, bytes]]
+    due: list[int]
+    expires: list[int]
+
+
+def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us: int) -> Rows:
+    """Return what each message stores. A message without a delay of its own gets its
     queue's ``delay_seconds``; one with ``ttl_seconds`` carries its expiry."""
     now_ms = now_us // 1000
-    rows: list[tuple[str, bytes]] = []
-    due: list[int] = []
+    out = Rows([], [], [])
     for record, m in items:
         settings = record.settings
         if isinstance(m, bytes):
             if settings.delay_seconds == 0:  # the usual publish: nothing to work out
-                rows.append((record.uid, encode(m, now_ms, settings.compressed_messages)))
-                due.append(0)
+                out.rows.append((record.uid, encode(m, now_ms, settings.compressed_messages)))
+                out.due.append(0)
+                out.expires.append(0)
                 continue
             m = Outgoing(m)
         delay = settings.delay_seconds if m.delay_seconds is None else m.delay_seconds
-        meta = NO_META if not m.ttl_seconds else Meta(expires_ms=now_ms + int(m.ttl_seconds * 1e3))
-        rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
-        due.append(now_us + int(delay * 1e6) if delay > 0 else 0)
-    return rows, due
+        expires = now_ms + int(m.ttl_seconds * 1e3) if m.ttl_seconds else 0
+        meta = Meta(expires_ms=expires) if expires else NO_META
+        out.rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
+        out.due.append(now_us + int(delay * 1e6) if delay > 0 else 0)
+        out.expires.append(expires)
+    return out
+
+
+async def store_rows(
+    store: StorageBackend, ids: IdGenerator, stripes: tuple[int, int], rows: Rows
+) -> list[int]:
+    """Store every message under a fresh id in its slice's ``stripes``; return the ids.
+
+    A message with an expiry gets its hint in the same insert (one commit on
+    LMDB). An id another process took meanwhile is drawn again.
+    """
+    out = [0] * len(rows.rows)
+    todo = list(range(len(rows.rows)))
+    unhinted: list[Hint] = []  # stored messages whose hint met another's key
+    for _ in range(INSERT_ATTEMPTS):
+        fresh = ids.for_due([rows.due[i] for i in todo], stripes)
+        batch = [
+            (rows.rows[i][0], mid, rows.rows[i][1]) for i, mid in zip(todo, fresh, strict=True)
+        ]
+        timed = [
+            Hint(bucket, mid, rows.expires[i])
+            for i, (bucket, mid, _) in zip(todo, batch, strict=True)
+            if rows.expires[i]
+        ]
+        stored = await store.insert(batch + hint_rows(timed))
+        kept = {mid for (_, mid, _), ok in zip(batch, stored[: len(batch)], strict=True) if ok}
+        hinted = stored[len(batch) :]
+        unhinted += [h for h, ok in zip(timed, hinted, strict=True) if not ok and h.id in kept]
+        for i, mid in zip(todo, fresh, strict=True):
+            if mid in kept:
+                out[i] = mid
+        todo = [i for i, mid in zip(todo, fresh, strict=True) if mid not in kept]
+        if not todo:
+            break
+    else:
+        raise ServerError("found no free ids for every message; some may be stored, retry")
+    if unhinted:
+        await store_hints(store, unhinted)
+    return out
 
 
 def by_bucket(

@@ -15,13 +15,14 @@ from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.census import waiting
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.expiry import Expiry
 from dynamiq.core.ids import EPOCH_US, SEQ_MASK, STRIPES, IdGenerator, stripes_within
 from dynamiq.core.lifecycle import Lifecycle
-from dynamiq.core.outgoing import by_bucket, outgoing_rows
+from dynamiq.core.outgoing import by_bucket, outgoing_rows, store_rows
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.records import RecentRecords, message
 from dynamiq.core.state import QueueState, QueueStats
-from dynamiq.errors import DynamiqError, MessageNotFound, ServerError
+from dynamiq.errors import DynamiqError, MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing
@@ -31,9 +32,8 @@ __all__ = ["QueueService", "QueueStats"]
 
 log = logging.getLogger("dynamiq.core")
 
-INSERT_ATTEMPTS = 5
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
-EXPIRY_BATCH = 1000  # messages past retention removed per upkeep round, at most
+EXPIRY_BATCH = 1000  # expired messages removed per upkeep round, at most
 SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
 
 
@@ -62,6 +62,7 @@ class QueueService:
         self._moves = 0  # keyspace changes so far
         self.set_keyspace(keyspace)
         self._life = Lifecycle(store, catalog, clock, self._metrics, self.new_ids, self.arrived)
+        self._expiry = Expiry(store, catalog, clock, self._life)
 
     # -- the slice this node serves ------------------------------------------
 
@@ -136,25 +137,11 @@ class QueueService:
 
         A message without a delay of its own gets its queue's ``delay_seconds``.
         """
-        rows, due = outgoing_rows(items, self._clock.wall_us())
-        ids = [0] * len(rows)
-        todo = list(range(len(rows)))
-        for _ in range(INSERT_ATTEMPTS):
-            fresh = self._ids.for_due([due[i] for i in todo], self._stripes)
-            stored = await self._store.insert(
-                [(rows[i][0], mid, rows[i][1]) for i, mid in zip(todo, fresh, strict=True)]
-            )
-            for i, mid, ok in zip(todo, fresh, stored, strict=True):
-                if ok:
-                    ids[i] = mid
-            todo = [i for i, ok in zip(todo, stored, strict=True) if not ok]
-            if not todo:
-                break
-        else:
-            raise ServerError("found no free ids for every message; some may be stored, retry")
+        rows = outgoing_rows(items, self._clock.wall_us())
+        ids = await store_rows(self._store, self._ids, self._stripes, rows)
         now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
-        for uid, (mids, records) in by_bucket(rows, ids).items():
+        for uid, (mids, records) in by_bucket(rows.rows, ids).items():
             self._metrics.sent(queues[uid].name, len(mids))
             self._recent.add(uid, mids, records, now)
             state = self._state(queues[uid])
@@ -427,12 +414,12 @@ class QueueService:
         if record is not None:
             self._life.note(record, self._state(record), "redriven", count)
 
-    async def expire_retained(self, budget: int = EXPIRY_BATCH) -> int:
-        """Remove (or dead-letter) up to ``budget`` messages past their queue's retention,
-        from this node's slice; return how many went."""
+    async def expire_due(self, budget: int = EXPIRY_BATCH) -> int:
+        """Remove (or dead-letter) up to ``budget`` messages of this node's slice past
+        their queue's retention or their time to live; return how many went."""
         if self._keyspace is None:
             return 0
-        return await self._life.expire_retained(self._keyspace, self._state, budget)
+        return await self._expiry.run(self._keyspace, self._state, budget)
 
     async def sweep(self) -> None:
         """Settle lapsed leases without waiting for a receive: dead letters and backoff

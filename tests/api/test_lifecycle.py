@@ -162,6 +162,18 @@ async def test_an_expired_message_is_never_received(http: Http, spec: dict[str, 
         )
 
 
+async def test_an_expired_message_goes_without_a_receive(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    await _publish(http, spec, "q", {"body": "brief", "ttl_seconds": 0.1}, "lasting")
+    for _ in range(100):  # the upkeep round comes every 2 s
+        stats = await call(http, spec, "GET", "/v2/queues/q/stats", 200)
+        if stats["expired_total"]:
+            break
+        await asyncio.sleep(0.05)
+    assert (stats["depth"], stats["expired_total"]) == (1, 1)
+    assert [m["body"] for m in await _receive(http, spec, "q")] == ["lasting"]
+
+
 async def test_v1_describes_only_the_original_settings(http: Http) -> None:
     await http.put("/v2/queues/dlq")
     await http.put("/v2/queues/q", json=DLQ_SETTINGS)
