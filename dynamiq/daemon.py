@@ -32,6 +32,7 @@ from dynamiq.config import Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
+from dynamiq.core.journal import LeaseJournal
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver
 from dynamiq.core.reporter import Reporter
@@ -136,7 +137,10 @@ def create_app(
     # With gossip, nothing is served until the cluster hands this node its slice.
     keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
     clock = clock or MonotonicClock()
-    queues = QueueService(store, catalog, clock, keyspace=keyspace, metrics=metrics)
+    journal = LeaseJournal(Path(settings.storage.path) / "journal", settings.core.name, clock)
+    queues = QueueService(
+        store, catalog, clock, keyspace=keyspace, metrics=metrics, journal=journal
+    )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000, clock)
     reporter = Reporter(
         queues,
@@ -172,6 +176,7 @@ def create_app(
         [
             _owned(None, store.close),  # exits last
             _owned(catalog.reload, None),
+            _owned(queues.replay_journals, None),  # counts a kill -9 left unstored
             _owned(None, peers.close if peers else None),
             _owned(lambda: membership.start(on_fatal or _log_fatal), membership.stop),
             _owned(_started(coordinator.start), coordinator.close),

@@ -39,6 +39,31 @@ def test_acknowledged_messages_survive_kill_9(node_factory: NodeFactory) -> None
     assert delivered[published[0]] == b"m0-0"
 
 
+def test_receive_counts_survive_kill_9_of_the_node_holding_the_leases(
+    node_factory: NodeFactory,
+) -> None:
+    # Given a queue without max_receives (deliveries write nothing to the store)
+    # whose 200 messages were all received once and are still leased
+    node = node_factory().start()
+    with Client(node.url) as client:
+        client.create_queue("plain")
+        client.publish("plain", [f"m{i}" for i in range(200)])
+        first = client.receive("plain", 100, visibility_timeout=300)
+        first += client.receive("plain", 100, visibility_timeout=300)
+    assert len(first) == 200 and {m.receive_count for m in first} == {1}
+    # When the node is killed and started again (its leases die with it)
+    node.signal(signal.SIGKILL)
+    node.wait()
+    node = node_factory(data=node.data).start()
+    # Then each message is delivered as received twice, first received when it was
+    with Client(node.url) as client:
+        again = client.receive("plain", 100) + client.receive("plain", 100)
+    assert sorted(m.id for m in again) == sorted(m.id for m in first)
+    assert {m.receive_count for m in again} == {2}
+    when = {m.id: m.first_received_ms for m in first}
+    assert all(m.first_received_ms == when[m.id] for m in again)
+
+
 def test_sigterm_finishes_long_polls_and_exits_cleanly(node_factory: NodeFactory) -> None:
     node = node_factory().start()
     with Client(node.url) as client:

@@ -5,10 +5,11 @@ decisions hang on it (``max_receives``, ``retry_backoff``) stores the raised
 count at every delivery, before the message is handed out: one write per
 receive batch, in the group commit of the node's other writes, so a crash, a
 restart or a handoff loses no receive. Other queues hand a message out with
-the stored count plus one and write nothing then: the count is written when
-the lease ends without a delete (a lapse or a release), and goes along when
-a lease is handed over; a node killed while holding a lease takes that one
-increment with it (its message was being delivered, not decided on).
+the stored count plus one and write nothing to the store then: the count is
+written when the lease ends without a delete (a lapse or a release), goes
+along when a lease is handed over, and is in the node's lease journal
+(``journal``) meanwhile, so that a node killed while holding the lease
+loses no receive.
 
 Dead letters: a message whose ``max_receives``-th lease ends without a
 delete is moved into the queue's dead-letter queue under a new id, with its
@@ -34,6 +35,7 @@ from collections.abc import Callable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
+from dynamiq.core.journal import LeaseJournal, store_counts
 from dynamiq.core.records import (
     Meta,
     delivered,
@@ -66,6 +68,7 @@ class Lifecycle:
         metrics: Metrics,
         new_ids: Callable[[int], list[int]],
         arrived: Callable[[str, Sequence[int]], None],
+        journal: LeaseJournal | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
@@ -73,6 +76,7 @@ class Lifecycle:
         self._metrics = metrics
         self._new_ids = new_ids  # ids due now, in this node's slice
         self._arrived = arrived  # (bucket, ids): messages moved into a queue
+        self.journal = journal  # counts handed out and not stored: a crash keeps them
 
     async def deliver(
         self, record: QueueRecord, state: QueueState, found: dict[int, bytes]
@@ -96,6 +100,9 @@ class Lifecycle:
             rows = [(m.id, with_meta(found[m.id], meta_of_message(m))) for m in counted]
             stored = await self._store.replace(record.uid, rows)
             counted = [m for m, ok in zip(counted, stored, strict=True) if ok]
+        elif counted and self.journal is not None:
+            delivery = [(m.id, m.receive_count, m.first_received_ms) for m in counted]
+            await self.journal.note(record.uid, state, delivery)
         counts = state.counts
         for m in counted:
             counts[m.id] = (m.receive_count, m.first_received_ms)
@@ -144,18 +151,8 @@ class Lifecycle:
         """Write the counts deliveries did not store, now that their leases ended."""
         if not ended:
             return
-        ids = [mid for mid, _ in ended]
         try:
-            records = await self._store.get(record.uid, ids)
-            rows: list[tuple[int, bytes]] = []
-            for (mid, (count, first)), raw in zip(ended, records, strict=True):
-                if raw is None:
-                    continue
-                stored = meta_of(raw)[1]
-                if stored.receive_count < count:
-                    rows.append((mid, with_meta(raw, _counted(stored, count, first))))
-            if rows:
-                await self._store.replace(record.uid, rows)
+            await store_counts(self._store, record.uid, [(m, c, f) for m, (c, f) in ended])
         except DynamiqError as exc:  # offered again all the same: a count may fall short
             log.warning("could not store the receive counts of %s: %s", record.name, exc)
 
@@ -263,10 +260,6 @@ def _sort(
         else:
             counted.append(m)
     return counted, dead, expired
-
-
-def _counted(meta: Meta, count: int, first_ms: int) -> Meta:
-    return Meta(count, meta.first_received_ms or first_ms, meta.expires_ms, meta.dead_letter)
 
 
 def _same(stored: bytes, ours: bytes) -> bool:

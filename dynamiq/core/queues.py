@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import replace
 
 from dynamiq.core.catalog import Catalog, QueueRecord
@@ -17,6 +17,7 @@ from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.expiry import Expiry
 from dynamiq.core.ids import EPOCH_US, SEQ_MASK, STRIPES, IdGenerator, stripes_within
+from dynamiq.core.journal import LeaseJournal
 from dynamiq.core.lifecycle import Lifecycle
 from dynamiq.core.outgoing import by_bucket, outgoing_rows, store_rows
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
@@ -48,6 +49,7 @@ class QueueService:
         ids: IdGenerator | None = None,
         keyspace: KeyRange | None = WHOLE,
         metrics: Metrics | None = None,
+        journal: LeaseJournal | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
@@ -61,7 +63,9 @@ class QueueService:
         self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
         self.set_keyspace(keyspace)
-        self._life = Lifecycle(store, catalog, clock, self._metrics, self.new_ids, self.arrived)
+        self._life = Lifecycle(
+            store, catalog, clock, self._metrics, self.new_ids, self.arrived, journal
+        )
         self._expiry = Expiry(store, catalog, clock, self._life)
 
     # -- the slice this node serves ------------------------------------------
@@ -107,18 +111,35 @@ class QueueService:
                 ]
         return out
 
-    def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
+    async def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
         """Hold ids leased by another node until their lease would end there."""
-        state = self._state(self._catalog.queue(queue))
+        record = self._catalog.queue(queue)
+        state = self._state(record)
         now = self._clock.now()
         for lease in leases:
             state.leases.acquire((lease.id,), now, lease.seconds_left)
             if lease.receive_count:
                 state.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
+        journal, counted = self._life.journal, [m for m in leases if m.receive_count]
+        if journal is not None and counted:  # this node holds their counts now
+            await journal.note(record.uid, state, [(m.id, *state.counts[m.id]) for m in counted])
 
     def drop_leases(self) -> int:
         """Forget every lease (this node was paused and others served its slice); return count."""
+        if self._life.journal is not None:
+            self._life.journal.restart()
         return sum(state.forget_leases() for state in self._states.values())
+
+    async def replay_journals(self, alive: Iterable[str] | None = None) -> int:
+        """Store the receive counts lease journals hold: this node's own of a previous
+        life (at start, ``alive`` None), or those of the nodes not ``alive`` (names),
+        before this node serves their slice. Return how many were stored."""
+        journal = self._life.journal
+        if journal is None:
+            return 0
+        if alive is None:
+            return await journal.replay_own(self._store)
+        return await journal.replay_others(self._store, alive)
 
     # -- publishing ----------------------------------------------------------
 
@@ -362,38 +383,26 @@ class QueueService:
         basic = QueueStats(depth, len(state.leases), len(state.partitions.partitions))
         if not detailed:
             return basic
-        now = self._clock.now()
         oldest_age, delayed = await waiting(self._store, record.uid, self._due_seq())
+        mine = state.local_stats(self._clock.now())
         return replace(
             basic,
             oldest_age=oldest_age,
-            publish_rate=state.published_per_s.rate(now),
-            receive_rate=state.received_per_s.rate(now),
-            delete_rate=state.deleted_per_s.rate(now),
+            publish_rate=mine.publish,
+            receive_rate=mine.receive,
+            delete_rate=mine.delete,
             delayed=delayed,
-            dead_lettered=state.moved_on["dead_lettered"],
-            expired=state.moved_on["expired"],
-            redriven=state.moved_on["redriven"],
+            dead_lettered=mine.dead_lettered,
+            expired=mine.expired,
+            redriven=mine.redriven,
         )
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue it has state for."""
         now = self._clock.now()
-        out: dict[str, LocalQueueStats] = {}
-        for name in names:
-            record = self._catalog.find(name)
-            state = self._states.get(record.uid) if record else None
-            if state is not None:
-                out[name] = LocalQueueStats(
-                    len(state.leases),
-                    state.published_per_s.rate(now),
-                    state.received_per_s.rate(now),
-                    state.deleted_per_s.rate(now),
-                    state.moved_on["dead_lettered"],
-                    state.moved_on["expired"],
-                    state.moved_on["redriven"],
-                )
-        return out
+        records = [(name, self._catalog.find(name)) for name in names]
+        states = [(name, self._states.get(r.uid)) for name, r in records if r is not None]
+        return {name: state.local_stats(now) for name, state in states if state is not None}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -429,6 +438,8 @@ class QueueService:
             record = self._catalog.find(state.name)
             if record and record.uid == uid and state.leases:
                 await self._offer_lapsed(record, state, state.leases.expire(now))
+        if self._life.journal is not None:
+            self._life.journal.tidy()
 
     async def sweep_loop(self) -> None:
         """Sweep every ``SWEEP_SECONDS`` until cancelled."""
@@ -454,7 +465,9 @@ class QueueService:
         """Drop the in-memory state of queues that no longer exist."""
         live = self._catalog.uids()
         for uid in [u for u in self._states if u not in live]:
-            self._states.pop(uid).notify()
+            gone = self._states.pop(uid)
+            gone.forget_leases()  # nothing left to journal either
+            gone.notify()
 
     async def report(self) -> None:
         """Report every queue's real depth and its messages in flight on this node."""
@@ -473,6 +486,8 @@ class QueueService:
         self._closing = True
         for state in self._states.values():
             state.notify()
+        if self._life.journal is not None:
+            self._life.journal.close()
 
     def _state(self, record: QueueRecord) -> QueueState:
         state = self._states.get(record.uid)

@@ -13,6 +13,7 @@ from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
+from dynamiq.models import LocalQueueStats
 
 __all__ = ["QueueState", "QueueStats"]
 
@@ -71,6 +72,19 @@ class QueueState:
         # Bumped by every notify: a receive that saw it move while it looked
         # looks again instead of waiting for a wake-up that already came.
         self.changes = 0
+
+    def local_stats(self, now: float) -> LocalQueueStats:
+        """What only this node knows of the queue: leases, rates, what it moved on."""
+        moved_on = self.moved_on
+        return LocalQueueStats(
+            len(self.leases),
+            self.published_per_s.rate(now),
+            self.received_per_s.rate(now),
+            self.deleted_per_s.rate(now),
+            moved_on["dead_lettered"],
+            moved_on["expired"],
+            moved_on["redriven"],
+        )
 
     def cursor(self, part: Partition, now: float) -> PartitionCursor:
         cursor = self.cursors.get(part.index)

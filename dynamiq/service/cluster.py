@@ -139,6 +139,8 @@ class Coordinator:
         if kept == target:
             return
         lo, hi = target
+        # Members gone without a handoff left their lease journals: their counts first.
+        await self._queues.replay_journals(m.name for m in self._membership.members())
         results = await asyncio.gather(*(self._take_over(m, lo, hi) for m in self.peers()))
         if all(results) and not self._changed.is_set():
             self._queues.set_keyspace(target)
@@ -163,7 +165,7 @@ class Coordinator:
                     # A queue this node does not know: deleted meanwhile, or
                     # created a moment ago (its leases are not kept then).
                     with contextlib.suppress(QueueNotFound):
-                        self._queues.import_leases(queue, held)
+                        await self._queues.import_leases(queue, held)
                 return True
             if time.monotonic() >= give_up:
                 log.warning(

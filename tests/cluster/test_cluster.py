@@ -382,3 +382,38 @@ def test_dead_letters_and_delays_made_through_one_node_show_through_every_other(
     # Whichever node moved it, every node counts it.
     for url in (n1, n2, n3):
         assert get(f"{url}/v2/queues/jobs/stats")["dead_lettered_total"] == 1
+
+
+def _receive_all(client: Client, queue: str, count: int, timeout: float) -> list[Any]:
+    """Receive (leases of 300 s) through ``client`` until ``count`` messages came."""
+    got: list[Any] = []
+
+    def check() -> bool:
+        got.extend(client.receive(queue, 100, wait_seconds=0.2, visibility_timeout=300))
+        return len(got) >= count
+
+    until(check, timeout)
+    return got
+
+
+def test_receive_counts_survive_kill_9_of_the_node_holding_the_leases(
+    cluster: LocalCluster,
+) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as one:
+        one.create_queue("plain")  # no max_receives: a delivery writes nothing to the store
+        with Client(n2) as two, Client(n3) as three:
+            until(lambda: _has_queue(two, "plain") and _has_queue(three, "plain"), 2.0)
+        published = one.publish("plain", [f"m{i}" for i in range(100)])
+        first = _receive_all(one, "plain", 100, 5.0)
+    assert sorted(m.id for m in first) == sorted(published)
+    assert {m.receive_count for m in first} == {1}
+    # The node holding the leases dies; the others take its slice over.
+    victim = cluster.nodes["n1"]
+    victim.signal(signal.SIGKILL)
+    victim.wait()
+    until(lambda: covered_by(cluster, ["n2", "n3"]), 10.0, step=0.05)
+    with Client(n2) as two:
+        again = _receive_all(two, "plain", 100, 10.0)
+    assert sorted(m.id for m in again) == sorted(published)
+    assert {m.receive_count for m in again} == {2}

@@ -1,0 +1,94 @@
+"""The lease journal on a real LMDB store with a fake clock: what it keeps, when it
+lets go, and what a replay stores."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.journal import SEGMENT_SECONDS, LeaseJournal, read
+from dynamiq.core.queues import QueueService
+from dynamiq.storage.lmdb import LmdbBackend
+
+
+async def _node(
+    store: LmdbBackend, clock: FakeClock, directory: Path, name: str
+) -> tuple[QueueService, LeaseJournal]:
+    catalog = Catalog(store)
+    await catalog.reload()
+    if catalog.find("q") is None:
+        await catalog.create_queue("q")
+    journal = LeaseJournal(directory, name, clock)
+    return QueueService(store, catalog, clock, journal=journal), journal
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(p.name.split(".")[0] for p in directory.glob("*.journal"))
+
+
+async def _files_in(directory: Path) -> list[str]:
+    """The nodes whose journal files are in ``directory`` (read off the event loop)."""
+    return await asyncio.to_thread(_files, directory)
+
+
+async def _only(directory: Path) -> Path:
+    (path,) = await asyncio.to_thread(lambda: list(directory.glob("*.journal")))
+    return path
+
+
+async def test_a_segment_goes_once_its_leases_are_settled(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    queues, journal = await _node(store, fake_clock, tmp_path / "j", "n1")
+    await queues.publish("q", [b"deleted", b"held"])
+    got = await queues.receive("q", 2, visibility_timeout=60)
+    assert [m.receive_count for m in got] == [1, 1]
+    path = await _only(tmp_path / "j")
+    assert [sorted(mid for mid, _, _ in d) for _, d in await asyncio.to_thread(read, path)] == [
+        sorted(m.id for m in got)
+    ]
+    await queues.delete("q", [got[0].id])
+    fake_clock.advance(SEGMENT_SECONDS)
+    await queues.sweep()  # closes the segment; one of its leases is still held
+    assert await _files_in(tmp_path / "j") == ["n1"]
+    fake_clock.advance(60)
+    await queues.sweep()  # the lease lapsed and its count was stored: nothing left to keep
+    journal.close()
+    assert await _files_in(tmp_path / "j") == []
+    assert (await queues.peek("q", got[1].id)).receive_count == 1
+
+
+async def test_a_replay_stores_the_counts_of_nodes_gone_and_only_those(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    directory = tmp_path / "j"
+    dead, dead_journal = await _node(store, fake_clock, directory, "10.0.0.1:7946")
+    ids = await dead.publish("q", [b"a", b"b"])
+    await dead.receive("q", 2)
+    await dead.receive("q", 2)  # nothing more: both are leased
+    dead_journal.close()  # (the writes are done; the node is killed, not stopped)
+    survivor, _ = await _node(store, fake_clock, directory, "10.0.0.2:7946")
+    assert await survivor.replay_journals(["10.0.0.1:7946", "10.0.0.2:7946"]) == 0
+    assert [(await survivor.peek("q", mid)).receive_count for mid in ids] == [0, 0]
+    assert await survivor.replay_journals(["10.0.0.2:7946"]) == 2
+    assert [(await survivor.peek("q", mid)).receive_count for mid in ids] == [1, 1]
+    assert await _files_in(directory) == []  # replayed: its files are gone
+
+
+async def test_an_entry_cut_short_by_the_crash_is_left_out(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    queues, journal = await _node(store, fake_clock, tmp_path / "j", "n1")
+    (mid,) = await queues.publish("q", [b"m"])
+    await queues.receive("q", 1)
+    journal.close()
+    path = await _only(tmp_path / "j")
+    whole = await asyncio.to_thread(path.read_bytes)
+    # A second entry, half written when the node was killed:
+    await asyncio.to_thread(path.write_bytes, whole + whole[: len(whole) // 2])
+    assert len(await asyncio.to_thread(read, path)) == 1
+    restarted, _ = await _node(store, fake_clock, tmp_path / "j", "n1")
+    assert await restarted.replay_journals() == 1
+    assert (await restarted.peek("q", mid)).receive_count == 1
