@@ -102,7 +102,7 @@ class Lifecycle:
             counted = [m for m, ok in zip(counted, stored, strict=True) if ok]
         elif counted and self.journal is not None:
             delivery = [(m.id, m.receive_count, m.first_received_ms) for m in counted]
-            await self.journal.note(record.uid, state, delivery)
+            self.journal.note(record.uid, state, delivery)
         counts = state.counts
         for m in counted:
             counts[m.id] = (m.receive_count, m.first_received_ms)

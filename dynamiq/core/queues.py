@@ -111,7 +111,7 @@ class QueueService:
                 ]
         return out
 
-    async def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
+    def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
         """Hold ids leased by another node until their lease would end there."""
         record = self._catalog.queue(queue)
         state = self._state(record)
@@ -122,7 +122,7 @@ class QueueService:
                 state.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
         journal, counted = self._life.journal, [m for m in leases if m.receive_count]
         if journal is not None and counted:  # this node holds their counts now
-            await journal.note(record.uid, state, [(m.id, *state.counts[m.id]) for m in counted])
+            journal.note(record.uid, state, [(m.id, *state.counts[m.id]) for m in counted])
 
     def drop_leases(self) -> int:
         """Forget every lease (this node was paused and others served its slice); return count."""

@@ -165,7 +165,7 @@ class Coordinator:
                     # A queue this node does not know: deleted meanwhile, or
                     # created a moment ago (its leases are not kept then).
                     with contextlib.suppress(QueueNotFound):
-                        await self._queues.import_leases(queue, held)
+                        self._queues.import_leases(queue, held)
                 return True
             if time.monotonic() >= give_up:
                 log.warning(

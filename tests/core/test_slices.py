@@ -64,7 +64,7 @@ async def test_leases_handed_over_keep_a_message_from_a_second_lease(
     handed = low.export_leases(0, HALF - 1)
     at = leased[0].first_received_ms
     assert handed == {"q": [HeldLease(m.id, 20.0, 1, at) for m in leased]}
-    await high.import_leases("q", handed["q"])
+    high.import_leases("q", handed["q"])
     high.set_keyspace((0, ID_MAX))
     got = await high.receive("q", 10)
     assert [m.id for m in got] == ids[2:]  # the leased two stay invisible
