@@ -124,7 +124,8 @@ class StatsSettings:
 class StorageSettings:
     """``[storage]``: which store holds messages and configuration.
 
-    ``path`` and ``mapsize`` are for ``lmdb``; ``url`` and ``waitreplicas``
+    ``path`` and ``mapsize`` are for ``lmdb`` (every backend keeps the node's
+    lease journal in ``path``/journal); ``url`` and ``waitreplicas``
     (replicas that must acknowledge each write) for ``redis``; ``timeout``
     (seconds a store call may take, waiting for a connection included) for
     ``riak``.
