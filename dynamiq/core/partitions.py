@@ -126,6 +126,12 @@ class PartitionSet:
             )
             self._empty_until[i] = 0.0 if found else hint
 
+    def next_hint_end(self, now: float) -> float | None:
+        """When the first empty hint still running ends (a delayed message comes due,
+        or the partition is worth a look again); None when none runs."""
+        running = [until for until in self._empty_until if until > now]
+        return min(running) if running else None
+
     def wake(self, ids: Iterable[int]) -> None:
         """Forget the empty hints of the partitions holding ``ids``."""
         first, owner = stripe_of(self._parts[0].lo), self._owner

@@ -224,7 +224,7 @@ class QueueService:
             return out
         tried: set[int] = set()
         if state.next_due is not None and state.next_due <= now:
-            state.next_due = None  # passed: this walk finds the next
+            state.next_due = state.partitions.next_hint_end(now)  # passed: what ends next
         while len(out) < want:
             part = state.partitions.acquire(now, skip=tried)
             if part is None:

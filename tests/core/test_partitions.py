@@ -65,6 +65,25 @@ def test_an_empty_partition_is_skipped_until_woken_or_its_hint_expires(
     assert parts.acquire(fake_clock.now()) is not None
 
 
+def test_the_next_hint_end_is_when_a_skipped_partition_is_worth_a_look(
+    fake_clock: FakeClock,
+) -> None:
+    # A receive that skips every hinted partition must still wake when the first
+    # hint ends: a delayed message comes due in that partition then.
+    parts = PartitionSet(0, ID_MAX, _settings(min_partitions=2, max_partitions=2), fake_clock.now())
+    assert parts.next_hint_end(fake_clock.now()) is None
+    now = fake_clock.now()
+    a, b = parts.acquire(now), parts.acquire(now)
+    assert a is not None and b is not None
+    parts.release(a, now, found=False, due_at=now + 0.2)  # its next message is due then
+    parts.release(b, now, found=False)  # nothing in it: the usual hint
+    assert parts.next_hint_end(now) == now + 0.2
+    fake_clock.advance(0.2)
+    assert parts.next_hint_end(fake_clock.now()) == now + EMPTY_HINT_SECONDS
+    fake_clock.advance(EMPTY_HINT_SECONDS)
+    assert parts.next_hint_end(fake_clock.now()) is None
+
+
 def test_a_partition_opens_when_all_are_busy_up_to_the_maximum(fake_clock: FakeClock) -> None:
     parts = PartitionSet(0, ID_MAX, _settings(min_partitions=1, max_partitions=3), fake_clock.now())
     held = [parts.acquire(fake_clock.now()) for _ in range(4)]
