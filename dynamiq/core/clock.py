@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Protocol
 
@@ -23,6 +25,10 @@ class Clock(Protocol):
         """Return microseconds since the Unix epoch (message ids and due times)."""
         ...
 
+    async def sleep(self, seconds: float, wake: asyncio.Future[None]) -> None:
+        """Wait ``seconds``, or less if ``wake`` completes first."""
+        ...
+
 
 class MonotonicClock:
     """The real clock."""
@@ -39,6 +45,11 @@ class MonotonicClock:
         """Return microseconds since the Unix epoch."""
         return time.time_ns() // 1000
 
+    async def sleep(self, seconds: float, wake: asyncio.Future[None]) -> None:
+        """Wait ``seconds``, or less if ``wake`` completes first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake, seconds)
+
 
 # Where a fake clock's wall time starts: 2026-01-01T00:00:00Z (message ids
 # count microseconds from 2020, so a fake wall clock must be later than that).
@@ -46,11 +57,18 @@ FAKE_WALL_START_US = 1_767_225_600_000_000
 
 
 class FakeClock:
-    """A clock that moves only when told to; its wall time moves with it."""
+    """A clock that moves only when told to; its wall time moves with it.
 
-    def __init__(self, start: float = 1000.0) -> None:
+    Its ``sleep`` waits in real time, as the real clock's does, unless it
+    ``jumps``: then a sleep nothing wakes at once moves the clock forward by
+    its length instead, so a long poll runs in fake time and a test reads
+    exactly when it would have woken.
+    """
+
+    def __init__(self, start: float = 1000.0, jumps: bool = False) -> None:
         self.t = start
         self._start = start
+        self._jumps = jumps
 
     def now(self) -> float:
         """Return the fake monotonic time."""
@@ -67,3 +85,13 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         """Move time forward."""
         self.t += seconds
+
+    async def sleep(self, seconds: float, wake: asyncio.Future[None]) -> None:
+        """Wait ``seconds`` (real or, when the clock jumps, fake), or less if
+        ``wake`` completes first."""
+        if not self._jumps:
+            await MonotonicClock().sleep(seconds, wake)
+            return
+        await asyncio.sleep(0)  # whatever is ready to wake the sleeper runs first
+        if not wake.done():
+            self.advance(seconds)

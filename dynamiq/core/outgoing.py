@@ -43,10 +43,10 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
                 continue
             m = Outgoing(m)
         delay = settings.delay_seconds if m.delay_seconds is None else m.delay_seconds
-        expires = now_ms + int(m.ttl_seconds * 1e3) if m.ttl_seconds else 0
+        expires = now_ms + round(m.ttl_seconds * 1e3) if m.ttl_seconds else 0
         meta = Meta(expires_ms=expires) if expires else NO_META
         out.rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
-        out.due.append(now_us + int(delay * 1e6) if delay > 0 else 0)
+        out.due.append(now_us + round(delay * 1e6) if delay > 0 else 0)
         out.expires.append(expires)
     return out
 

@@ -201,7 +201,7 @@ class QueueService:
             for then in (state.leases.next_deadline(), state.next_due):
                 if then is not None:
                     pause = min(pause, max(0.0, then - now))
-            await state.wait(pause)
+            await state.wait(pause, self._clock)
 
     def _count_delivery(
         self, queue: str, state: QueueState, got: list[Message], asked: int

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
@@ -130,11 +130,11 @@ class QueueState:
                 waiter.set_result(None)
         self.waiters.clear()
 
-    async def wait(self, seconds: float) -> None:
-        waiter = asyncio.get_running_loop().create_future()
+    async def wait(self, seconds: float, clock: Clock) -> None:
+        """Wait on ``clock`` for ``seconds``, or less if the queue changes first."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiters.add(waiter)
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter, seconds)
+            await clock.sleep(seconds, waiter)
         finally:
             self.waiters.discard(waiter)
