@@ -36,6 +36,7 @@ from dynamiq.core.journal import LeaseJournal
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver
 from dynamiq.core.reporter import Reporter
+from dynamiq.core.topics import TopicService
 from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.metrics.prometheus import PrometheusMetrics
@@ -163,7 +164,10 @@ def create_app(
         queues.count_redriven,
         queues.arrived,
     )
-    node = Node(catalog, queues, coordinator, membership, janitor, settings.limits, redriver)
+    topics = TopicService(catalog, queues, metrics)
+    node = Node(
+        catalog, queues, topics, coordinator, membership, janitor, settings.limits, redriver
+    )
     services = Services(node, metrics, prometheus.render, reporter.report_queues, token)
     app = build_app(services, settings.limits.maxbodybytes)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
@@ -13,6 +14,8 @@ from dynamiq.keyspace import ID_MAX
 
 __all__ = [
     "NAME_PATTERN",
+    "AttributeValue",
+    "Attributes",
     "DeadLetter",
     "HeldLease",
     "LocalQueueStats",
@@ -20,6 +23,7 @@ __all__ = [
     "Outgoing",
     "QueueSettings",
     "RetryBackoff",
+    "attributes_size",
     "parse_id",
     "validate_name",
 ]
@@ -32,6 +36,9 @@ MAX_PARTITION_AGE = float(10**9)
 MAX_RECEIVES_LIMIT = 1000
 MAX_DELAY_SECONDS = 12 * 3600.0  # a node's limits.maxdelayseconds is at most this
 MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
+MAX_ATTRIBUTES = 16
+ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+MAX_ROUTING_KEY = 255
 
 
 def _at_most(limit: int) -> str:
@@ -221,6 +228,46 @@ class DeadLetter(msgspec.Struct, frozen=True, array_like=True):
     dead_lettered_ms: int
 
 
+# What a producer attaches to a message: text, numbers, or bytes (base64 on the wire).
+AttributeValue = str | int | float | bytes
+# Stored and carried as msgpack, which tells text from bytes itself (a typed
+# decoder cannot: it takes one string-like type per union).
+Attributes = dict[str, Any]
+
+
+def attributes_size(attributes: Attributes | None) -> int:
+    """Check a message's attributes; return their size (names and values, in bytes),
+    which counts toward the message's size.
+
+    Raises:
+        Invalid: more than ``MAX_ATTRIBUTES``, a bad name, or a value that is
+            not text, a finite number or bytes.
+    """
+    if not attributes:
+        return 0
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise Invalid(f"at most {MAX_ATTRIBUTES} attributes per message", "attributes")
+    size = 0
+    for name, value in attributes.items():
+        field = f"attributes.{name[:128]}"
+        if not ATTRIBUTE_NAME.fullmatch(name):
+            rule = "attribute names are 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'"
+            raise Invalid(f"{field}: {rule}", field)
+        if isinstance(value, str):
+            size += len(value.encode())
+        elif isinstance(value, bytes):
+            size += len(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise Invalid(f"{field}: attribute numbers must be finite", field)
+            size += len(repr(value))
+        else:
+            rule = 'attribute values are strings, numbers or {"base64": "..."}'
+            raise Invalid(f"{field}: {rule}", field)
+        size += len(name)
+    return size
+
+
 class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """A message as a consumer sees it.
 
@@ -229,6 +276,7 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ``receive_count`` counts its leases, this one included (0 in a peek of a
     message never received); ``first_received_ms`` is 0 until its first;
     ``expires_ms`` is 0 for a message without a time to live of its own.
+    ``attributes`` and ``routing_key`` are what its producer attached.
     """
 
     id: int
@@ -238,6 +286,8 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     first_received_ms: int = 0
     dead_letter: DeadLetter | None = None
     expires_ms: int = 0
+    attributes: Attributes | None = None
+    routing_key: str | None = None
 
 
 class Outgoing(msgspec.Struct, frozen=True):
@@ -245,11 +295,15 @@ class Outgoing(msgspec.Struct, frozen=True):
 
     ``delay_seconds`` None means the queue's ``delay_seconds``; ``ttl_seconds``
     None means it does not expire (its queue's retention still applies).
+    ``attributes`` travel with it; a topic routes it by ``routing_key`` and
+    its attributes.
     """
 
     body: bytes
     delay_seconds: float | None = None
     ttl_seconds: float | None = None
+    attributes: Attributes | None = None
+    routing_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

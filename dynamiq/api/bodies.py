@@ -11,9 +11,15 @@ from typing import Any, TypeVar
 import msgspec
 from aiohttp import web
 
-from dynamiq.api.schemas import DeadLetterNote, Encoding, OutgoingMessage, ReceivedMessage
+from dynamiq.api.schemas import (
+    AttributeBytes,
+    DeadLetterNote,
+    Encoding,
+    OutgoingMessage,
+    ReceivedMessage,
+)
 from dynamiq.errors import BadRequest, Invalid
-from dynamiq.models import Message, Outgoing
+from dynamiq.models import Attributes, AttributeValue, Message, Outgoing
 
 __all__ = ["decode_body", "encode_message", "iso_time", "json_response", "outgoing", "read_json"]
 
@@ -60,24 +66,58 @@ def decode_body(message: OutgoingMessage) -> bytes:
     """Return the bytes of a message to publish, per its encoding."""
     if message.encoding == "utf-8":
         return message.body.encode()
+    return _unbase64(message.body, "a body with encoding base64", "body")
+
+
+def _unbase64(text: str, what: str, field: str) -> bytes:
     try:
-        return base64.b64decode(message.body, validate=True)
+        return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise Invalid("a body with encoding base64 is not valid base64", field="body") from None
+        raise Invalid(f"{what} is not valid base64", field=field) from None
 
 
 def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
-    """Return what to publish: the body alone, or with the delay and expiry it asks for."""
+    """Return what to publish: the body alone, or with what else it asks for."""
     body = decode_body(message)
-    if message.delay_seconds is None and message.ttl_seconds is None:
+    if (
+        message.delay_seconds is None
+        and message.ttl_seconds is None
+        and message.attributes is None
+        and message.routing_key is None
+    ):
         return body
-    return Outgoing(body, message.delay_seconds, message.ttl_seconds)
+    attributes = None
+    if message.attributes:
+        attributes = {
+            name: _unbase64(v.base64, f"attributes.{name}", f"attributes.{name}")
+            if isinstance(v, AttributeBytes)
+            else v
+            for name, v in message.attributes.items()
+        }
+    return Outgoing(
+        body, message.delay_seconds, message.ttl_seconds, attributes, message.routing_key
+    )
+
+
+def _wire_attributes(
+    attributes: Attributes | None,
+) -> dict[str, str | int | float | AttributeBytes] | None:
+    if not attributes:
+        return None
+    return {name: _wire_value(v) for name, v in attributes.items()}
+
+
+def _wire_value(value: AttributeValue) -> str | int | float | AttributeBytes:
+    if isinstance(value, bytes):
+        return AttributeBytes(base64.b64encode(value).decode())
+    return value
 
 
 def encode_message(message: Message, force_base64: bool = False) -> ReceivedMessage:
     """Return a message for the wire: UTF-8 text when it is, base64 otherwise."""
     body, encoding = _text(message.body, force_base64)
-    if not message.receive_count and message.dead_letter is None:
+    bare = message.dead_letter is None and message.routing_key is None
+    if bare and not (message.receive_count or message.attributes):
         return ReceivedMessage(str(message.id), body, encoding, message.published_ms)
     first = message.first_received_ms
     note = message.dead_letter
@@ -93,6 +133,8 @@ def encode_message(message: Message, force_base64: bool = False) -> ReceivedMess
         else DeadLetterNote(
             note.source_queue, note.reason, note.receive_count, iso_time(note.dead_lettered_ms)
         ),
+        _wire_attributes(message.attributes),
+        message.routing_key,
     )
 
 

@@ -7,22 +7,27 @@ JSON numbers carry exactly in many languages. Bodies travel as UTF-8 text
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from dynamiq.models import (
+    ATTRIBUTE_NAME,
+    MAX_ATTRIBUTES,
     MAX_DELAY_SECONDS,
     MAX_PARTITION_AGE,
     MAX_PARTITIONS_LIMIT,
     MAX_RECEIVES_LIMIT,
     MAX_RETENTION_SECONDS,
+    MAX_ROUTING_KEY,
     MAX_VISIBILITY_TIMEOUT,
     DeadLetterReason,
 )
 
 __all__ = [
     "CLEARABLE_SETTINGS",
+    "AttributeBytes",
+    "AttributesBody",
     "DeadLetterNote",
     "DeleteRequest",
     "DeleteResponse",
@@ -40,6 +45,8 @@ __all__ = [
     "ReceivedMessage",
     "RedriveRequest",
     "RetryBackoffBody",
+    "SubscriptionBody",
+    "SubscriptionInfo",
     "TopicInfo",
     "TopicList",
     "TopicPublishResponse",
@@ -63,6 +70,32 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Base of request bodies: unknown fields are an error, not silently ignored."""
 
 
+class AttributeBytes(_Body):
+    """An attribute value that is bytes, as base64."""
+
+    base64: str
+
+
+AttributeName = Annotated[
+    str, msgspec.Meta(pattern=ATTRIBUTE_NAME.pattern, description="1-128 of A-Z a-z 0-9 _ . -")
+]
+AttributesBody = Annotated[
+    dict[AttributeName, str | int | float | AttributeBytes],
+    msgspec.Meta(
+        max_length=MAX_ATTRIBUTES,
+        description="what the producer attaches: strings, numbers, or bytes as base64; "
+        "their size counts toward limits.maxbodybytes",
+    ),
+]
+RoutingKey = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=MAX_ROUTING_KEY,
+        description="dot-separated words; a topic's subscription patterns match it",
+    ),
+]
+
+
 class OutgoingMessage(_Body):
     """One message to publish."""
 
@@ -70,6 +103,8 @@ class OutgoingMessage(_Body):
     encoding: Encoding = "utf-8"
     delay_seconds: DelaySeconds | None = None  # null: the queue's delay_seconds
     ttl_seconds: LifeSeconds | None = None  # null: no expiry of its own
+    attributes: AttributesBody | None = None
+    routing_key: RoutingKey | None = None
 
 
 class PublishRequest(_Body):
@@ -85,9 +120,10 @@ class PublishResponse(msgspec.Struct):
 
 
 class TopicPublishResponse(msgspec.Struct):
-    """Per subscribed queue, the ids of its copies, in request order."""
+    """Per subscribed queue that took any message, the ids of its copies in request
+    order: null for a message its subscription did not take."""
 
-    ids: dict[str, list[str]]
+    ids: dict[str, list[str | None]]
 
 
 class ReceiveRequest(_Body):
@@ -123,6 +159,8 @@ class ReceivedMessage(msgspec.Struct, omit_defaults=True):
     receive_count: int = 0
     first_received_at: Timestamp | None = None
     dead_letter: DeadLetterNote | None = None
+    attributes: AttributesBody | None = None
+    routing_key: str | None = None
 
 
 class ReceiveResponse(msgspec.Struct):
@@ -241,11 +279,29 @@ class QueueList(msgspec.Struct):
     queues: list[str]
 
 
+class SubscriptionBody(_Body):
+    """What a subscription takes of its topic's messages: those whose routing key fits
+    ``pattern`` (AMQP topic rules: ``*`` one word, ``#`` zero or more) and whose
+    attributes pass ``filter`` (an SNS-style filter policy). Neither: everything."""
+
+    pattern: RoutingKey | None = None
+    filter: dict[str, Any] | None = None
+
+
+class SubscriptionInfo(msgspec.Struct, omit_defaults=True):
+    """A queue's subscription, with its pattern and filter when it has them."""
+
+    queue: str
+    pattern: str | None = None
+    filter: dict[str, Any] | None = None
+
+
 class TopicInfo(msgspec.Struct):
-    """A topic and its subscribed queues, sorted."""
+    """A topic and its subscribed queues, sorted, with what each takes."""
 
     name: str
     queues: list[str]
+    subscriptions: list[SubscriptionInfo]
 
 
 class TopicList(msgspec.Struct):

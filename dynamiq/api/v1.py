@@ -84,23 +84,24 @@ async def subscribe(request: web.Request) -> web.Response:
     """Subscribe a queue; both must exist (422 otherwise, as the original)."""
     topic, queue = request.match_info["topic"], request.match_info["queue"]
     try:
-        subscribers = await node(request).subscribe(topic, queue)
+        subscriptions = await node(request).subscribe(topic, queue, keep=True)
     except NotFound as exc:
         kind, name = ("Queue", queue) if isinstance(exc, QueueNotFound) else ("Topic", topic)
         raise Invalid(f"{kind} {name} does not exist. Please create it first.") from None
-    return json_response({"Queues": subscribers})
+    return json_response({"Queues": [sub.queue for sub in subscriptions]})
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue; return the remaining subscribers."""
     topic, queue = request.match_info["topic"], request.match_info["queue"]
-    return json_response({"Queues": await node(request).unsubscribe(topic, queue)})
+    remaining = await node(request).unsubscribe(topic, queue)
+    return json_response({"Queues": [sub.queue for sub in remaining]})
 
 
 async def publish_topic(request: web.Request) -> web.Response:
-    """Publish the raw body to every subscriber: ``{queue: id}``."""
+    """Publish the raw body to every subscriber that takes it: ``{queue: id}``."""
     ids = await node(request).publish_topic(request.match_info["topic"], [await request.read()])
-    return json_response({queue: str(mids[0]) for queue, mids in ids.items()})
+    return json_response({queue: str(mid) for queue, (mid,) in ids.items()})
 
 
 # -- queues -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dynamiq.api.bodies import encode_message, json_response, outgoing, read_jso
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
+from dynamiq.core.routing import Subscription
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service import reports
 from dynamiq.service.reports import QueueView, RedriveView
@@ -201,17 +202,22 @@ async def list_topics(request: web.Request) -> web.Response:
     return json_response(s.TopicList(node(request).topic_names()))
 
 
+def _topic(name: str, subscriptions: list[Subscription]) -> s.TopicInfo:
+    listed = [msgspec.convert(sub.to_dict(), s.SubscriptionInfo) for sub in subscriptions]
+    return s.TopicInfo(name, [sub.queue for sub in subscriptions], listed)
+
+
 async def create_topic(request: web.Request) -> web.Response:
     """Create a topic: 201, or 409 when it exists."""
     name = request.match_info["topic"]
     await node(request).create_topic(name)
-    return json_response(s.TopicInfo(name, []), status=201)
+    return json_response(_topic(name, []), status=201)
 
 
 async def get_topic(request: web.Request) -> web.Response:
-    """Return a topic and its subscribers."""
+    """Return a topic and its subscriptions."""
     name = request.match_info["topic"]
-    return json_response(s.TopicInfo(name, node(request).subscribers(name)))
+    return json_response(_topic(name, node(request).subscriptions(name)))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
@@ -221,23 +227,31 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 
 async def subscribe(request: web.Request) -> web.Response:
-    """Subscribe a queue to a topic (idempotent)."""
-    topic, queue = request.match_info["topic"], request.match_info["queue"]
-    return json_response(s.TopicInfo(topic, await node(request).subscribe(topic, queue)))
+    """Subscribe a queue to a topic, or change what it takes (idempotent)."""
+    topic = request.match_info["topic"]
+    node(request).subscribers(topic)  # 404s before the body is read
+    queue = queue_param(request)
+    body = await read_json(request, s.SubscriptionBody, optional=True)
+    subscriptions = await node(request).subscribe(topic, queue, body.pattern, body.filter)
+    return json_response(_topic(topic, subscriptions))
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue (idempotent)."""
     topic, queue = request.match_info["topic"], request.match_info["queue"]
-    return json_response(s.TopicInfo(topic, await node(request).unsubscribe(topic, queue)))
+    return json_response(_topic(topic, await node(request).unsubscribe(topic, queue)))
 
 
 async def publish_topic(request: web.Request) -> web.Response:
-    """Publish a batch to every subscriber; ids per queue."""
+    """Publish a batch to the subscribers that take each message; ids per queue."""
     name = request.match_info["topic"]
     node(request).subscribers(name)
     ids = await node(request).publish_topic(name, await _outgoing(request))
-    return json_response(s.TopicPublishResponse({q: [str(i) for i in v] for q, v in ids.items()}))
+    return json_response(
+        s.TopicPublishResponse(
+            {q: [None if i is None else str(i) for i in v] for q, v in ids.items()}
+        )
+    )
 
 
 _MAX = Param("max", {"type": "integer", "minimum": 1, "default": 10}, at_most_batch=True)
@@ -332,7 +346,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", T, get_topic, "Describe a topic", response=s.TopicInfo),
     Route("DELETE", T, delete_topic, "Delete a topic"),
     Route(
-        "PUT", f"{T}/subscriptions/{{queue}}", subscribe, "Subscribe a queue", response=s.TopicInfo
+        "PUT",
+        f"{T}/subscriptions/{{queue}}",
+        subscribe,
+        "Subscribe a queue, with what it takes",
+        s.SubscriptionBody,
+        s.TopicInfo,
+        body_required=False,
     ),
     Route(
         "DELETE",
@@ -345,7 +365,7 @@ ROUTES: tuple[Route, ...] = (
         "POST",
         f"{T}/messages",
         publish_topic,
-        "Publish to every subscribed queue",
+        "Publish to the subscribed queues that take each message",
         s.PublishRequest,
         s.TopicPublishResponse,
     ),

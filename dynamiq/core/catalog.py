@@ -2,9 +2,10 @@
 
 Store layout (``meta`` keys): ``q/<queue>`` holds the queue's settings and the
 uid of its message bucket; ``t/<topic>`` marks a topic; ``s/<topic>/<queue>``
-marks a subscription; ``drop/<uid>`` marks a bucket whose deletion is under
-way. A queue re-created under an old name gets a new uid, so it starts empty
-even while the old bucket is still being dropped.
+holds a subscription (its pattern and filter; empty when it takes everything);
+``drop/<uid>`` marks a bucket whose deletion is under way. A queue re-created
+under an old name gets a new uid, so it starts empty even while the old bucket
+is still being dropped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from dynamiq.core.routing import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
     QueueExists,
@@ -81,7 +83,7 @@ class Catalog:
     def __init__(self, store: StorageBackend) -> None:
         self._store = store
         self._queues: dict[str, QueueRecord] = {}
-        self._topics: dict[str, frozenset[str]] = {}
+        self._topics: dict[str, Topic] = {}
         # Bumped by every change made here, before it reaches the store: a
         # reload whose read raced with a change must not put back what the
         # change replaced (the next reload will see both).
@@ -106,12 +108,12 @@ class Catalog:
         """Return every queue name, sorted."""
         return sorted(self._queues)
 
-    def topic(self, name: str) -> list[str]:
-        """Return a topic's subscribed queues, sorted, or raise ``TopicNotFound``."""
-        subscribers = self._topics.get(name)
-        if subscribers is None:
+    def topic(self, name: str) -> Topic:
+        """Return a topic (its subscriptions), or raise ``TopicNotFound``."""
+        topic = self._topics.get(name)
+        if topic is None:
             raise TopicNotFound(name)
-        return sorted(subscribers)
+        return topic
 
     def topics(self) -> list[str]:
         """Return every topic name, sorted."""
@@ -149,20 +151,20 @@ class Catalog:
         if changes != self._changes:
             return False
         queues: dict[str, QueueRecord] = {}
-        topics: dict[str, set[str]] = {}
+        topics: dict[str, list[Subscription]] = {}
         for key, raw in entries.items():
             kind, _, rest = key.partition("/")
             if kind == "q":
                 queues[rest] = _decode_queue(rest, raw)
             elif kind == "t":
-                topics.setdefault(rest, set())
-        for key in entries:
+                topics.setdefault(rest, [])
+        for key, raw in entries.items():
             kind, _, rest = key.partition("/")
             topic, _, queue = rest.partition("/")
             if kind == "s" and topic in topics and queue in queues:
-                topics[topic].add(queue)
+                topics[topic].append(Subscription.decode(queue, raw))
         self._queues = queues
-        self._topics = {t: frozenset(q) for t, q in topics.items()}
+        self._topics = {t: Topic(subs) for t, subs in topics.items()}
         return True
 
     async def pending_drops(self, now_ms: int) -> list[str]:
@@ -215,10 +217,10 @@ class Catalog:
         if users:
             raise QueueInUse(name, users)
         await self._store.meta_put({f"drop/{record.uid}": b""})
-        subs = [f"s/{t}/{name}" for t, queues in self._topics.items() if name in queues]
+        subs = [f"s/{t}/{name}" for t, topic in self._topics.items() if name in topic.subscriptions]
         await self._store.meta_delete([f"q/{name}", *subs])
         self._queues.pop(name, None)
-        self._topics = {t: q - {name} for t, q in self._topics.items()}
+        self._topics = {t: topic.without(name) for t, topic in self._topics.items()}
         return record.uid
 
     @_change
@@ -245,32 +247,32 @@ class Catalog:
         validate_name("topic", name)
         if not await self._store.meta_create(f"t/{name}", b"{}"):
             raise TopicExists(name)
-        self._topics[name] = frozenset()
+        self._topics[name] = Topic()
 
     @_change
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its subscriptions (not the queues)."""
-        subscribers = self.topic(name)
+        subscribers = self.topic(name).queues()
         await self._store.meta_delete([f"t/{name}", *(f"s/{name}/{q}" for q in subscribers)])
         self._topics.pop(name, None)
 
     @_change
-    async def subscribe(self, topic: str, queue: str) -> list[str]:
-        """Subscribe a queue to a topic (idempotent); return the subscribers."""
-        subscribers = self._topics.get(topic)
-        if subscribers is None:
-            raise TopicNotFound(topic)
+    async def subscribe(
+        self, topic: str, queue: str, pattern: object = None, filter_policy: object = None
+    ) -> Topic:
+        """Subscribe a queue to a topic, or change what it takes (a routing-key
+        ``pattern``, an attribute ``filter_policy``); return the topic."""
+        current = self.topic(topic)
         self.queue(queue)
-        await self._store.meta_put({f"s/{topic}/{queue}": b""})
-        self._topics[topic] = subscribers | {queue}
-        return sorted(self._topics[topic])
+        subscription = Subscription.parse(queue, pattern, filter_policy)
+        await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
+        self._topics[topic] = current.with_subscription(subscription)
+        return self._topics[topic]
 
     @_change
-    async def unsubscribe(self, topic: str, queue: str) -> list[str]:
-        """Unsubscribe a queue (idempotent); return the remaining subscribers."""
-        subscribers = self._topics.get(topic)
-        if subscribers is None:
-            raise TopicNotFound(topic)
+    async def unsubscribe(self, topic: str, queue: str) -> Topic:
+        """Unsubscribe a queue (idempotent); return the topic."""
+        current = self.topic(topic)
         await self._store.meta_delete([f"s/{topic}/{queue}"])
-        self._topics[topic] = subscribers - {queue}
-        return sorted(self._topics[topic])
+        self._topics[topic] = current.without(queue)
+        return self._topics[topic]

@@ -34,7 +34,7 @@ from pathlib import Path
 import msgspec
 
 from dynamiq.core.clock import Clock
-from dynamiq.core.records import Meta, meta_of, with_meta
+from dynamiq.core.records import meta_of, with_meta
 from dynamiq.core.state import QueueState
 from dynamiq.storage.base import StorageBackend
 
@@ -241,8 +241,8 @@ async def store_counts(
             continue
         meta = meta_of(raw)[1]
         if meta.receive_count < count:
-            raised = Meta(
-                count, meta.first_received_ms or first_ms, meta.expires_ms, meta.dead_letter
+            raised = msgspec.structs.replace(
+                meta, receive_count=count, first_received_ms=meta.first_received_ms or first_ms
             )
             rows.append((mid, with_meta(raw, raised)))
     return sum(await store.replace(uid, rows)) if rows else 0

@@ -276,4 +276,6 @@ def _dead(raw: bytes, source: str, reason: DeadLetterReason, now_ms: int) -> byt
     """The record a message gets in a dead-letter queue: a new life, and its origin."""
     _, meta = meta_of(raw)
     note = DeadLetter(source, reason, meta.receive_count, now_ms)
-    return with_meta(raw, Meta(dead_letter=note))
+    return with_meta(
+        raw, Meta(dead_letter=note, attributes=meta.attributes, routing_key=meta.routing_key)
+    )

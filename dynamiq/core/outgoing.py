@@ -9,7 +9,7 @@ from typing import NamedTuple
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.expiry import Hint, hint_rows, store_hints
 from dynamiq.core.ids import IdGenerator
-from dynamiq.core.records import NO_META, Meta, encode
+from dynamiq.core.records import Meta, encode
 from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing
 from dynamiq.storage.base import StorageBackend
@@ -44,7 +44,9 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
             m = Outgoing(m)
         delay = settings.delay_seconds if m.delay_seconds is None else m.delay_seconds
         expires = now_ms + round(m.ttl_seconds * 1e3) if m.ttl_seconds else 0
-        meta = Meta(expires_ms=expires) if expires else NO_META
+        meta = Meta(
+            expires_ms=expires, attributes=m.attributes or None, routing_key=m.routing_key or None
+        )
         out.rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
         out.due.append(now_us + round(delay * 1e6) if delay > 0 else 0)
         out.expires.append(expires)

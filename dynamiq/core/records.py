@@ -18,7 +18,7 @@ import msgspec
 from zlib_ng import zlib_ng
 
 from dynamiq.errors import ServerError
-from dynamiq.models import DeadLetter, Message
+from dynamiq.models import Attributes, DeadLetter, Message
 
 __all__ = [
     "Meta",
@@ -42,13 +42,16 @@ COMPRESSION_LEVEL = 1
 class Meta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     """What a message's life adds to it: the record's optional metadata block.
 
-    ``expires_ms`` is 0 when the message never expires.
+    ``expires_ms`` is 0 when the message never expires. ``attributes`` and
+    ``routing_key`` are its producer's, carried through every life.
     """
 
     receive_count: int = 0
     first_received_ms: int = 0
     expires_ms: int = 0
     dead_letter: DeadLetter | None = None
+    attributes: Attributes | None = None
+    routing_key: str | None = None
 
 
 NO_META = Meta()
@@ -117,13 +120,28 @@ def _message(message_id: int, record: bytes, received_ms: int) -> Message:
         return Message(message_id, body, published_ms)
     else:
         count, first = meta.receive_count, meta.first_received_ms
-    return Message(message_id, body, published_ms, count, first, meta.dead_letter, meta.expires_ms)
+    return Message(
+        message_id,
+        body,
+        published_ms,
+        count,
+        first,
+        meta.dead_letter,
+        meta.expires_ms,
+        meta.attributes,
+        meta.routing_key,
+    )
 
 
 def meta_of_message(message: Message) -> Meta:
     """Return the metadata a record of ``message`` carries."""
     return Meta(
-        message.receive_count, message.first_received_ms, message.expires_ms, message.dead_letter
+        message.receive_count,
+        message.first_received_ms,
+        message.expires_ms,
+        message.dead_letter,
+        message.attributes,
+        message.routing_key,
     )
 
 

@@ -289,5 +289,9 @@ def _with_progress(raw: bytes, progress: bytes | None) -> RedriveTask:
 
 
 def _reborn(raw: bytes) -> Meta:
-    """A redriven message's metadata: counted from zero, no note; its expiry kept."""
-    return Meta(expires_ms=meta_of(raw)[1].expires_ms)
+    """A redriven message's metadata: counted from zero, no note; its expiry and
+    what its producer attached kept."""
+    meta = meta_of(raw)[1]
+    return Meta(
+        expires_ms=meta.expires_ms, attributes=meta.attributes, routing_key=meta.routing_key
+    )

@@ -1,4 +1,4 @@
-"""TopicService: fan a published message out to every subscribed queue."""
+"""TopicService: fan a published message out to the subscribed queues that take it."""
 
 from __future__ import annotations
 
@@ -6,30 +6,47 @@ from collections.abc import Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
+from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Outgoing
 
 __all__ = ["TopicService"]
 
 
 class TopicService:
-    """Publish to topics: one copy per subscribed queue, each with its own id."""
+    """Publish to topics: one copy per subscription that takes the message, each
+    with its own id (see ``routing``)."""
 
-    def __init__(self, catalog: Catalog, queues: QueueService) -> None:
+    def __init__(
+        self, catalog: Catalog, queues: QueueService, metrics: Metrics | None = None
+    ) -> None:
         self._catalog = catalog
         self._queues = queues
+        self._metrics: Metrics = metrics or MetricsFanout([])
 
     async def publish(
         self, topic: str, messages: Sequence[bytes | Outgoing]
-    ) -> dict[str, list[int]]:
-        """Store every message in every subscriber in one commit; return ids per queue.
+    ) -> dict[str, list[int | None]]:
+        """Store each message in every queue that takes it, in one commit; return,
+        per queue that took any, the ids of its copies in request order (None
+        where a message did not go there).
 
         Either all copies are stored or an error is raised; an id is never
         returned for a copy that was not stored.
         """
-        subscribers = [self._catalog.queue(q) for q in self._catalog.topic(topic)]
-        items = [(record, m) for record in subscribers for m in messages]
-        ids = await self._queues.store_messages(items)
-        out: dict[str, list[int]] = {r.name: [] for r in subscribers}
-        for (record, _), mid in zip(items, ids, strict=True):
-            out[record.name].append(mid)
+        routes = self._catalog.topic(topic).route_all(
+            [
+                (m.routing_key, m.attributes) if isinstance(m, Outgoing) else (None, None)
+                for m in messages
+            ]
+        )
+        placed = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
+        records = {queue: self._catalog.queue(queue) for _, queue in placed}
+        items = [(records[q], messages[i]) for i, q in placed]
+        ids = await self._queues.store_messages(items) if items else []
+        out: dict[str, list[int | None]] = {q: [None] * len(messages) for q in sorted(records)}
+        for (i, queue), mid in zip(placed, ids, strict=True):
+            out[queue][i] = mid
+        unrouted = sum(1 for queues in routes if not queues)
+        if unrouted:
+            self._metrics.unrouted(topic, unrouted)
         return out

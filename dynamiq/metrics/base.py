@@ -35,6 +35,10 @@ class Metrics(Protocol):
         one of ``LIFECYCLE_EVENTS`` (``dead_lettered``, ``expired``, ``redriven``)."""
         ...
 
+    def unrouted(self, topic: str, count: int) -> None:
+        """Record ``count`` messages published to ``topic`` that no subscription took."""
+        ...
+
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set a queue's real depth and its messages in flight."""
         ...
@@ -86,6 +90,11 @@ class MetricsFanout:
         """Record in every sink."""
         for sink in self._sinks:
             sink.lifecycle(queue, event, count)
+
+    def unrouted(self, topic: str, count: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.unrouted(topic, count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Record in every sink."""

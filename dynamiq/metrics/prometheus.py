@@ -38,6 +38,12 @@ class PrometheusMetrics:
             )
             for event in LIFECYCLE_EVENTS
         }
+        self._unrouted = Counter(
+            "dynamiq_topic_messages_unrouted",
+            "Messages published to a topic that no subscription took",
+            ["topic"],
+            registry=r,
+        )
         self._depth = Gauge(
             "dynamiq_queue_depth", "Messages stored in the queue", ["queue"], registry=r
         )
@@ -86,6 +92,10 @@ class PrometheusMetrics:
     def lifecycle(self, queue: str, event: str, count: int) -> None:
         """Count dead-lettered, expired and redriven messages."""
         self._lifecycle[event].labels(queue).inc(count)
+
+    def unrouted(self, topic: str, count: int) -> None:
+        """Count a topic's messages that no subscription took."""
+        self._unrouted.labels(topic).inc(count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth and in-flight."""

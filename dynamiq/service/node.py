@@ -19,6 +19,7 @@ from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver, RedriveTask
+from dynamiq.core.routing import Subscription
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import Invalid, NotFound
 from dynamiq.models import (
@@ -28,6 +29,7 @@ from dynamiq.models import (
     Outgoing,
     QueueSettings,
     ReceiveRequest,
+    attributes_size,
 )
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.reports import (
@@ -53,6 +55,7 @@ class Node:
         self,
         catalog: Catalog,
         queues: QueueService,
+        topics: TopicService,
         coordinator: Coordinator,
         membership: Membership,
         janitor: Janitor,
@@ -62,7 +65,7 @@ class Node:
         self._catalog = catalog
         self._redriver = redriver
         self._queues = queues
-        self._topics = TopicService(catalog, queues)
+        self._topics = topics
         self._cluster = coordinator
         self._membership = membership
         self._janitor = janitor
@@ -164,7 +167,11 @@ class Node:
 
     def subscribers(self, topic: str) -> list[str]:
         """Return a topic's subscribed queues, or raise ``TopicNotFound``."""
-        return self._catalog.topic(topic)
+        return self._catalog.topic(topic).queues()
+
+    def subscriptions(self, topic: str) -> list[Subscription]:
+        """Return a topic's subscriptions by queue, or raise ``TopicNotFound``."""
+        return self._catalog.topic(topic).listed()
 
     async def create_topic(self, name: str) -> None:
         """Create a topic."""
@@ -174,13 +181,26 @@ class Node:
         """Delete a topic (its queues stay)."""
         await self._catalog.delete_topic(name)
 
-    async def subscribe(self, topic: str, queue: str) -> list[str]:
-        """Subscribe a queue to a topic (idempotent); return the subscribers."""
-        return await self._catalog.subscribe(topic, queue)
+    async def subscribe(
+        self,
+        topic: str,
+        queue: str,
+        pattern: str | None = None,
+        filter_policy: dict[str, Any] | None = None,
+        keep: bool = False,
+    ) -> list[Subscription]:
+        """Subscribe a queue to a topic, taking what ``pattern`` and ``filter_policy``
+        let through (everything without them); return the subscriptions.
 
-    async def unsubscribe(self, topic: str, queue: str) -> list[str]:
-        """Unsubscribe a queue (idempotent); return the remaining subscribers."""
-        return await self._catalog.unsubscribe(topic, queue)
+        With ``keep``, a queue already subscribed keeps what it takes.
+        """
+        if keep and queue in self._catalog.topic(topic).subscriptions:
+            return self.subscriptions(topic)
+        return (await self._catalog.subscribe(topic, queue, pattern, filter_policy)).listed()
+
+    async def unsubscribe(self, topic: str, queue: str) -> list[Subscription]:
+        """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
+        return (await self._catalog.unsubscribe(topic, queue)).listed()
 
     # -- messages --------------------------------------------------------------
 
@@ -191,8 +211,9 @@ class Node:
 
     async def publish_topic(
         self, topic: str, messages: Sequence[bytes | Outgoing]
-    ) -> dict[str, list[int]]:
-        """Store a copy of every message in every subscribed queue; return ids per queue.
+    ) -> dict[str, list[int | None]]:
+        """Store a copy of each message in every subscribed queue that takes it; return,
+        per queue that took any, its copies' ids in request order (None: not taken).
 
         A message without a delay of its own gets each queue's ``delay_seconds``.
         """
@@ -273,6 +294,12 @@ class Node:
         self._check_batch(len(messages))
         for m in messages:
             if isinstance(m, Outgoing):
+                size = len(m.body) + attributes_size(m.attributes)
+                if size > self.limits.maxbodybytes:
+                    raise Invalid(
+                        "a message's body and attributes are larger than limits.maxbodybytes",
+                        "attributes",
+                    )
                 if m.delay_seconds is not None:
                     self._check_delay(m.delay_seconds, "delay_seconds")
                 if m.ttl_seconds is not None and not 0 < m.ttl_seconds <= MAX_RETENTION_SECONDS:

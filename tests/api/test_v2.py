@@ -147,7 +147,8 @@ async def test_long_poll_wakes_on_publish(http: Http, spec: dict[str, Any]) -> N
 async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
     for q in ("a", "b"):
         await call(http, spec, "PUT", f"/v2/queues/{q}", 201)
-    assert await call(http, spec, "PUT", "/v2/topics/t", 201) == {"name": "t", "queues": []}
+    created = await call(http, spec, "PUT", "/v2/topics/t", 201)
+    assert created == {"name": "t", "queues": [], "subscriptions": []}
     await call(http, spec, "PUT", "/v2/topics/t/subscriptions/a", 200)
     assert (await call(http, spec, "PUT", "/v2/topics/t/subscriptions/b", 200))["queues"] == [
         "a",
@@ -173,7 +174,8 @@ async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
     assert (await call(http, spec, "DELETE", "/v2/topics/t/subscriptions/a", 200))["queues"] == [
         "b"
     ]
-    assert await call(http, spec, "GET", "/v2/topics/t", 200) == {"name": "t", "queues": ["b"]}
+    described = await call(http, spec, "GET", "/v2/topics/t", 200)
+    assert described == {"name": "t", "queues": ["b"], "subscriptions": [{"queue": "b"}]}
     await call(http, spec, "DELETE", "/v2/topics/t", 200)
     await call(http, spec, "GET", "/v2/topics/t", 404)
 

@@ -1,0 +1,115 @@
+"""A topic's subscriptions and the routing of a published message through them (pure).
+
+A subscription may carry a routing-key ``pattern`` (``patterns``) and an
+attribute ``filter`` (``filters``); one with neither takes every message.
+A ``Topic`` is immutable: the catalog replaces it on each change, and its
+router (the patterns' trie) is built once per version, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynamiq.core.filters import FilterPolicy
+from dynamiq.core.patterns import PatternTrie, check_pattern
+from dynamiq.errors import Invalid
+from dynamiq.models import AttributeValue
+
+__all__ = ["Subscription", "Topic"]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A queue's subscription to a topic: what it takes of the topic's messages."""
+
+    queue: str
+    pattern: str | None = None
+    filter: FilterPolicy | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, queue: str, pattern: object = None, spec: object = None) -> Subscription:
+        """Return a validated subscription (``Invalid`` naming the field otherwise)."""
+        if pattern is not None:
+            check_pattern(pattern)  # type: ignore[arg-type]
+        if spec is not None and not isinstance(spec, dict):
+            raise Invalid("filter must be an object", "filter")
+        return cls(queue, pattern, None if spec is None else FilterPolicy(spec))  # type: ignore[arg-type]
+
+    @classmethod
+    def decode(cls, queue: str, raw: bytes) -> Subscription:
+        """Return the subscription stored as ``raw`` (empty: takes everything)."""
+        if not raw:
+            return cls(queue)
+        data: dict[str, Any] = json.loads(raw)
+        return cls.parse(queue, data.get("pattern"), data.get("filter"))
+
+    def encode(self) -> bytes:
+        """Return the stored form (empty for a subscription that takes everything)."""
+        data = self.to_dict()
+        del data["queue"]
+        return json.dumps(data).encode() if data else b""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the subscription as JSON-ready data, without what it does not set."""
+        out: dict[str, Any] = {"queue": self.queue}
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.filter is not None:
+            out["filter"] = self.filter.spec
+        return out
+
+
+class Topic:
+    """The subscriptions of one topic, by queue; routes messages to them."""
+
+    def __init__(self, subscriptions: Iterable[Subscription] = ()) -> None:
+        self.subscriptions: Mapping[str, Subscription] = {s.queue: s for s in subscriptions}
+
+    def queues(self) -> list[str]:
+        """Return the subscribed queues, sorted."""
+        return sorted(self.subscriptions)
+
+    def listed(self) -> list[Subscription]:
+        """Return the subscriptions, sorted by queue."""
+        return [self.subscriptions[q] for q in self.queues()]
+
+    def with_subscription(self, subscription: Subscription) -> Topic:
+        """Return this topic with ``subscription`` added or replaced."""
+        return Topic([*self.subscriptions.values(), subscription])
+
+    def without(self, queue: str) -> Topic:
+        """Return this topic without the subscription of ``queue``."""
+        return Topic(s for q, s in self.subscriptions.items() if q != queue)
+
+    def route(self, key: str | None, attributes: Mapping[str, AttributeValue] | None) -> list[str]:
+        """Return the queues (sorted) that take a message with this key and attributes."""
+        return self.route_all([(key, attributes)])[0]
+
+    def route_all(
+        self, messages: Sequence[tuple[str | None, Mapping[str, AttributeValue] | None]]
+    ) -> list[list[str]]:
+        """Route each ``(key, attributes)``: a batch's messages often share their key."""
+        every, trie, filtered = self._router
+        by_key: dict[str | None, frozenset[str]] = {}
+        out = []
+        for key, attributes in messages:
+            taken = by_key.get(key)
+            if taken is None:
+                taken = by_key[key] = every | trie.match(key) if trie is not None else every
+            out.append(
+                sorted(q for q in taken if q not in filtered or filtered[q].matches(attributes))
+            )
+        return out
+
+    @functools.cached_property
+    def _router(self) -> tuple[frozenset[str], PatternTrie[str] | None, dict[str, FilterPolicy]]:
+        """Queues taking every key, the trie of the others' patterns, and the filters."""
+        subs = self.subscriptions.values()
+        every = frozenset(s.queue for s in subs if s.pattern is None)
+        patterned = [(s.pattern, s.queue) for s in subs if s.pattern is not None]
+        trie = PatternTrie(patterned) if patterned else None
+        return every, trie, {s.queue: s.filter for s in subs if s.filter is not None}
