@@ -87,7 +87,7 @@ def _same(a: object, b: object) -> bool:
     )
 
 
-COMPARE = {
+COMPARE: dict[str, Any] = {
     "=": operator.eq,
     "<": operator.lt,
     "<=": operator.le,
