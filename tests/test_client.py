@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient
 
 from dynamiq.client import AsyncClient
 from dynamiq.errors import BackendUnavailable, Invalid, QueueExists, QueueNotFound, TopicNotFound
+from dynamiq.models import AttributeValue, Outgoing
 from tests.servers import free_port
 
 Http = TestClient[Any, Any]
@@ -106,3 +107,51 @@ def test_nodes_come_from_dynamiq_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert client.url in {"http://a:1", "http://b:2"}
     with pytest.raises(ValueError, match="no node URL"):
         AsyncClient(" , ")
+
+
+async def test_attributes_routing_and_filters_through_the_client(client: AsyncClient) -> None:
+    for queue in ("all", "eu"):
+        await client.create_queue(queue)
+    await client.create_topic("orders")
+    await client.subscribe("orders", "all")
+    await client.subscribe(
+        "orders", "eu", pattern="orders.eu.*", filter_policy={"tier": [{"prefix": "gold"}]}
+    )
+    assert await client.subscriptions("orders") == [
+        {"queue": "all"},
+        {"queue": "eu", "pattern": "orders.eu.*", "filter": {"tier": [{"prefix": "gold"}]}},
+    ]
+    attributes: dict[str, AttributeValue] = {"tier": "gold-plus", "n": 2, "raw": b"\x00\xff"}
+    ids = await client.publish_topic(
+        "orders",
+        ["eu gold", Outgoing(b"us", routing_key="orders.us.created")],
+        routing_key="orders.eu.created",
+        attributes=attributes,
+    )
+    assert ids["eu"][1] is None and None not in ids["all"]
+    (got,) = await client.receive("eu", 10)
+    assert (got.body, got.attributes, got.routing_key) == (
+        b"eu gold",
+        attributes,
+        "orders.eu.created",
+    )
+
+
+async def test_publish_carries_the_current_trace_context(client: AsyncClient) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    await client.create_queue("traced")
+    tracer = TracerProvider().get_tracer("test")
+    await client.publish("traced", ["outside"])
+    with tracer.start_as_current_span("publish") as span:
+        await client.publish(
+            "traced", ["inside", Outgoing(b"own", attributes={"traceparent": "x"})]
+        )
+        context = span.get_span_context()
+    got = {m.body: m.attributes for m in await client.receive("traced", 10)}
+    expected = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    assert got == {
+        b"outside": None,
+        b"inside": {"traceparent": expected},
+        b"own": {"traceparent": "x"},
+    }

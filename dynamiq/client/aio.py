@@ -3,72 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import random
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 import msgspec
 
+from dynamiq.client.wire import Body, Extras, message, outgoing, trace_parent
 from dynamiq.errors import BackendUnavailable, error_for_code
-from dynamiq.models import DeadLetter, Message, Outgoing
+from dynamiq.models import AttributeValue, Message, Outgoing
 
 __all__ = ["AsyncClient", "Body"]
 
-Body = bytes | str
 DEFAULT_URL = "http://127.0.0.1:8081"
 MAX_BACKOFF = 5.0
-
-
-def _wire(
-    body: Body | Outgoing, delay_seconds: float | None, ttl_seconds: float | None
-) -> dict[str, Any]:
-    if isinstance(body, Outgoing):
-        delay_seconds = body.delay_seconds if body.delay_seconds is not None else delay_seconds
-        ttl_seconds = body.ttl_seconds if body.ttl_seconds is not None else ttl_seconds
-        body = body.body
-    out: dict[str, Any]
-    if isinstance(body, str):
-        out = {"body": body}
-    else:
-        try:
-            out = {"body": body.decode()}
-        except UnicodeDecodeError:
-            out = {"body": base64.b64encode(body).decode(), "encoding": "base64"}
-    if delay_seconds is not None:
-        out["delay_seconds"] = delay_seconds
-    if ttl_seconds is not None:
-        out["ttl_seconds"] = ttl_seconds
-    return out
-
-
-def _epoch_ms(text: str | None) -> int:
-    return round(datetime.fromisoformat(text).timestamp() * 1000) if text else 0
-
-
-def _message(data: dict[str, Any]) -> Message:
-    text: str = data["body"]
-    raw = base64.b64decode(text) if data["encoding"] == "base64" else text.encode()
-    note = data.get("dead_letter")
-    return Message(
-        int(data["id"]),
-        raw,
-        int(data["published_at"]),
-        int(data.get("receive_count", 0)),
-        _epoch_ms(data.get("first_received_at")),
-        None
-        if note is None
-        else DeadLetter(
-            note["source_queue"],
-            note["reason"],
-            int(note["receive_count"]),
-            _epoch_ms(note["dead_lettered_at"]),
-        ),
-    )
 
 
 class AsyncClient:
@@ -204,10 +155,25 @@ class AsyncClient:
         """Return every topic name."""
         return list((await self._call("GET", "/v2/topics"))["topics"])
 
-    async def subscribe(self, topic: str, queue: str) -> list[str]:
-        """Subscribe a queue to a topic; return the subscribers."""
+    async def subscribe(
+        self,
+        topic: str,
+        queue: str,
+        *,
+        pattern: str | None = None,
+        filter_policy: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Subscribe a queue to a topic, or change what it takes: the messages whose
+        routing key fits ``pattern`` (``*`` one word, ``#`` any) and whose
+        attributes pass ``filter_policy`` (everything without them). Returns the
+        subscribed queues."""
         path = f"/v2/topics/{topic}/subscriptions/{queue}"
-        return list((await self._call("PUT", path))["queues"])
+        body = {k: v for k, v in (("pattern", pattern), ("filter", filter_policy)) if v is not None}
+        return list((await self._call("PUT", path, body or None))["queues"])
+
+    async def subscriptions(self, topic: str) -> list[dict[str, Any]]:
+        """Return a topic's subscriptions, each with its pattern and filter if set."""
+        return list((await self._call("GET", f"/v2/topics/{topic}"))["subscriptions"])
 
     async def unsubscribe(self, topic: str, queue: str) -> list[str]:
         """Unsubscribe a queue from a topic; return the remaining subscribers."""
@@ -223,13 +189,19 @@ class AsyncClient:
         *,
         delay_seconds: float | None = None,
         ttl_seconds: float | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        routing_key: str | None = None,
     ) -> list[int]:
         """Publish messages durably; return their ids in order.
 
-        ``delay_seconds`` and ``ttl_seconds`` apply to every message that does
-        not say otherwise (an ``Outgoing`` carries its own).
+        ``delay_seconds``, ``ttl_seconds``, ``attributes`` and ``routing_key``
+        apply to every message that does not say otherwise (an ``Outgoing``
+        carries its own). Inside an OpenTelemetry span (when that library is
+        installed) each message also carries the span's ``traceparent``.
         """
-        payload = {"messages": [_wire(b, delay_seconds, ttl_seconds) for b in bodies]}
+        extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
+        trace = trace_parent()
+        payload = {"messages": [outgoing(b, extras, trace) for b in bodies]}
         result = await self._call("POST", f"/v2/queues/{queue}/messages", payload)
         return [int(i) for i in result["ids"]]
 
@@ -240,14 +212,19 @@ class AsyncClient:
         *,
         delay_seconds: float | None = None,
         ttl_seconds: float | None = None,
-    ) -> dict[str, list[int]]:
-        """Publish to every queue subscribed to ``topic``; return ids per queue.
+        attributes: Mapping[str, AttributeValue] | None = None,
+        routing_key: str | None = None,
+    ) -> dict[str, list[int | None]]:
+        """Publish to the queues subscribed to ``topic`` that take each message; return,
+        per queue that took any, its copies' ids in order (None: not taken).
 
         A message without a delay of its own gets each queue's ``delay_seconds``.
         """
-        payload = {"messages": [_wire(b, delay_seconds, ttl_seconds) for b in bodies]}
+        extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
+        trace = trace_parent()
+        payload = {"messages": [outgoing(b, extras, trace) for b in bodies]}
         result = await self._call("POST", f"/v2/topics/{topic}/messages", payload)
-        return {q: [int(i) for i in ids] for q, ids in result["ids"].items()}
+        return {q: [None if i is None else int(i) for i in ids] for q, ids in result["ids"].items()}
 
     async def receive(
         self,
@@ -268,7 +245,7 @@ class AsyncClient:
         result = await self._call(
             "POST", f"/v2/queues/{queue}/receive", payload, extra_time=wait_seconds
         )
-        return [_message(m) for m in result["messages"]]
+        return [message(m) for m in result["messages"]]
 
     async def delete(self, queue: str, ids: Sequence[int]) -> list[int]:
         """Delete messages by id; return the ids that existed."""
@@ -291,7 +268,7 @@ class AsyncClient:
     async def peek(self, queue: str, message_id: int) -> Message:
         """Read a message without leasing it."""
         result = await self._call("GET", f"/v2/queues/{queue}/messages/{message_id}")
-        return _message(result["message"])
+        return message(result["message"])
 
     # -- transport -----------------------------------------------------------
 

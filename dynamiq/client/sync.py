@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from dynamiq.client.aio import AsyncClient, Body
-from dynamiq.models import Message, Outgoing
+from dynamiq.client.aio import AsyncClient
+from dynamiq.client.wire import Body
+from dynamiq.models import AttributeValue, Message, Outgoing
 
 __all__ = ["Client"]
 
@@ -106,9 +107,22 @@ class Client:
         """Return every topic name."""
         return self._run(self._client.topics())
 
-    def subscribe(self, topic: str, queue: str) -> list[str]:
-        """Subscribe a queue to a topic."""
-        return self._run(self._client.subscribe(topic, queue))
+    def subscribe(
+        self,
+        topic: str,
+        queue: str,
+        *,
+        pattern: str | None = None,
+        filter_policy: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Subscribe a queue to a topic, or change what it takes (see ``AsyncClient``)."""
+        return self._run(
+            self._client.subscribe(topic, queue, pattern=pattern, filter_policy=filter_policy)
+        )
+
+    def subscriptions(self, topic: str) -> list[dict[str, Any]]:
+        """Return a topic's subscriptions, each with its pattern and filter if set."""
+        return self._run(self._client.subscriptions(topic))
 
     def unsubscribe(self, topic: str, queue: str) -> list[str]:
         """Unsubscribe a queue from a topic."""
@@ -121,11 +135,18 @@ class Client:
         *,
         delay_seconds: float | None = None,
         ttl_seconds: float | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        routing_key: str | None = None,
     ) -> list[int]:
-        """Publish messages durably (delayed, or expiring, if asked); return their ids."""
+        """Publish messages durably; return their ids (see ``AsyncClient.publish``)."""
         return self._run(
             self._client.publish(
-                queue, bodies, delay_seconds=delay_seconds, ttl_seconds=ttl_seconds
+                queue,
+                bodies,
+                delay_seconds=delay_seconds,
+                ttl_seconds=ttl_seconds,
+                attributes=attributes,
+                routing_key=routing_key,
             )
         )
 
@@ -136,10 +157,20 @@ class Client:
         *,
         delay_seconds: float | None = None,
         ttl_seconds: float | None = None,
-    ) -> dict[str, list[int]]:
-        """Publish to every subscribed queue; return ids per queue."""
-        options = {"delay_seconds": delay_seconds, "ttl_seconds": ttl_seconds}
-        return self._run(self._client.publish_topic(topic, bodies, **options))
+        attributes: Mapping[str, AttributeValue] | None = None,
+        routing_key: str | None = None,
+    ) -> dict[str, list[int | None]]:
+        """Publish to the subscribed queues that take each message; ids per queue."""
+        return self._run(
+            self._client.publish_topic(
+                topic,
+                bodies,
+                delay_seconds=delay_seconds,
+                ttl_seconds=ttl_seconds,
+                attributes=attributes,
+                routing_key=routing_key,
+            )
+        )
 
     def receive(
         self,

@@ -1,0 +1,129 @@
+"""Messages to and from the v2 JSON form, as the clients send and read them."""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from dynamiq.models import AttributeValue, DeadLetter, Message, Outgoing
+
+__all__ = ["Body", "Extras", "message", "outgoing", "trace_parent"]
+
+Body = bytes | str
+
+
+class Extras:
+    """What a publish call asks for every message that does not say otherwise."""
+
+    __slots__ = ("attributes", "delay_seconds", "routing_key", "ttl_seconds")
+
+    def __init__(
+        self,
+        delay_seconds: float | None = None,
+        ttl_seconds: float | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        routing_key: str | None = None,
+    ) -> None:
+        self.delay_seconds = delay_seconds
+        self.ttl_seconds = ttl_seconds
+        self.attributes = attributes
+        self.routing_key = routing_key
+
+
+def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[str, Any]:
+    """Return one message of a publish request.
+
+    ``trace`` (a W3C ``traceparent``) goes into the attributes unless the
+    message carries one already.
+    """
+    if isinstance(body, Outgoing):
+        delay = extras.delay_seconds if body.delay_seconds is None else body.delay_seconds
+        ttl = extras.ttl_seconds if body.ttl_seconds is None else body.ttl_seconds
+        attributes = extras.attributes if body.attributes is None else body.attributes
+        key = extras.routing_key if body.routing_key is None else body.routing_key
+        body = body.body
+    else:
+        delay, ttl = extras.delay_seconds, extras.ttl_seconds
+        attributes, key = extras.attributes, extras.routing_key
+    out = _body(body)
+    if delay is not None:
+        out["delay_seconds"] = delay
+    if ttl is not None:
+        out["ttl_seconds"] = ttl
+    if trace is not None and (attributes is None or "traceparent" not in attributes):
+        attributes = {**(attributes or {}), "traceparent": trace}
+    if attributes:
+        out["attributes"] = {name: _value(v) for name, v in attributes.items()}
+    if key is not None:
+        out["routing_key"] = key
+    return out
+
+
+def _body(body: Body) -> dict[str, Any]:
+    if isinstance(body, str):
+        return {"body": body}
+    try:
+        return {"body": body.decode()}
+    except UnicodeDecodeError:
+        return {"body": base64.b64encode(body).decode(), "encoding": "base64"}
+
+
+def _value(value: AttributeValue) -> Any:
+    return {"base64": base64.b64encode(value).decode()} if isinstance(value, bytes) else value
+
+
+def _epoch_ms(text: str | None) -> int:
+    return round(datetime.fromisoformat(text).timestamp() * 1000) if text else 0
+
+
+def message(data: dict[str, Any]) -> Message:
+    """Return a received or peeked message."""
+    text: str = data["body"]
+    raw = base64.b64decode(text) if data["encoding"] == "base64" else text.encode()
+    note = data.get("dead_letter")
+    attributes = data.get("attributes")
+    return Message(
+        int(data["id"]),
+        raw,
+        int(data["published_at"]),
+        int(data.get("receive_count", 0)),
+        _epoch_ms(data.get("first_received_at")),
+        None
+        if note is None
+        else DeadLetter(
+            note["source_queue"],
+            note["reason"],
+            int(note["receive_count"]),
+            _epoch_ms(note["dead_lettered_at"]),
+        ),
+        attributes=None
+        if attributes is None
+        else {
+            name: base64.b64decode(v["base64"]) if isinstance(v, dict) else v
+            for name, v in attributes.items()
+        },
+        routing_key=data.get("routing_key"),
+    )
+
+
+@functools.cache
+def _injector() -> Callable[[dict[str, str]], None] | None:
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:  # tracing is optional: no dependency on it
+        return None
+    return inject
+
+
+def trace_parent() -> str | None:
+    """The W3C ``traceparent`` of the current OpenTelemetry span, if that library is
+    installed and a span is recording; else None."""
+    inject = _injector()
+    if inject is None:
+        return None
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier.get("traceparent")
