@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 
 from dynamiq.client import Client
+from dynamiq.errors import TopicNotFound
 from dynamiq.keyspace import KEYSPACE
+from dynamiq.models import Outgoing
 from dynamiq.testing.cluster import LocalCluster
 from dynamiq.testing.workload import Workload
 from tests.servers import flush_redis
@@ -382,6 +384,37 @@ def test_dead_letters_and_delays_made_through_one_node_show_through_every_other(
     # Whichever node moved it, every node counts it.
     for url in (n1, n2, n3):
         assert get(f"{url}/v2/queues/jobs/stats")["dead_lettered_total"] == 1
+
+
+def _routes(client: Client, topic: str) -> int:
+    """How many subscriptions of ``topic`` the client's node knows (0: not the topic yet)."""
+    try:
+        return len(client.subscriptions(topic))
+    except TopicNotFound:
+        return 0
+
+
+def test_routing_set_through_one_node_routes_publishes_through_another(
+    cluster: LocalCluster,
+) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as one:
+        for queue in ("eu", "audit"):
+            one.create_queue(queue)
+        one.create_topic("orders")
+        one.subscribe("orders", "eu", pattern="orders.eu.#", filter_policy={"tier": ["gold"]})
+        one.subscribe("orders", "audit", pattern="#")
+    with Client(n3) as three:
+        until(lambda: _routes(three, "orders") == 2, 2.0)
+        silver = Outgoing(b"silver eu", attributes={"tier": "silver"})
+        ids = three.publish_topic(
+            "orders", [b"gold eu", silver], routing_key="orders.eu.new", attributes={"tier": "gold"}
+        )
+    assert ids["eu"][1] is None and None not in ids["audit"]
+    with Client(n2) as two:  # stored in n3's slice, received through n2: attributes intact
+        got = _receive_body(two, "eu", b"gold eu", 5.0)
+        assert (got.attributes, got.routing_key) == ({"tier": "gold"}, "orders.eu.new")
+        assert two.receive("eu", 10) == []
 
 
 def _receive_all(client: Client, queue: str, count: int, timeout: float) -> list[Any]:
