@@ -44,11 +44,6 @@ class QueueRecord:
     settings: QueueSettings
 
 
-def expiry_bucket(uid: str) -> str:
-    """The bucket of a queue bucket's expiry index (see ``expiry``); dropped with it."""
-    return f"{uid}.expiry"
-
-
 def _encode_queue(record: QueueRecord) -> bytes:
     return json.dumps({"uid": record.uid, "settings": record.settings.to_dict()}).encode()
 
@@ -119,6 +114,10 @@ class Catalog:
         """Return every topic name, sorted."""
         return sorted(self._topics)
 
+    def records(self) -> list[QueueRecord]:
+        """Return every queue, sorted by name."""
+        return [self._queues[name] for name in sorted(self._queues)]
+
     def uids(self) -> set[str]:
         """Return the bucket uid of every live queue."""
         return {r.uid for r in self._queues.values()}
@@ -183,7 +182,6 @@ class Catalog:
             log.warning("bucket %s is in use again (a change raced its drop): kept", uid)
         else:
             await self._store.drop(uid)
-            await self._store.drop(expiry_bucket(uid))
         await self._store.meta_delete([f"drop/{uid}"])
 
     # -- queues --------------------------------------------------------------

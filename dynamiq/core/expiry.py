@@ -2,15 +2,17 @@
 
 Retention: ids are time-ordered within a stripe, so a queue's messages past
 its ``retention_seconds`` are the first keys of each stripe, and one bounded
-scan finds them.
+scan finds them. A round looks at a bounded number of the queues that have
+a retention, taking up where the last round stopped.
 
 Time to live: a message published with ``ttl_seconds`` also gets a *hint* in
-its queue's expiry index, a bucket beside the queue's own
-(``expiry_bucket``), in the same insert as the message (one commit on LMDB).
-A hint's key is the message's stripe and its expiry time, so the hints due
-in a node's slice are again the first keys of each stripe; its value is the
-message's id. A hint only says where to look: the message's record decides
-(a hint of a message deleted, moved or never stored is dropped unread).
+the expiry index, one bucket for every queue (``EXPIRY_INDEX``), in the same
+insert as the message (one commit on LMDB). A hint's key is the message's
+stripe and its expiry time, so the hints due in a node's slice are the first
+keys of each stripe, and one scan per round finds them whatever the number
+of queues; its value is the message's id and its queue's bucket. A hint only
+says where to look: the message's record decides (a hint of a message
+deleted, moved, purged or never stored is dropped unread).
 
 Each node tidies its own slice, at most ``budget`` messages per round.
 """
@@ -22,7 +24,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from dynamiq.core.catalog import Catalog, QueueRecord, expiry_bucket
+from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, seq_of, stripe_of, stripe_range
 from dynamiq.core.lifecycle import Lifecycle
@@ -31,11 +33,15 @@ from dynamiq.core.state import QueueState
 from dynamiq.keyspace import KeyRange
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["Expiry", "Hint", "hint_rows", "store_hints"]
+__all__ = ["EXPIRY_INDEX", "Expiry", "Hint", "hint_rows", "store_hints"]
 
 log = logging.getLogger("dynamiq.core")
 
 HINT_ATTEMPTS = 5
+# Not a queue's bucket: those are named by 16 hex digits.
+EXPIRY_INDEX = "expiry-index"
+# The queues with a retention whose oldest messages one round looks at.
+RETENTION_QUEUES_PER_ROUND = 32
 _ID = struct.Struct(">q")
 
 
@@ -56,10 +62,10 @@ def hint_rows(hints: Sequence[Hint], bump: int = 0) -> list[tuple[str, int, byte
     """
     return [
         (
-            expiry_bucket(h.bucket),
+            EXPIRY_INDEX,
             stripe_of(h.id) << SEQ_BITS
             | (h.expires_ms * 1000 - EPOCH_US + seq_of(h.id) % 1000 + bump),
-            _ID.pack(h.id),
+            _ID.pack(h.id) + h.bucket.encode(),
         )
         for h in hints
     ]
@@ -88,29 +94,24 @@ class Expiry:
         self._catalog = catalog
         self._clock = clock
         self._life = life
+        self._next_retained = 0  # where the next round's look at retention starts
 
     async def run(
         self, keyspace: KeyRange, state_of: Callable[[QueueRecord], QueueState], budget: int
     ) -> int:
         """Expire up to ``budget`` messages of ``keyspace``; return how many went."""
-        removed = 0
         now_ms = self._clock.wall_ms()
-        for name in self._catalog.queues():
+        removed = await self._timed_out(keyspace, state_of, now_ms, budget)
+        retained = [r for r in self._catalog.records() if r.settings.retention_seconds]
+        start = self._next_retained % len(retained) if retained else 0
+        for record in (retained[start:] + retained[:start])[:RETENTION_QUEUES_PER_ROUND]:
             if removed >= budget:
                 break
-            record = self._catalog.find(name)
-            if record is None:
-                continue
-            retention = record.settings.retention_seconds
-            if retention is not None:
-                cutoff = (now_ms - int(retention * 1000)) * 1000 - EPOCH_US
-                removed += await self._retained(
-                    record, state_of, keyspace, cutoff, budget - removed
-                )
-            if removed < budget:
-                removed += await self._timed_out(
-                    record, state_of, keyspace, now_ms, budget - removed
-                )
+            retention = record.settings.retention_seconds or 0.0
+            cutoff = (now_ms - int(retention * 1000)) * 1000 - EPOCH_US
+            removed += await self._retained(record, state_of, keyspace, cutoff, budget - removed)
+            start += 1
+        self._next_retained = start
         return removed
 
     async def _retained(
@@ -135,30 +136,46 @@ class Expiry:
 
     async def _timed_out(
         self,
-        record: QueueRecord,
-        state_of: Callable[[QueueRecord], QueueState],
         keyspace: KeyRange,
+        state_of: Callable[[QueueRecord], QueueState],
         now_ms: int,
         budget: int,
     ) -> int:
         """Expire the messages whose time to live ran out, as their hints say."""
-        index = expiry_bucket(record.uid)
-        found = await self._store.scan(index, _heads(keyspace, now_ms * 1000 - EPOCH_US), budget)
-        keys = sorted(key for part in found for key in part)[:budget]
+        heads = _heads(keyspace, now_ms * 1000 - EPOCH_US)
+        keys = sorted(
+            k for part in await self._store.scan(EXPIRY_INDEX, heads, budget) for k in part
+        )
+        keys = keys[:budget]
         if not keys:
             return 0
-        hinted = [_ID.unpack(raw)[0] for raw in await self._store.get(index, keys) if raw]
-        ids = list(dict.fromkeys(hinted))  # a hint stored twice (a retried insert) counts once
-        raws = await self._store.get(record.uid, ids)
-        due = [
-            (mid, raw)
-            for mid, raw in zip(ids, raws, strict=True)
-            if raw is not None and 0 < meta_of(raw)[1].expires_ms <= now_ms
-        ]
-        if due:
-            await self._life.expire(record, state_of(record), due)
-        await self._store.delete(index, keys)
-        return len(due)
+        hinted: dict[str, list[int]] = {}
+        for raw in await self._store.get(EXPIRY_INDEX, keys):
+            if raw:
+                mids = hinted.setdefault(raw[_ID.size :].decode(), [])
+                mids.append(_ID.unpack_from(raw)[0])
+        live = {
+            record.uid: record
+            for record in map(self._catalog.find, self._catalog.queues())
+            if record is not None
+        }
+        removed = 0
+        for uid, mids in hinted.items():
+            record = live.get(uid)
+            if record is None:  # its queue was deleted or purged
+                continue
+            ids = list(dict.fromkeys(mids))  # a hint stored twice (a retried insert) counts once
+            raws = await self._store.get(uid, ids)
+            due = [
+                (mid, raw)
+                for mid, raw in zip(ids, raws, strict=True)
+                if raw is not None and 0 < meta_of(raw)[1].expires_ms <= now_ms
+            ]
+            if due:
+                await self._life.expire(record, state_of(record), due)
+                removed += len(due)
+        await self._store.delete(EXPIRY_INDEX, keys)
+        return removed
 
 
 def _heads(keyspace: KeyRange, upto: int) -> list[KeyRange]:

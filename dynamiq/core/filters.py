@@ -58,6 +58,16 @@ class FilterPolicy:
         self.spec = spec
         self._keys = [(name, _conditions(name, given)) for name, given in spec.items()]
 
+    def anchor(self) -> tuple[str, list[str | int | float]] | None:
+        """An attribute whose conditions are all exact values, with those values:
+        a message passes only if it carries one of them there, so a topic can
+        index its filters by them. None when no attribute is tested that way."""
+        for name, given in self.spec.items():
+            values = given if isinstance(given, list) else [given]
+            if all(isinstance(v, str) or _is_number(v) for v in values):
+                return name, values
+        return None
+
     def matches(self, attributes: Mapping[str, AttributeValue] | None) -> bool:
         """Whether a message with ``attributes`` passes."""
         found = attributes or {}

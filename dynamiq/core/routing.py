@@ -92,24 +92,65 @@ class Topic:
     def route_all(
         self, messages: Sequence[tuple[str | None, Mapping[str, AttributeValue] | None]]
     ) -> list[list[str]]:
-        """Route each ``(key, attributes)``: a batch's messages often share their key."""
-        every, trie, filtered = self._router
-        by_key: dict[str | None, frozenset[str]] = {}
+        """Route each ``(key, attributes)`` (a batch's messages often share their key).
+
+        A message's routing key picks the subscriptions by pattern (the trie,
+        once per distinct key); of those with a filter, only the ones its
+        attributes may pass are tested: the filters indexed by an exact value
+        the message carries, and those that cannot be indexed.
+        """
+        router = self._router
+        by_key: dict[str | None, tuple[frozenset[str], frozenset[str]]] = {}
         out = []
         for key, attributes in messages:
             taken = by_key.get(key)
             if taken is None:
-                taken = by_key[key] = every | trie.match(key) if trie is not None else every
-            out.append(
-                sorted(q for q in taken if q not in filtered or filtered[q].matches(attributes))
-            )
+                every = router.every | router.trie.match(key) if router.trie else router.every
+                taken = by_key[key] = (every, every - router.filters.keys())
+            reached, plain = taken
+            if router.filters:
+                passed = {
+                    q
+                    for q in router.candidates(attributes)
+                    if q in reached and router.filters[q].matches(attributes)
+                }
+                out.append(sorted(plain | passed))
+            else:
+                out.append(sorted(plain))
         return out
 
     @functools.cached_property
-    def _router(self) -> tuple[frozenset[str], PatternTrie[str] | None, dict[str, FilterPolicy]]:
-        """Queues taking every key, the trie of the others' patterns, and the filters."""
-        subs = self.subscriptions.values()
-        every = frozenset(s.queue for s in subs if s.pattern is None)
+    def _router(self) -> _Router:
+        return _Router(self.subscriptions.values())
+
+
+class _Router:
+    """A topic's subscriptions compiled for routing."""
+
+    def __init__(self, subs: Iterable[Subscription]) -> None:
+        subs = list(subs)
+        self.every = frozenset(s.queue for s in subs if s.pattern is None)
         patterned = [(s.pattern, s.queue) for s in subs if s.pattern is not None]
-        trie = PatternTrie(patterned) if patterned else None
-        return every, trie, {s.queue: s.filter for s in subs if s.filter is not None}
+        self.trie = PatternTrie(patterned) if patterned else None
+        self.filters = {s.queue: s.filter for s in subs if s.filter is not None}
+        self.by_value: dict[str, dict[object, set[str]]] = {}
+        unindexed: set[str] = set()
+        for queue, policy in self.filters.items():
+            anchor = policy.anchor()
+            if anchor is None:
+                unindexed.add(queue)
+                continue
+            name, values = anchor
+            for value in values:
+                self.by_value.setdefault(name, {}).setdefault(value, set()).add(queue)
+        self.unindexed = frozenset(unindexed)
+
+    def candidates(self, attributes: Mapping[str, AttributeValue] | None) -> set[str]:
+        """The filtered subscriptions a message with ``attributes`` may pass."""
+        found = set(self.unindexed)
+        if attributes:
+            for name, index in self.by_value.items():
+                value = attributes.get(name)
+                if value is not None and not isinstance(value, bytes):
+                    found |= index.get(value, set())
+        return found

@@ -215,3 +215,27 @@ def test_a_subscription_round_trips_through_its_stored_form() -> None:
     )
     assert Subscription.parse("q").encode() == b""  # as subscriptions were stored before
     assert Subscription.decode("q", b"").to_dict() == {"queue": "q"}
+
+
+SUBSCRIPTIONS = st.lists(
+    st.tuples(st.one_of(st.none(), PATTERNS), st.one_of(st.none(), SPECS)), max_size=10
+)
+
+
+@settings(max_examples=400)
+@given(SUBSCRIPTIONS, st.lists(st.tuples(KEYS, ATTRIBUTES), min_size=1, max_size=8))
+def test_a_topic_routes_each_message_to_exactly_the_subscriptions_that_take_it(
+    subscriptions: list[tuple[str | None, dict[str, Any] | None]],
+    messages: list[tuple[str, dict[str, Any]]],
+) -> None:
+    topic = Topic(Subscription.parse(f"q{i}", p, f) for i, (p, f) in enumerate(subscriptions))
+    expected = [
+        [
+            f"q{i}"
+            for i, (pattern, spec) in enumerate(subscriptions)
+            if (pattern is None or reference_match(_words(pattern), _words(key)))
+            and (spec is None or reference_filter(spec, attributes))
+        ]
+        for key, attributes in messages
+    ]
+    assert topic.route_all(messages) == [sorted(e) for e in expected]
