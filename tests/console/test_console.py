@@ -144,3 +144,47 @@ def _call(url: str, method: str, path: str, body: Any = None) -> Any:
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
+
+
+def test_subscriptions_are_shown_and_edited_and_attributes_peeked(page: Any) -> None:
+    expect = sync_api.expect
+    url = page.url.rstrip("/")
+    for queue in ("all", "eu"):
+        _call(url, "PUT", f"/v2/queues/{queue}")
+    _call(url, "PUT", "/v2/topics/orders")
+    _call(url, "PUT", "/v2/topics/orders/subscriptions/all")
+    page.reload()
+    row = page.locator("#topics tbody tr[data-topic=orders]")
+    expect(row.locator(".subscription")).to_have_count(1)
+    # Subscribe eu with a pattern and a filter through the form
+    form = page.locator("#subscription")
+    form.get_by_label("subscription topic").select_option("orders")
+    form.get_by_label("subscription queue").select_option("eu")
+    form.get_by_label("subscription pattern").fill("orders.eu.*")
+    form.get_by_label("subscription filter").fill('{"tier": [{"prefix": "gold"}]}')
+    page.get_by_role("button", name="Save subscription").click()
+    eu = row.locator(".subscription[data-queue=eu]")
+    expect(eu).to_contain_text('orders.eu.* {"tier":[{"prefix":"gold"}]}')
+    # A bad filter is refused with the API's words, and changes nothing
+    eu.get_by_role("button", name="Edit").click()
+    expect(form.get_by_label("subscription pattern")).to_have_value("orders.eu.*")
+    form.get_by_label("subscription filter").fill('{"tier": {"suffix": "x"}}')
+    page.get_by_role("button", name="Save subscription").click()
+    expect(page.locator("#error")).to_contain_text("filter.tier")
+    expect(eu).to_contain_text("prefix")
+    # Publish through the topic with a routing key: only what matches reaches eu
+    publish = row.get_by_label("message for orders")
+    publish.fill("#42")
+    row.get_by_label("routing key for orders").fill("orders.us.created")
+    row.get_by_role("button", name="Publish").click()
+    expect(page.locator("#queues tbody tr[data-queue=all] td.depth")).to_have_text("1")
+    expect(page.locator("#queues tbody tr[data-queue=eu] td.depth")).to_have_text("0")
+    # Attributes and routing keys show in a peek
+    message = {"body": "#43", "routing_key": "orders.eu.new", "attributes": {"tier": "gold"}}
+    _call(url, "POST", "/v2/topics/orders/messages", {"messages": [message]})
+    page.get_by_role("button", name="eu", exact=True).click()
+    page.get_by_role("button", name="Peek at messages").click()
+    peeked = page.locator("#messages tbody tr")
+    expect(peeked).to_have_count(1)
+    expect(peeked.locator("td.key")).to_have_text("orders.eu.new")
+    expect(peeked.locator("td.attributes")).to_have_text('{"tier":"gold"}')

@@ -107,6 +107,39 @@ function drawChart() {
   ctx.fillText(`max ${top}`, 4, 12);
 }
 
+function code(text) {
+  const c = document.createElement("code");
+  c.textContent = text;
+  return c;
+}
+
+function describeSubscription(topic, sub) {
+  const line = document.createElement("div");
+  line.className = "subscription";
+  line.dataset.queue = sub.queue;
+  line.append(`${sub.queue} `);
+  if (sub.pattern !== undefined) line.append(code(sub.pattern), " ");
+  if (sub.filter !== undefined) line.append(code(JSON.stringify(sub.filter)), " ");
+  line.append(button("Edit", () => editSubscription(topic, sub)), " ",
+    button("×", () => act(() => api("DELETE",
+      `/v2/topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(sub.queue)}`))));
+  return line;
+}
+
+function editSubscription(topic, sub) {
+  const form = $("subscription");
+  form.elements.topic.value = topic;
+  form.elements.queue.value = sub.queue;
+  form.elements.pattern.value = sub.pattern ?? "";
+  form.elements.filter.value = sub.filter === undefined ? "" : JSON.stringify(sub.filter);
+}
+
+function fillSelect(select, names) {
+  const kept = select.value;
+  select.replaceChildren(...names.map((n) => new Option(n, n)));
+  if (names.includes(kept)) select.value = kept;
+}
+
 async function renderTopics(queues) {
   const body = $("topics").querySelector("tbody");
   const { topics } = await api("GET", "/v2/topics");
@@ -116,28 +149,27 @@ async function renderTopics(queues) {
     const tr = document.createElement("tr");
     tr.dataset.topic = name;
     const subs = document.createElement("td");
-    for (const q of topic.queues) {
-      subs.append(`${q} `, button("×", () => act(() =>
-        api("DELETE", `/v2/topics/${encodeURIComponent(name)}/subscriptions/${encodeURIComponent(q)}`))), " ");
-    }
-    const subscribe = document.createElement("td");
-    const pick = document.createElement("select");
-    pick.setAttribute("aria-label", `queue to subscribe to ${name}`);
-    for (const q of queues) pick.append(new Option(q, q));
-    subscribe.append(pick, button("Subscribe", () => act(() =>
-      api("PUT", `/v2/topics/${encodeURIComponent(name)}/subscriptions/${encodeURIComponent(pick.value)}`))));
+    subs.append(...topic.subscriptions.map((sub) => describeSubscription(name, sub)));
     const publish = document.createElement("td");
     const text = document.createElement("input");
     text.placeholder = "message";
     text.setAttribute("aria-label", `message for ${name}`);
-    publish.append(text, button("Publish", () => act(() =>
-      api("POST", `/v2/topics/${encodeURIComponent(name)}/messages`, { messages: [{ body: text.value }] }))));
+    const key = document.createElement("input");
+    key.placeholder = "routing key";
+    key.setAttribute("aria-label", `routing key for ${name}`);
+    publish.append(text, key, button("Publish", () => act(() => {
+      const message = { body: text.value };
+      if (key.value.trim()) message.routing_key = key.value.trim();
+      return api("POST", `/v2/topics/${encodeURIComponent(name)}/messages`, { messages: [message] });
+    })));
     const del = document.createElement("td");
     del.append(button("Delete", () => act(() => api("DELETE", `/v2/topics/${encodeURIComponent(name)}`))));
-    tr.append(cell(name), subs, subscribe, publish, del);
+    tr.append(cell(name), subs, publish, del);
     rows.push(tr);
   }
   body.replaceChildren(...rows);
+  fillSelect($("subscription").elements.topic, topics);
+  fillSelect($("subscription").elements.queue, queues);
 }
 
 async function renderMembers() {
@@ -228,7 +260,9 @@ async function peek() {
       await api("POST", `/v2/queues/${encodeURIComponent(queue)}/delete`, { ids: [m.id] });
       tr.remove();
     })));
-    tr.append(cell(m.id), cell(new Date(m.published_at).toLocaleTimeString()), cell(text, "body"), del);
+    const attributes = m.attributes === undefined ? "" : JSON.stringify(m.attributes);
+    tr.append(cell(m.id), cell(new Date(m.published_at).toLocaleTimeString()), cell(text, "body"),
+      cell(m.routing_key ?? "", "key"), cell(attributes, "attributes"), del);
     return tr;
   }));
 }
@@ -280,6 +314,24 @@ function wire() {
     const body = e.target.elements.body.value;
     act(() => api("POST", `/v2/queues/${encodeURIComponent(state.selected)}/messages`,
       { messages: [{ body }] }));
+  });
+  $("subscription").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const form = e.target;
+    const topic = form.elements.topic.value;
+    const queue = form.elements.queue.value;
+    act(async () => {
+      const body = {};
+      const pattern = form.elements.pattern.value.trim();
+      const filter = form.elements.filter.value.trim();
+      if (pattern) body.pattern = pattern;
+      if (filter) {
+        try { body.filter = JSON.parse(filter); } catch (err) {
+          throw new Error(`the filter is not JSON: ${err.message}`);
+        }
+      }
+      await api("PUT", `/v2/topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(queue)}`, body);
+    });
   });
   $("peek").addEventListener("click", () => act(peek));
   $("redrive").addEventListener("click", () => {
