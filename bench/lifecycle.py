@@ -25,14 +25,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
+from bench.node import on_one_node
 from dynamiq.client import AsyncClient
 from dynamiq.models import Outgoing
-from dynamiq.testing.cluster import LocalCluster
 
 BODY = b"x" * 1024
 BATCH = 100
@@ -182,13 +180,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=2000.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        cluster = LocalCluster(Path(tmp), nodes=1)
-        try:
-            cluster.start()
-            return asyncio.run(_run(cluster.nodes["n1"].url, args))
-        finally:
-            cluster.stop()
+    return on_one_node(lambda url: _run(url, args))
 
 
 if __name__ == "__main__":

@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
-from pathlib import Path
 
+from bench.node import on_one_node
 from dynamiq.client import AsyncClient
 from dynamiq.models import Outgoing
-from dynamiq.testing.cluster import LocalCluster
 
 BODY = b"x" * 1024
 BATCH = 100
@@ -95,13 +93,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        cluster = LocalCluster(Path(tmp), nodes=1)
-        try:
-            cluster.start()
-            asyncio.run(_run(cluster.nodes["n1"].url, args.n, args.rounds))
-        finally:
-            cluster.stop()
+    on_one_node(lambda url: _run(url, args.n, args.rounds))
     return 0
 
 
