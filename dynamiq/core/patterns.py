@@ -26,7 +26,7 @@ def words(key: str | None) -> tuple[str, ...]:
     return tuple(key.split(".")) if key else ()
 
 
-def check_pattern(pattern: str, field: str = "pattern") -> str:
+def check_pattern(pattern: object, field: str = "pattern") -> str:
     """Return ``pattern`` if it is one, else raise ``Invalid`` naming ``field``."""
     if not isinstance(pattern, str) or len(pattern) > MAX_ROUTING_KEY:
         raise Invalid(f"{field} must be text of at most {MAX_ROUTING_KEY} characters", field)

@@ -33,11 +33,10 @@ class Subscription:
     @classmethod
     def parse(cls, queue: str, pattern: object = None, spec: object = None) -> Subscription:
         """Return a validated subscription (``Invalid`` naming the field otherwise)."""
-        if pattern is not None:
-            check_pattern(pattern)  # type: ignore[arg-type]
+        checked = None if pattern is None else check_pattern(pattern)
         if spec is not None and not isinstance(spec, dict):
             raise Invalid("filter must be an object", "filter")
-        return cls(queue, pattern, None if spec is None else FilterPolicy(spec))  # type: ignore[arg-type]
+        return cls(queue, checked, None if spec is None else FilterPolicy(spec))
 
     @classmethod
     def decode(cls, queue: str, raw: bytes) -> Subscription:
