@@ -229,7 +229,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 async def subscribe(request: web.Request) -> web.Response:
     """Subscribe a queue to a topic, or change what it takes (idempotent)."""
     topic = request.match_info["topic"]
-    node(request).subscribers(topic)  # 404s before the body is read
+    node(request).require_topic(topic)  # 404s before the body is read
     queue = queue_param(request)
     body = await read_json(request, s.SubscriptionBody, optional=True)
     subscriptions = await node(request).subscribe(topic, queue, body.pattern, body.filter)
@@ -245,7 +245,7 @@ async def unsubscribe(request: web.Request) -> web.Response:
 async def publish_topic(request: web.Request) -> web.Response:
     """Publish a batch to the subscribers that take each message; ids per queue."""
     name = request.match_info["topic"]
-    node(request).subscribers(name)
+    node(request).require_topic(name)
     ids = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(
         s.TopicPublishResponse(

@@ -6,7 +6,7 @@ import base64
 import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from dynamiq.models import AttributeValue, DeadLetter, Message, Outgoing
 
@@ -15,22 +15,13 @@ __all__ = ["Body", "Extras", "message", "outgoing", "trace_parent"]
 Body = bytes | str
 
 
-class Extras:
+class Extras(NamedTuple):
     """What a publish call asks for every message that does not say otherwise."""
 
-    __slots__ = ("attributes", "delay_seconds", "routing_key", "ttl_seconds")
-
-    def __init__(
-        self,
-        delay_seconds: float | None = None,
-        ttl_seconds: float | None = None,
-        attributes: Mapping[str, AttributeValue] | None = None,
-        routing_key: str | None = None,
-    ) -> None:
-        self.delay_seconds = delay_seconds
-        self.ttl_seconds = ttl_seconds
-        self.attributes = attributes
-        self.routing_key = routing_key
+    delay_seconds: float | None = None
+    ttl_seconds: float | None = None
+    attributes: Mapping[str, AttributeValue] | None = None
+    routing_key: str | None = None
 
 
 def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[str, Any]:

@@ -163,7 +163,8 @@ class Catalog:
             if kind == "s" and topic in topics and queue in queues:
                 topics[topic].append(Subscription.decode(queue, raw))
         self._queues = queues
-        self._topics = {t: Topic(subs) for t, subs in topics.items()}
+        known = self._topics
+        self._topics = {t: known.get(t, Topic()).kept_if_same(subs) for t, subs in topics.items()}
         return True
 
     async def pending_drops(self, now_ms: int) -> list[str]:

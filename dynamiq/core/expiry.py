@@ -143,10 +143,8 @@ class Expiry:
     ) -> int:
         """Expire the messages whose time to live ran out, as their hints say."""
         heads = _heads(keyspace, now_ms * 1000 - EPOCH_US)
-        keys = sorted(
-            k for part in await self._store.scan(EXPIRY_INDEX, heads, budget) for k in part
-        )
-        keys = keys[:budget]
+        found = await self._store.scan(EXPIRY_INDEX, heads, budget)
+        keys = sorted(key for part in found for key in part)[:budget]
         if not keys:
             return 0
         hinted: dict[str, list[int]] = {}
@@ -154,11 +152,7 @@ class Expiry:
             if raw:
                 mids = hinted.setdefault(raw[_ID.size :].decode(), [])
                 mids.append(_ID.unpack_from(raw)[0])
-        live = {
-            record.uid: record
-            for record in map(self._catalog.find, self._catalog.queues())
-            if record is not None
-        }
+        live = {record.uid: record for record in self._catalog.records()}
         removed = 0
         for uid, mids in hinted.items():
             record = live.get(uid)

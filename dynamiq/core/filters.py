@@ -18,6 +18,7 @@ Bytes attributes take no part in filtering: to a policy they are absent.
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
@@ -57,6 +58,12 @@ class FilterPolicy:
             raise Invalid(f"filter names at most {MAX_FILTER_KEYS} attributes", "filter")
         self.spec = spec
         self._keys = [(name, _conditions(name, given)) for name, given in spec.items()]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FilterPolicy) and other.spec == self.spec
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.spec, sort_keys=True))
 
     def anchor(self) -> tuple[str, list[str | int | float]] | None:
         """An attribute whose conditions are all exact values, with those values:

@@ -37,11 +37,11 @@ from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.journal import LeaseJournal, store_counts
 from dynamiq.core.records import (
-    Meta,
     delivered,
     message,
     meta_of,
     meta_of_message,
+    new_life,
     with_meta,
 )
 from dynamiq.core.state import QueueState
@@ -276,6 +276,4 @@ def _dead(raw: bytes, source: str, reason: DeadLetterReason, now_ms: int) -> byt
     """The record a message gets in a dead-letter queue: a new life, and its origin."""
     _, meta = meta_of(raw)
     note = DeadLetter(source, reason, meta.receive_count, now_ms)
-    return with_meta(
-        raw, Meta(dead_letter=note, attributes=meta.attributes, routing_key=meta.routing_key)
-    )
+    return with_meta(raw, new_life(meta, dead_letter=note))

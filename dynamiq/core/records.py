@@ -28,6 +28,7 @@ __all__ = [
     "message",
     "meta_of",
     "meta_of_message",
+    "new_life",
     "with_meta",
 ]
 
@@ -130,6 +131,17 @@ def _message(message_id: int, record: bytes, received_ms: int) -> Message:
         meta.expires_ms,
         meta.attributes,
         meta.routing_key,
+    )
+
+
+def new_life(meta: Meta, expires_ms: int = 0, dead_letter: DeadLetter | None = None) -> Meta:
+    """A message's metadata as it starts a new life in another queue (dead-lettered or
+    redriven): receives counted from zero; what its producer attached kept."""
+    return Meta(
+        expires_ms=expires_ms,
+        dead_letter=dead_letter,
+        attributes=meta.attributes,
+        routing_key=meta.routing_key,
     )
 
 

@@ -27,7 +27,7 @@ import msgspec
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
-from dynamiq.core.records import Meta, meta_of, with_meta
+from dynamiq.core.records import Meta, meta_of, new_life, with_meta
 from dynamiq.errors import DynamiqError, Invalid, RedriveRunning
 from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.base import StorageBackend
@@ -292,6 +292,4 @@ def _reborn(raw: bytes) -> Meta:
     """A redriven message's metadata: counted from zero, no note; its expiry and
     what its producer attached kept."""
     meta = meta_of(raw)[1]
-    return Meta(
-        expires_ms=meta.expires_ms, attributes=meta.attributes, routing_key=meta.routing_key
-    )
+    return new_life(meta, expires_ms=meta.expires_ms)

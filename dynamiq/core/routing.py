@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dynamiq.core.filters import FilterPolicy
@@ -28,7 +28,7 @@ class Subscription:
 
     queue: str
     pattern: str | None = None
-    filter: FilterPolicy | None = field(default=None, compare=False)
+    filter: FilterPolicy | None = None
 
     @classmethod
     def parse(cls, queue: str, pattern: object = None, spec: object = None) -> Subscription:
@@ -38,13 +38,14 @@ class Subscription:
             raise Invalid("filter must be an object", "filter")
         return cls(queue, checked, None if spec is None else FilterPolicy(spec))
 
-    @classmethod
-    def decode(cls, queue: str, raw: bytes) -> Subscription:
-        """Return the subscription stored as ``raw`` (empty: takes everything)."""
-        if not raw:
-            return cls(queue)
-        data: dict[str, Any] = json.loads(raw)
-        return cls.parse(queue, data.get("pattern"), data.get("filter"))
+    @staticmethod
+    def decode(queue: str, raw: bytes) -> Subscription:
+        """Return the subscription stored as ``raw`` (empty: takes everything).
+
+        Every catalog reload reads every subscription again: one that did not
+        change comes from a cache, the same object as before.
+        """
+        return _decoded(queue, raw)
 
     def encode(self) -> bytes:
         """Return the stored form (empty for a subscription that takes everything)."""
@@ -62,6 +63,14 @@ class Subscription:
         return out
 
 
+@functools.lru_cache(maxsize=8192)
+def _decoded(queue: str, raw: bytes) -> Subscription:
+    if not raw:
+        return Subscription(queue)
+    data: dict[str, Any] = json.loads(raw)
+    return Subscription.parse(queue, data.get("pattern"), data.get("filter"))
+
+
 class Topic:
     """The subscriptions of one topic, by queue; routes messages to them."""
 
@@ -75,6 +84,12 @@ class Topic:
     def listed(self) -> list[Subscription]:
         """Return the subscriptions, sorted by queue."""
         return [self.subscriptions[q] for q in self.queues()]
+
+    def kept_if_same(self, subscriptions: Iterable[Subscription]) -> Topic:
+        """This topic when it has exactly ``subscriptions`` (its compiled router with it),
+        else a new topic of them."""
+        fresh = Topic(subscriptions)
+        return self if fresh.subscriptions == self.subscriptions else fresh
 
     def with_subscription(self, subscription: Subscription) -> Topic:
         """Return this topic with ``subscription`` added or replaced."""

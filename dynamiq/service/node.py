@@ -165,6 +165,10 @@ class Node:
         """Return every topic, sorted."""
         return self._catalog.topics()
 
+    def require_topic(self, name: str) -> None:
+        """Raise ``TopicNotFound`` unless the topic exists (before a request body is read)."""
+        self._catalog.topic(name)
+
     def subscribers(self, topic: str) -> list[str]:
         """Return a topic's subscribed queues, or raise ``TopicNotFound``."""
         return self._catalog.topic(topic).queues()

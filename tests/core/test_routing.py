@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dynamiq.core.catalog import Catalog
 from dynamiq.core.filters import FilterPolicy
 from dynamiq.core.patterns import PatternTrie, check_pattern
 from dynamiq.core.routing import Subscription, Topic
 from dynamiq.errors import Invalid
+from dynamiq.storage.lmdb import LmdbBackend
 
 # -- patterns ---------------------------------------------------------------
 
@@ -239,3 +241,27 @@ def test_a_topic_routes_each_message_to_exactly_the_subscriptions_that_take_it(
         for key, attributes in messages
     ]
     assert topic.route_all(messages) == [sorted(e) for e in expected]
+
+
+def test_subscriptions_differing_only_in_their_filter_are_not_equal() -> None:
+    one, two = ({"x": ["1"]}, {"x": ["2"]})
+    assert Subscription.parse("q", "a.*", one) != Subscription.parse("q", "a.*", two)
+    assert Subscription.parse("q", "a.*", one) == Subscription.parse("q", "a.*", dict(one))
+
+
+async def test_a_reload_keeps_an_unchanged_topic_and_its_router(store: LmdbBackend) -> None:
+    catalog = Catalog(store)
+    for name in ("q", "r"):
+        await catalog.create_queue(name)
+        await catalog.create_topic(f"t-{name}")
+        await catalog.subscribe(f"t-{name}", name, "a.*", {"x": ["1"]})
+    assert await catalog.reload()
+    before = {name: catalog.topic(f"t-{name}") for name in ("q", "r")}
+    assert before["q"].route("a.b", {"x": "1"}) == ["q"]  # its router is compiled now
+    other = Catalog(store)  # another node changes what r takes
+    await other.reload()
+    await other.subscribe("t-r", "r", "b.*")
+    assert await catalog.reload()
+    assert catalog.topic("t-q") is before["q"]
+    assert catalog.topic("t-r") is not before["r"]
+    assert catalog.topic("t-r").route("b.c", None) == ["r"]
