@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -21,9 +22,11 @@ __all__ = [
     "LocalQueueStats",
     "Message",
     "Outgoing",
+    "Published",
     "QueueSettings",
     "RetryBackoff",
     "attributes_size",
+    "check_token",
     "parse_id",
     "validate_name",
 ]
@@ -39,6 +42,11 @@ MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
 MAX_ATTRIBUTES = 16
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 MAX_ROUTING_KEY = 255
+# A dedup id or a group: 1-128 printable ASCII characters, no spaces (as SQS takes them).
+TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")
+TOKEN_RULE = "1-128 printable ASCII characters, no spaces"
+MAX_DEDUP_WINDOW_SECONDS = 86400.0
+MIN_EXPIRES_AFTER_SECONDS = 60.0
 
 
 def _at_most(limit: int) -> str:
@@ -141,6 +149,9 @@ class QueueSettings:
     delay_seconds: float = 0.0
     retention_seconds: float | None = None
     dead_letter_on_expiry: bool = False
+    dedup_window_seconds: float = 300.0
+    content_dedup: bool = False
+    expires_after_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
@@ -168,6 +179,13 @@ class QueueSettings:
             raise Invalid(
                 "dead_letter_on_expiry needs a dead_letter_queue", "dead_letter_on_expiry"
             )
+        _check_number("dedup_window_seconds", self.dedup_window_seconds, MAX_DEDUP_WINDOW_SECONDS)
+        _check_bool("content_dedup", self.content_dedup)
+        if self.expires_after_seconds is not None:
+            name = "expires_after_seconds"
+            _check_number(name, self.expires_after_seconds, MAX_RETENTION_SECONDS)
+            if self.expires_after_seconds < MIN_EXPIRES_AFTER_SECONDS:
+                raise Invalid(f"{name} must be >= {MIN_EXPIRES_AFTER_SECONDS:g}", name)
 
     @property
     def counts_receives(self) -> bool:
@@ -182,6 +200,13 @@ class QueueSettings:
         """Return a copy with ``changes`` applied, validated; unknown keys raise ``Invalid``."""
         _only_known(type(self), changes, "queue setting")
         return replace(self, **changes)
+
+
+def check_token(field: str, value: object) -> str:
+    """Return ``value`` if it is a valid dedup id or group, else raise ``Invalid``."""
+    if not isinstance(value, str) or not TOKEN.fullmatch(value):
+        raise Invalid(f"{field} must be {TOKEN_RULE}", field)
+    return value
 
 
 def _only_known(kind: type, given: dict[str, Any], what: str, prefix: str = "") -> None:
@@ -296,7 +321,8 @@ class Outgoing(msgspec.Struct, frozen=True):
     ``delay_seconds`` None means the queue's ``delay_seconds``; ``ttl_seconds``
     None means it does not expire (its queue's retention still applies).
     ``attributes`` travel with it; a topic routes it by ``routing_key`` and
-    its attributes.
+    its attributes. A second message with its ``dedup_id`` within its queue's
+    ``dedup_window_seconds`` is not stored.
     """
 
     body: bytes
@@ -304,6 +330,24 @@ class Outgoing(msgspec.Struct, frozen=True):
     ttl_seconds: float | None = None
     attributes: Attributes | None = None
     routing_key: str | None = None
+    dedup_id: str | None = None
+
+
+T = TypeVar("T")
+
+
+class Published(list[T]):
+    """The ids of published messages in request order, with which of them answered
+    a duplicate: a message whose dedup id its queue had seen within the window,
+    answered with the first message's id (nothing stored)."""
+
+    __slots__ = ("duplicate",)
+
+    def __init__(self, ids: Iterable[T] = (), duplicate: Iterable[bool] = ()) -> None:
+        super().__init__(ids)
+        flags = list(duplicate)
+        self.duplicate: list[bool] = flags if any(flags) else []
+        """Per message, whether it was a duplicate; empty when none was."""
 
 
 @dataclass(frozen=True, slots=True)

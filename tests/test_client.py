@@ -137,6 +137,20 @@ async def test_attributes_routing_and_filters_through_the_client(client: AsyncCl
     )
 
 
+async def test_dedup_ids_and_duplicates_through_the_client(client: AsyncClient) -> None:
+    await client.create_queue("once")
+    await client.create_topic("t")
+    await client.subscribe("t", "once")
+    first = await client.publish("once", [Outgoing(b"a", dedup_id="a"), "plain"])
+    assert first.duplicate == []
+    again = await client.publish(
+        "once", [Outgoing(b"a", dedup_id="a"), Outgoing(b"b", dedup_id="b")]
+    )
+    assert again[0] == first[0] and again.duplicate == [True, False]
+    fanned = await client.publish_topic("t", [Outgoing(b"b", dedup_id="b"), "x"])
+    assert fanned["once"][0] == again[1] and fanned["once"].duplicate == [True, False]
+
+
 async def test_publish_carries_the_current_trace_context(client: AsyncClient) -> None:
     from opentelemetry.sdk.trace import TracerProvider
 

@@ -23,7 +23,7 @@ def test_acknowledged_messages_survive_kill_9(node_factory: NodeFactory) -> None
     node = node_factory().start()
     with Client(node.url) as client:
         client.create_queue("durable")
-        published = []
+        published: list[int] = []
         for batch in range(30):
             published += client.publish("durable", [f"m{batch}-{i}" for i in range(100)])
     # When it is killed without warning and started again on the same data

@@ -84,6 +84,7 @@ def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
         and message.ttl_seconds is None
         and message.attributes is None
         and message.routing_key is None
+        and message.dedup_id is None
     ):
         return body
     attributes = None
@@ -95,7 +96,12 @@ def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
             for name, v in message.attributes.items()
         }
     return Outgoing(
-        body, message.delay_seconds, message.ttl_seconds, attributes, message.routing_key
+        body,
+        message.delay_seconds,
+        message.ttl_seconds,
+        attributes,
+        message.routing_key,
+        message.dedup_id,
     )
 
 

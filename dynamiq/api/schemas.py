@@ -14,6 +14,7 @@ import msgspec
 from dynamiq.models import (
     ATTRIBUTE_NAME,
     MAX_ATTRIBUTES,
+    MAX_DEDUP_WINDOW_SECONDS,
     MAX_DELAY_SECONDS,
     MAX_PARTITION_AGE,
     MAX_PARTITIONS_LIMIT,
@@ -21,6 +22,9 @@ from dynamiq.models import (
     MAX_RETENTION_SECONDS,
     MAX_ROUTING_KEY,
     MAX_VISIBILITY_TIMEOUT,
+    MIN_EXPIRES_AFTER_SECONDS,
+    TOKEN,
+    TOKEN_RULE,
     DeadLetterReason,
 )
 
@@ -87,6 +91,7 @@ AttributesBody = Annotated[
         "their size counts toward limits.maxbodybytes",
     ),
 ]
+Token = Annotated[str, msgspec.Meta(pattern=TOKEN.pattern, description=TOKEN_RULE)]
 RoutingKey = Annotated[
     str,
     msgspec.Meta(
@@ -105,6 +110,7 @@ class OutgoingMessage(_Body):
     ttl_seconds: LifeSeconds | None = None  # null: no expiry of its own
     attributes: AttributesBody | None = None
     routing_key: RoutingKey | None = None
+    dedup_id: Token | None = None
 
 
 class PublishRequest(_Body):
@@ -113,17 +119,22 @@ class PublishRequest(_Body):
     messages: Annotated[list[OutgoingMessage], msgspec.Meta(min_length=1)]
 
 
-class PublishResponse(msgspec.Struct):
-    """The ids of the published messages, in request order."""
+class PublishResponse(msgspec.Struct, omit_defaults=True):
+    """The ids of the published messages, in request order. When any message was a
+    duplicate (its dedup id seen within the queue's window: nothing stored, the
+    first message's id answered), ``duplicate`` says which."""
 
     ids: list[str]
+    duplicate: list[bool] | None = None
 
 
-class TopicPublishResponse(msgspec.Struct):
+class TopicPublishResponse(msgspec.Struct, omit_defaults=True):
     """Per subscribed queue that took any message, the ids of its copies in request
-    order: null for a message its subscription did not take."""
+    order: null for a message its subscription did not take; ``duplicate``, per
+    queue where any copy was a duplicate, says which."""
 
     ids: dict[str, list[str | None]]
+    duplicate: dict[str, list[bool]] | None = None
 
 
 class ReceiveRequest(_Body):
@@ -227,8 +238,9 @@ class RedriveRequest(_Body):
 class QueueSettingsBody(_Body):
     """A queue's settings; in a create or update request every field is optional.
 
-    ``max_receives``, ``dead_letter_queue``, ``retry_backoff`` and
-    ``retention_seconds`` are turned off with null; a missing field is left as is.
+    ``max_receives``, ``dead_letter_queue``, ``retry_backoff``,
+    ``retention_seconds`` and ``expires_after_seconds`` are turned off with null;
+    a missing field is left as is.
     """
 
     visibility_timeout: Seconds | None = None
@@ -244,6 +256,15 @@ class QueueSettingsBody(_Body):
     delay_seconds: DelaySeconds | None = None
     retention_seconds: LifeSeconds | msgspec.UnsetType | None = msgspec.UNSET
     dead_letter_on_expiry: bool | None = None
+    dedup_window_seconds: (
+        Annotated[float, msgspec.Meta(gt=0, le=MAX_DEDUP_WINDOW_SECONDS)] | None
+    ) = None
+    content_dedup: bool | None = None
+    expires_after_seconds: (
+        Annotated[float, msgspec.Meta(ge=MIN_EXPIRES_AFTER_SECONDS, le=MAX_RETENTION_SECONDS)]
+        | msgspec.UnsetType
+        | None
+    ) = msgspec.UNSET
 
 
 # Settings a null turns off: those that tell null from absent (UNSET); in the

@@ -118,7 +118,7 @@ async def publish(request: web.Request) -> web.Response:
     """Publish a batch; 200 with the ids once every message is durable."""
     name = queue_param(request)
     ids = await node(request).publish(name, await _outgoing(request))
-    return json_response(s.PublishResponse([str(i) for i in ids]))
+    return json_response(s.PublishResponse([str(i) for i in ids], ids.duplicate or None))
 
 
 async def receive(request: web.Request) -> web.Response:
@@ -249,7 +249,8 @@ async def publish_topic(request: web.Request) -> web.Response:
     ids = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(
         s.TopicPublishResponse(
-            {q: [None if i is None else str(i) for i in v] for q, v in ids.items()}
+            {q: [None if i is None else str(i) for i in v] for q, v in ids.items()},
+            {q: v.duplicate for q, v in ids.items() if v.duplicate} or None,
         )
     )
 

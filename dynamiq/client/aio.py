@@ -12,9 +12,17 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from dynamiq.client.wire import Body, Extras, message, outgoing, trace_parent
+from dynamiq.client.wire import (
+    Body,
+    Extras,
+    message,
+    outgoing,
+    published,
+    published_topic,
+    trace_parent,
+)
 from dynamiq.errors import BackendUnavailable, error_for_code
-from dynamiq.models import AttributeValue, Message, Outgoing
+from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
 __all__ = ["AsyncClient", "Body"]
 
@@ -191,8 +199,9 @@ class AsyncClient:
         ttl_seconds: float | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         routing_key: str | None = None,
-    ) -> list[int]:
-        """Publish messages durably; return their ids in order.
+    ) -> Published[int]:
+        """Publish messages durably; return their ids in order (``duplicate`` says which
+        answered a dedup id seen within the queue's window: an ``Outgoing`` carries one).
 
         ``delay_seconds``, ``ttl_seconds``, ``attributes`` and ``routing_key``
         apply to every message that does not say otherwise (an ``Outgoing``
@@ -202,8 +211,7 @@ class AsyncClient:
         extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
         trace = trace_parent()
         payload = {"messages": [outgoing(b, extras, trace) for b in bodies]}
-        result = await self._call("POST", f"/v2/queues/{queue}/messages", payload)
-        return [int(i) for i in result["ids"]]
+        return published(await self._call("POST", f"/v2/queues/{queue}/messages", payload))
 
     async def publish_topic(
         self,
@@ -214,7 +222,7 @@ class AsyncClient:
         ttl_seconds: float | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         routing_key: str | None = None,
-    ) -> dict[str, list[int | None]]:
+    ) -> dict[str, Published[int | None]]:
         """Publish to the queues subscribed to ``topic`` that take each message; return,
         per queue that took any, its copies' ids in order (None: not taken).
 
@@ -223,8 +231,7 @@ class AsyncClient:
         extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
         trace = trace_parent()
         payload = {"messages": [outgoing(b, extras, trace) for b in bodies]}
-        result = await self._call("POST", f"/v2/topics/{topic}/messages", payload)
-        return {q: [None if i is None else int(i) for i in ids] for q, ids in result["ids"].items()}
+        return published_topic(await self._call("POST", f"/v2/topics/{topic}/messages", payload))
 
     async def receive(
         self,

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from dynamiq.client.aio import AsyncClient
 from dynamiq.client.wire import Body
-from dynamiq.models import AttributeValue, Message, Outgoing
+from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
 __all__ = ["Client"]
 
@@ -137,7 +137,7 @@ class Client:
         ttl_seconds: float | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         routing_key: str | None = None,
-    ) -> list[int]:
+    ) -> Published[int]:
         """Publish messages durably; return their ids (see ``AsyncClient.publish``)."""
         return self._run(
             self._client.publish(
@@ -159,7 +159,7 @@ class Client:
         ttl_seconds: float | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         routing_key: str | None = None,
-    ) -> dict[str, list[int | None]]:
+    ) -> dict[str, Published[int | None]]:
         """Publish to the subscribed queues that take each message; ids per queue."""
         return self._run(
             self._client.publish_topic(

@@ -8,9 +8,17 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from dynamiq.models import AttributeValue, DeadLetter, Message, Outgoing
+from dynamiq.models import AttributeValue, DeadLetter, Message, Outgoing, Published
 
-__all__ = ["Body", "Extras", "message", "outgoing", "trace_parent"]
+__all__ = [
+    "Body",
+    "Extras",
+    "message",
+    "outgoing",
+    "published",
+    "published_topic",
+    "trace_parent",
+]
 
 Body = bytes | str
 
@@ -30,7 +38,9 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
     ``trace`` (a W3C ``traceparent``) goes into the attributes unless the
     message carries one already.
     """
+    dedup_id = None
     if isinstance(body, Outgoing):
+        dedup_id = body.dedup_id
         delay = extras.delay_seconds if body.delay_seconds is None else body.delay_seconds
         ttl = extras.ttl_seconds if body.ttl_seconds is None else body.ttl_seconds
         attributes = extras.attributes if body.attributes is None else body.attributes
@@ -50,7 +60,23 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
         out["attributes"] = {name: _value(v) for name, v in attributes.items()}
     if key is not None:
         out["routing_key"] = key
+    if dedup_id is not None:
+        out["dedup_id"] = dedup_id
     return out
+
+
+def published(answer: dict[str, Any]) -> Published[int]:
+    """Return a queue publish's ids, with which were duplicates."""
+    return Published([int(i) for i in answer["ids"]], answer.get("duplicate", ()))
+
+
+def published_topic(answer: dict[str, Any]) -> dict[str, Published[int | None]]:
+    """Return a topic publish's ids per queue, with which were duplicates."""
+    duplicate = answer.get("duplicate") or {}
+    return {
+        q: Published([None if i is None else int(i) for i in ids], duplicate.get(q, ()))
+        for q, ids in answer["ids"].items()
+    }
 
 
 def _body(body: Body) -> dict[str, Any]:

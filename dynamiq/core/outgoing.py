@@ -27,6 +27,14 @@ class Rows(NamedTuple):
     due: list[int]
     expires: list[int]
 
+    def subset(self, indices: Sequence[int]) -> Rows:
+        """Return the messages at ``indices``, in that order."""
+        return Rows(
+            [self.rows[i] for i in indices],
+            [self.due[i] for i in indices],
+            [self.expires[i] for i in indices],
+        )
+
 
 def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us: int) -> Rows:
     """Return what each message stores. A message without a delay of its own gets its

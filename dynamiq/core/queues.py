@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import replace
 
@@ -15,18 +16,19 @@ from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.census import waiting
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.dedup import claims_of, store_once
 from dynamiq.core.expiry import Expiry
 from dynamiq.core.ids import EPOCH_US, SEQ_MASK, STRIPES, IdGenerator, stripes_within
 from dynamiq.core.journal import LeaseJournal
 from dynamiq.core.lifecycle import Lifecycle
-from dynamiq.core.outgoing import by_bucket, outgoing_rows, store_rows
+from dynamiq.core.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.records import RecentRecords, message
 from dynamiq.core.state import QueueState, QueueStats
 from dynamiq.errors import DynamiqError, MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing
+from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing, Published
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["QueueService", "QueueStats"]
@@ -143,32 +145,39 @@ class QueueService:
 
     # -- publishing ----------------------------------------------------------
 
-    async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> list[int]:
+    async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> Published[int]:
         """Store messages durably in a queue; return their ids in order.
 
-        A message is a body, or an ``Outgoing`` with a delay or a time to live.
+        A message is a body, or an ``Outgoing`` with a delay, a time to live,
+        attributes or a dedup id.
         """
         record = self._catalog.queue(queue)
         return await self.store_messages([(record, m) for m in messages])
 
     async def store_messages(
         self, items: Sequence[tuple[QueueRecord, bytes | Outgoing]]
-    ) -> list[int]:
+    ) -> Published[int]:
         """Store messages into (possibly different) queues in one commit; return ids.
 
-        A message without a delay of its own gets its queue's ``delay_seconds``.
+        A message without a delay of its own gets its queue's ``delay_seconds``;
+        one its queue has seen within the dedup window is not stored (``dedup``).
         """
-        rows = outgoing_rows(items, self._clock.wall_us())
-        ids = await store_rows(self._store, self._ids, self._stripes, rows)
+        now_us = self._clock.wall_us()
+        rows = outgoing_rows(items, now_us)
+        now_ms = now_us // 1000
+        claims = claims_of(items, now_ms)
+        done = await store_once(self._store, self._ids, self._stripes, rows, claims, now_ms)
         now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
-        for uid, (mids, records) in by_bucket(rows.rows, ids).items():
+        for uid, (mids, records) in by_bucket(done.rows.rows, done.stored).items():
             self._metrics.sent(queues[uid].name, len(mids))
             self._recent.add(uid, mids, records, now)
             state = self._state(queues[uid])
             state.published(mids)
             state.published_per_s.add(len(mids), now)
-        return ids
+        for uid, count in Counter(items[i][0].uid for i in done.duplicates()).items():
+            self._life.note(queues[uid], self._state(queues[uid]), "deduplicated", count)
+        return Published(done.ids, done.duplicate)
 
     # -- receiving -----------------------------------------------------------
 

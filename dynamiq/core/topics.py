@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import Outgoing
+from dynamiq.models import Outgoing, Published
 
 __all__ = ["TopicService"]
 
@@ -25,10 +25,11 @@ class TopicService:
 
     async def publish(
         self, topic: str, messages: Sequence[bytes | Outgoing]
-    ) -> dict[str, list[int | None]]:
+    ) -> dict[str, Published[int | None]]:
         """Store each message in every queue that takes it, in one commit; return,
         per queue that took any, the ids of its copies in request order (None
-        where a message did not go there).
+        where a message did not go there), with which were duplicates (each
+        queue deduplicates its own copies).
 
         Either all copies are stored or an error is raised; an id is never
         returned for a copy that was not stored.
@@ -42,11 +43,13 @@ class TopicService:
         placed = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
         records = {queue: self._catalog.queue(queue) for _, queue in placed}
         items = [(records[q], messages[i]) for i, q in placed]
-        ids = await self._queues.store_messages(items) if items else []
-        out: dict[str, list[int | None]] = {q: [None] * len(messages) for q in sorted(records)}
-        for (i, queue), mid in zip(placed, ids, strict=True):
-            out[queue][i] = mid
+        stored = await self._queues.store_messages(items) if items else Published[int]()
+        ids: dict[str, list[int | None]] = {q: [None] * len(messages) for q in sorted(records)}
+        duplicate: dict[str, list[bool]] = {q: [False] * len(messages) for q in records}
+        for k, ((i, queue), mid) in enumerate(zip(placed, stored, strict=True)):
+            ids[queue][i] = mid
+            duplicate[queue][i] = bool(stored.duplicate) and stored.duplicate[k]
         unrouted = sum(1 for queues in routes if not queues)
         if unrouted:
             self._metrics.unrouted(topic, unrouted)
-        return out
+        return {q: Published(v, duplicate[q]) for q, v in ids.items()}

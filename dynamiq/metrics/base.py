@@ -8,7 +8,7 @@ from typing import Protocol
 __all__ = ["LIFECYCLE_EVENTS", "Metrics", "MetricsFanout"]
 
 # What can happen to a message besides its delete (``Metrics.lifecycle``).
-LIFECYCLE_EVENTS = ("dead_lettered", "expired", "redriven")
+LIFECYCLE_EVENTS = ("dead_lettered", "expired", "redriven", "deduplicated")
 
 
 class Metrics(Protocol):
@@ -32,7 +32,8 @@ class Metrics(Protocol):
 
     def lifecycle(self, queue: str, event: str, count: int) -> None:
         """Record ``count`` messages of ``queue`` that took a lifecycle step: ``event`` is
-        one of ``LIFECYCLE_EVENTS`` (``dead_lettered``, ``expired``, ``redriven``)."""
+        one of ``LIFECYCLE_EVENTS`` (``dead_lettered``, ``expired``, ``redriven``,
+        ``deduplicated``: publishes not stored, their dedup id seen within the window)."""
         ...
 
     def unrouted(self, topic: str, count: int) -> None:

@@ -27,9 +27,11 @@ from dynamiq.models import (
     LocalQueueStats,
     Message,
     Outgoing,
+    Published,
     QueueSettings,
     ReceiveRequest,
     attributes_size,
+    check_token,
 )
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.reports import (
@@ -208,16 +210,17 @@ class Node:
 
     # -- messages --------------------------------------------------------------
 
-    async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> list[int]:
-        """Store messages durably; return their ids in order."""
+    async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> Published[int]:
+        """Store messages durably; return their ids in order (and which were duplicates)."""
         self._check_outgoing(messages)
         return await self._queues.publish(queue, messages)
 
     async def publish_topic(
         self, topic: str, messages: Sequence[bytes | Outgoing]
-    ) -> dict[str, list[int | None]]:
+    ) -> dict[str, Published[int | None]]:
         """Store a copy of each message in every subscribed queue that takes it; return,
-        per queue that took any, its copies' ids in request order (None: not taken).
+        per queue that took any, its copies' ids in request order (None: not taken)
+        and which were duplicates.
 
         A message without a delay of its own gets each queue's ``delay_seconds``.
         """
@@ -310,6 +313,8 @@ class Node:
                     raise Invalid(
                         f"ttl_seconds must be > 0 and <= {MAX_RETENTION_SECONDS:g}", "ttl_seconds"
                     )
+                if m.dedup_id is not None:
+                    check_token("dedup_id", m.dedup_id)
 
     def _check_delay(self, seconds: object, field: str) -> None:
         limit = self.limits.maxdelayseconds

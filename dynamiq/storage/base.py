@@ -3,7 +3,8 @@
 Messages live in buckets (one per queue incarnation) under integer keys in
 ``[0, 2^63-1]``; keys double as the secondary index that range scans walk in
 order. Configuration lives in a flat namespace of ``meta`` keys whose writes
-are idempotent (set-like), plus one conditional create for names.
+are idempotent (set-like), plus one conditional create for names. Claims
+(deduplication records) live in a namespace of their own and expire.
 
 Every method may raise ``BackendUnavailable`` (the store cannot serve now) and
 nothing else from the driver: adapters wrap their engine's errors.
@@ -13,11 +14,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from dynamiq.keyspace import KeyRange
 
-__all__ = ["StorageBackend", "move_in_steps"]
+__all__ = [
+    "Claim",
+    "Claimed",
+    "StorageBackend",
+    "claim_record",
+    "held_claim",
+    "insert_claimed_in_steps",
+    "move_in_steps",
+]
+
+# A claim: (key, value, expiry in epoch milliseconds).
+Claim = tuple[str, bytes, int]
+# One claimed insert: (bucket, key, value, claim key, claim value, claim expiry in
+# epoch milliseconds).
+Claimed = tuple[str, int, bytes, str, bytes, int]
+_EXPIRY_DIGITS = 13  # epoch milliseconds, zero-padded: good until the year 2286
 
 
 class StorageBackend(Protocol):
@@ -63,6 +79,36 @@ class StorageBackend(Protocol):
             Per item: True when moved; False when the source was absent
             (nothing written); None when the target key was taken (nothing
             changed: draw another key).
+        """
+        ...
+
+    async def claim(
+        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
+    ) -> list[bytes | None]:
+        """Record claims durably unless a live claim holds their key.
+
+        Each item is ``(key, value, expires_ms)``. A claim is live until its
+        expiry (epoch milliseconds) is at most ``now_ms``; the store forgets
+        expired claims in its own time.
+
+        Returns:
+            Per item: None when the claim is now recorded; else the value of
+            the live claim that holds the key (nothing changed).
+        """
+        ...
+
+    async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
+        """Insert objects, each only if its claim (as ``claim``) can be recorded.
+
+        Atomic per item where the store allows it (one commit); elsewhere the
+        object is inserted first, then claimed, and deleted again when the
+        claim was held: a failure between leaves it stored without its claim
+        (a retry may store it twice), never claimed without being stored.
+
+        Returns:
+            Per item: True when inserted and claimed; False when the object's
+            key was taken (nothing changed: draw another key); else the value
+            of the live claim that holds the claim key (nothing stored).
         """
         ...
 
@@ -139,9 +185,36 @@ async def move_in_steps(
     return out
 
 
-def _by_bucket(
-    items: Sequence[tuple[str, int, str, int, bytes]], indices: Sequence[int]
-) -> dict[str, list[int]]:
+async def insert_claimed_in_steps(
+    store: StorageBackend, items: Sequence[Claimed], now_ms: int
+) -> list[bool | bytes]:
+    """``StorageBackend.insert_claimed`` for a store that cannot make it one write:
+    insert, claim what was inserted, delete what lost its claim."""
+    out: list[bool | bytes] = [False] * len(items)
+    stored = await store.insert([item[:3] for item in items])
+    todo = [i for i, ok in enumerate(stored) if ok]
+    held = await store.claim([items[i][3:] for i in todo], now_ms)
+    lost = [i for i, value in zip(todo, held, strict=True) if value is not None]
+    for bucket, idx in _by_bucket(items, lost).items():
+        await store.delete(bucket, [items[i][1] for i in idx])
+    for i, value in zip(todo, held, strict=True):
+        out[i] = True if value is None else value
+    return out
+
+
+def claim_record(value: bytes, expires_ms: int) -> bytes:
+    """Return what a store keeps for a claim: its expiry, then its value."""
+    return b"%013d" % expires_ms + value
+
+
+def held_claim(record: bytes | None, now_ms: int) -> bytes | None:
+    """Return the value of a stored claim while it is live, else None."""
+    if record is None or int(record[:_EXPIRY_DIGITS]) <= now_ms:
+        return None
+    return record[_EXPIRY_DIGITS:]
+
+
+def _by_bucket(items: Sequence[Sequence[Any]], indices: Sequence[int]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
     for i in indices:
         groups[items[i][0]].append(i)

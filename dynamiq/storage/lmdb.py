@@ -26,6 +26,7 @@ import lmdb
 
 from dynamiq.errors import BackendUnavailable, ServerError
 from dynamiq.keyspace import KeyRange
+from dynamiq.storage.base import Claimed, claim_record, held_claim
 
 __all__ = ["LmdbBackend"]
 
@@ -37,6 +38,7 @@ _COUNT = struct.Struct(">q")
 MAX_OPS_PER_COMMIT = 4096
 _MADV_DONTNEED = 4
 DROP_CHUNK = 10_000
+CLAIMS_SWEPT = 10_000  # claims looked at per housekeeping round, at most
 
 
 class _Gate:
@@ -96,7 +98,7 @@ class LmdbBackend:
             self._env = lmdb.open(
                 str(path),
                 map_size=map_size,
-                max_dbs=4,
+                max_dbs=8,
                 max_readers=512,
                 subdir=True,
                 sync=True,
@@ -108,6 +110,7 @@ class LmdbBackend:
             self._messages = self._env.open_db(b"messages")
             self._counts = self._env.open_db(b"counts")
             self._meta = self._env.open_db(b"meta")
+            self._claims = self._env.open_db(b"claims")
         except lmdb.Error as exc:
             raise BackendUnavailable(f"cannot open LMDB store at {path}: {exc}") from exc
         self.path = Path(path)
@@ -118,6 +121,7 @@ class LmdbBackend:
         self._closed = False
         self.commits = 0
         self._commit_seconds = 0.0
+        self._swept_to = b""  # where the next sweep of expired claims starts
 
     # -- messages ------------------------------------------------------------
 
@@ -192,6 +196,47 @@ class LmdbBackend:
                     txn.delete(src + sk, db=db)
                     self._add_count(txn, src, -1)
                     self._add_count(txn, dst, 1)
+                    out.append(True)
+            return out
+
+        return await self._write(apply)
+
+    async def claim(
+        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
+    ) -> list[bytes | None]:
+        """Record claims unless a live one holds their key; per item None or its value."""
+        rows = [(key.encode(), claim_record(value, expires)) for key, value, expires in items]
+
+        def apply(txn: Any) -> list[bytes | None]:
+            out: list[bytes | None] = []
+            for key, record in rows:
+                held = held_claim(txn.get(key, db=self._claims), now_ms)
+                if held is None:
+                    txn.put(key, record, db=self._claims)
+                out.append(held)
+            return out
+
+        return await self._write(apply)
+
+    async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
+        """Insert objects with their claims, each object and claim in one commit."""
+        pack = _KEY.pack
+        rows = [
+            (_prefix(b), pack(k), v, ck.encode(), claim_record(cv, exp))
+            for b, k, v, ck, cv, exp in items
+        ]
+
+        def apply(txn: Any) -> list[bool | bytes]:
+            out: list[bool | bytes] = []
+            for prefix, key, value, claim_key, record in rows:
+                held = held_claim(txn.get(claim_key, db=self._claims), now_ms)
+                if held is not None:
+                    out.append(held)
+                elif not txn.put(prefix + key, value, overwrite=False, db=self._messages):
+                    out.append(False)
+                else:
+                    txn.put(claim_key, record, db=self._claims)
+                    self._add_count(txn, prefix, 1)
                     out.append(True)
             return out
 
@@ -308,7 +353,8 @@ class LmdbBackend:
         return self.commits, self._commit_seconds
 
     async def maintain(self) -> None:
-        """Clear reader slots of dead processes; unmap pages this process touched.
+        """Clear reader slots of dead processes; unmap pages this process touched;
+        forget a round's worth of expired claims.
 
         Every page read through the map stays counted in this process's RSS
         until the kernel needs the memory. Dropping the mappings (the pages
@@ -319,6 +365,22 @@ class LmdbBackend:
             return
         # Reading /proc/self/maps and madvise are system calls: off the event loop.
         await asyncio.to_thread(self._maintain)
+        await self._write(self._sweep_claims)
+
+    def _sweep_claims(self, txn: Any) -> None:
+        """Delete the expired claims among the next ``CLAIMS_SWEPT``, then move on."""
+        now_ms = int(time.time() * 1000)
+        cursor = txn.cursor(db=self._claims)
+        found = cursor.set_range(self._swept_to)
+        seen = 0
+        while found and seen < CLAIMS_SWEPT:
+            seen += 1
+            if held_claim(cursor.value(), now_ms) is None:
+                cursor.delete()  # moves to the next entry, if there is one
+                found = bool(cursor.key())
+            else:
+                found = cursor.next()
+        self._swept_to = cursor.key() if found else b""
 
     def _maintain(self) -> None:
         self._env.reader_check()

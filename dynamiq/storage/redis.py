@@ -32,7 +32,13 @@ from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
-from dynamiq.storage.base import move_in_steps
+from dynamiq.storage.base import (
+    Claimed,
+    claim_record,
+    held_claim,
+    insert_claimed_in_steps,
+    move_in_steps,
+)
 
 try:
     import redis.asyncio as aioredis
@@ -102,6 +108,17 @@ for i = 1, #ARGV, 3 do
   end
 end
 return out
+"""
+
+# A claim: kept unless a live one holds the key (its expiry, the first 13 digits,
+# is after ARGV[2]); the server forgets it after ARGV[3] ms. Returns the live one.
+_CLAIM = """
+local held = redis.call('GET', KEYS[1])
+if held and tonumber(string.sub(held, 1, 13)) > tonumber(ARGV[2]) then
+  return held
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return false
 """
 
 # One command for one server: (routing key, adds the command to a pipeline).
@@ -209,6 +226,7 @@ class RedisBackend:
         self._script_delete = encoder.register_script(_DELETE)
         self._script_replace = encoder.register_script(_REPLACE)
         self._script_move = encoder.register_script(_MOVE)
+        self._script_claim = encoder.register_script(_CLAIM)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -350,6 +368,31 @@ class RedisBackend:
             for i, outcome in zip(across, steps, strict=True):
                 out[i] = outcome
         return out
+
+    async def claim(
+        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
+    ) -> list[bytes | None]:
+        """Record claims unless a live one holds their key; per item None or its value.
+
+        Each claim is a string key of its own (spread over a Cluster's slots)
+        that the server expires after the claim's window.
+        """
+
+        def command(key: str, value: bytes, expires_ms: int) -> Command:
+            name = f"dq:c:{key}"
+            args: list[bytes | int] = [
+                claim_record(value, expires_ms),
+                now_ms,
+                max(1, expires_ms - now_ms),
+            ]
+            return name, lambda pipe: self._script_claim(keys=[name], args=args, client=pipe)
+
+        held = await self._run([command(*item) for item in items], True)
+        return [held_claim(h, now_ms) if h else None for h in held]
+
+    async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
+        """Insert, then claim (an object and its claim live in different slots)."""
+        return await insert_claimed_in_steps(self, items, now_ms)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]

@@ -49,6 +49,9 @@ async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
         "max_partitions": 10,
         "max_partition_age": 432000.0,
         "compressed_messages": False,
+        "dedup_window_seconds": 300.0,
+        "content_dedup": False,
+        "expires_after_seconds": None,
         **settings,
     }
     off = {"max_receives": None, "retry_backoff": None, "retention_seconds": None}

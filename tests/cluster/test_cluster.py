@@ -417,6 +417,24 @@ def test_routing_set_through_one_node_routes_publishes_through_another(
         assert two.receive("eu", 10) == []
 
 
+def test_a_dedup_id_holds_across_nodes_and_a_kill_9(cluster: LocalCluster) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as one:
+        one.create_queue("once")
+        (first,) = one.publish("once", [Outgoing(b"x", dedup_id="order-7")])
+    with Client(n2) as two:
+        until(lambda: _has_queue(two, "once"), 2.0)
+        again = two.publish("once", [Outgoing(b"x", dedup_id="order-7")])
+        assert list(again) == [first] and again.duplicate == [True]
+    cluster.nodes["n1"].signal(signal.SIGKILL)
+    cluster.nodes["n1"].wait()
+    cluster.start_node("n1")
+    cluster.wait_converged(30)
+    with Client(n1) as one:  # the claim outlived the process that made it
+        assert one.publish("once", [Outgoing(b"x", dedup_id="order-7")]).duplicate == [True]
+        assert one.queue("once")["stats"]["depth"] == 1
+
+
 def _receive_all(client: Client, queue: str, count: int, timeout: float) -> list[Any]:
     """Receive (leases of 300 s) through ``client`` until ``count`` messages came."""
     got: list[Any] = []

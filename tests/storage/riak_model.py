@@ -22,7 +22,7 @@ class RiakModel:
     """Objects, their 2i keys and counters, with a count of requests and of Riak's own reads."""
 
     def __init__(self) -> None:
-        self.objects: dict[tuple[str, int], tuple[bytes, str]] = {}  # value, vclock
+        self.objects: dict[tuple[str, int | str], tuple[bytes, str]] = {}  # value, vclock
         self.maps: dict[tuple[str, str], dict[str, object]] = {}
         self.requests: Counter[str] = Counter()
         self.reads = 0  # object reads Riak makes: GETs, conditional PUTs, DELETEs without vclock
@@ -40,7 +40,8 @@ class RiakModel:
         if "/types/maps/" in request.url:  # a counter's whole map deleted
             self.requests["map_delete"] += 1
             return 204, {}, b""
-        key = int(parts[-1])
+        raw = unquote(parts[-1])
+        key: int | str = int(raw) if raw.isdigit() else raw  # a message's id, or a claim's key
         kind = request.method.lower()
         if request.method == "DELETE" and "x-riak-vclock" in headers:
             kind = "delete_with_vclock"
@@ -52,7 +53,7 @@ class RiakModel:
         self,
         method: str,
         bucket: str,
-        key: int,
+        key: int | str,
         data: bytes | None,
         headers: dict[str, str],
         returnbody: bool = False,
@@ -83,7 +84,11 @@ class RiakModel:
 
     def _index(self, bucket: str, lo: int, hi: int, params: dict[str, str]) -> Answer:
         after = int(params["continuation"]) if "continuation" in params else lo - 1
-        keys = sorted(k for b, k in self.objects if b == bucket and after < k <= hi and k >= lo)
+        keys = sorted(
+            k
+            for b, k in self.objects
+            if b == bucket and isinstance(k, int) and after < k <= hi and k >= lo
+        )
         page = keys[: int(params["max_results"])]
         body: dict[str, object] = {"keys": [str(k) for k in page]}
         if len(keys) > len(page):

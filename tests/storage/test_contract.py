@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -151,6 +152,41 @@ async def test_meta_create_put_scan_delete(backend: StorageBackend) -> None:
     assert await backend.meta_scan("q/") == {"q/a": b"1", "q/b": b"3"}
     assert await backend.meta_delete(["q/a", "q/zz"]) == 1
     assert await backend.meta_scan("") == {"q/b": b"3", "t/x": b""}
+
+
+async def test_a_claim_holds_its_key_until_it_expires(backend: StorageBackend) -> None:
+    now = int(time.time() * 1000)
+    later = now + 60_000
+    assert await backend.claim([("q/a", b"1", later), ("q/b", b"2", later)], now) == [None, None]
+    assert await backend.claim([("q/a", b"9", later), ("q/c", b"3", later)], now) == [b"1", None]
+    assert await backend.claim([("q/a", b"8", later)], later - 1) == [b"1"]
+    # Expired by the caller's clock: the key is free again, and the new claim holds it.
+    assert await backend.claim([("q/a", b"7", later + 60_000)], later) == [None]
+    assert await backend.claim([("q/a", b"6", later + 60_000)], later) == [b"7"]
+    assert await backend.claim([("r/a", b"5", later)], now) == [None]  # keys are whole
+
+
+async def test_a_claimed_insert_stores_each_claim_once(backend: StorageBackend) -> None:
+    now = int(time.time() * 1000)
+    until = now + 60_000
+    assert await backend.insert_claimed([("b", 1, b"one", "b/x", b"1", until)], now) == [True]
+    answers = await backend.insert_claimed(
+        [
+            ("b", 2, b"two", "b/x", b"2", until),  # x is held: nothing stored
+            ("b", 1, b"taken", "b/y", b"1", until),  # key 1 is taken: y stays free
+            ("b", 3, b"three", "b/z", b"3", until),
+        ],
+        now,
+    )
+    assert answers == [b"1", False, True]
+    assert await backend.get("b", [1, 2, 3]) == [b"one", None, b"three"]
+    assert await backend.count("b") == 2
+    assert await backend.claim([("b/y", b"4", until), ("b/z", b"5", until)], now) == [None, b"3"]
+    # After the window the same claim stores again.
+    assert await backend.insert_claimed([("b", 5, b"five", "b/x", b"5", until + 1)], until) == [
+        True
+    ]
+    assert await backend.get("b", [5]) == [b"five"]
 
 
 async def test_close_is_idempotent(backend: StorageBackend) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import time
 from pathlib import Path
 
 from dynamiq.keyspace import ID_MAX
@@ -126,5 +127,26 @@ async def test_maintain_gives_back_the_pages_reads_mapped(tmp_path: Path) -> Non
         await store.maintain()
         assert _rss_file_mb() < touched - 20
         assert (await store.get("r", [123]))[0] == b"z" * 1024  # still readable
+    finally:
+        await store.close()
+
+
+async def test_maintain_forgets_expired_claims(tmp_path: Path) -> None:
+    store = LmdbBackend(tmp_path / "db", map_size=1 << 24)
+    try:
+        now = int(time.time() * 1000)
+        # Claims made at a past "now": live for that clock, expired for the real one.
+        past = now - 3_600_000
+        await store.claim([(f"q/{i}", b"1", past + 1000) for i in range(3)], past)
+        await store.claim([("q/live", b"2", now + 60_000)], now)
+        assert await store.claim([("q/0", b"x", past + 1000)], past) == [b"1"]
+        await store.maintain()
+        # Gone from the store: the same past clock now finds the keys free.
+        assert await store.claim([(f"q/{i}", b"x", past + 1000) for i in range(3)], past) == [
+            None,
+            None,
+            None,
+        ]
+        assert await store.claim([("q/live", b"y", now + 60_000)], now) == [b"2"]
     finally:
         await store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import redis.asyncio as aioredis
 import dynamiq.storage.redis as redis_store
 from dynamiq.errors import BackendUnavailable
 from dynamiq.storage.redis import RedisBackend
-from tests.servers import redis_server
+from tests.servers import flush_redis, redis_server
 
 
 async def _linked(primary_url: str, replica_url: str) -> None:
@@ -56,3 +57,20 @@ async def test_writes_wait_for_the_replicas_asked_for(
             finally:
                 await one.close()
                 await two.close()
+
+
+async def test_a_claim_is_a_key_the_server_expires_after_its_window(redis_url: str) -> None:
+    await flush_redis(redis_url)
+    store = RedisBackend(redis_url)
+    raw = aioredis.Redis.from_url(redis_url)
+    try:
+        now = int(time.time() * 1000)
+        assert await store.claim([("q/a", b"1", now + 60_000)], now) == [None]
+        ttl = await raw.pttl("dq:c:q/a")
+        assert 59_000 < ttl <= 60_000
+        # A claim made again after its window (by the caller's clock) restarts the timer.
+        assert await store.claim([("q/a", b"2", now + 70_000)], now + 60_000) == [None]
+        assert 9_000 < await raw.pttl("dq:c:q/a") <= 10_000
+    finally:
+        await raw.aclose()
+        await store.close()

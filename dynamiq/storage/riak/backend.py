@@ -32,7 +32,13 @@ from typing import Any
 from urllib.parse import quote
 
 from dynamiq.keyspace import ID_MAX, KeyRange
-from dynamiq.storage.base import move_in_steps
+from dynamiq.storage.base import (
+    Claimed,
+    claim_record,
+    held_claim,
+    insert_claimed_in_steps,
+    move_in_steps,
+)
 from dynamiq.storage.riak.depths import DepthDeltas
 from dynamiq.storage.riak.http import HttpTransport, RiakHttp, Transport, siblings
 
@@ -201,6 +207,55 @@ class RiakBackend:
         """Move objects: the target created first, then the source deleted (at-least-once)."""
         return await move_in_steps(self, items)
 
+    async def claim(
+        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
+    ) -> list[bytes | None]:
+        """Record claims unless a live one holds their key; per item None or its value.
+
+        A conditional create; a claim found expired is overwritten with the
+        clock its read returned. Two processes overwriting the same expired
+        claim at once may both win (Riak has no compare-and-set here).
+        Expired claims stay until they are claimed again.
+        """
+
+        async def one(key: str, value: bytes, expires_ms: int) -> bytes | None:
+            path = self._claim_path(key)
+            record = claim_record(value, expires_ms)
+            headers = {"Content-Type": "application/octet-stream", "If-None-Match": "*"}
+            status, _, _ = await self._http.call(
+                "PUT", path, params=DURABLE, data=record, headers=headers, ok=(200, 204, 412)
+            )
+            if status != 412:
+                return None
+            status, answer, body = await self._http.call(
+                "GET", path, headers={"Accept": "multipart/mixed, */*;q=0.5"}, ok=(200, 300, 404)
+            )
+            if status == 300:
+                body = next(
+                    (
+                        v
+                        for deleted, v in siblings(answer.get("content-type", ""), body)
+                        if not deleted
+                    ),
+                    b"",
+                )
+            held = held_claim(body, now_ms) if status != 404 and body else None
+            if held is not None:
+                return held
+            headers = {"Content-Type": "application/octet-stream"}
+            if vclock := answer.get("x-riak-vclock"):
+                headers["X-Riak-Vclock"] = vclock
+            await self._http.call(
+                "PUT", path, params=DURABLE, data=record, headers=headers, ok=(200, 204)
+            )
+            return None
+
+        return await self._http.each([functools.partial(one, *item) for item in items])
+
+    async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
+        """Insert, then claim (Riak writes one object at a time)."""
+        return await insert_claimed_in_steps(self, items, now_ms)
+
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
     ) -> list[list[int]]:
@@ -361,6 +416,11 @@ class RiakBackend:
 
     def _key_path(self, bucket: str, key: int) -> str:
         return f"/types/messages/buckets/{quote(self._bucket(bucket), safe='')}/keys/{key}"
+
+    def _claim_path(self, key: str) -> str:
+        return (
+            f"/types/messages/buckets/{quote(self._ns, safe='')}claims/keys/{quote(key, safe='')}"
+        )
 
     @staticmethod
     def _map_path(bucket: str, key: str) -> str:

@@ -1,0 +1,149 @@
+"""Deduplication: a message whose dedup id its queue saw within the window is not
+stored again; its publish answers the first message's id.
+
+A claim lives in the store under ``<bucket>/<dedup id>`` (the queue's bucket:
+a purged or re-created queue starts afresh), holds the first message's id and
+expires after the queue's ``dedup_window_seconds``. With ``content_dedup`` a
+message without a dedup id of its own is claimed by a SHA-256 of its body and
+attributes. The message and its claim are written together (one commit on
+LMDB; elsewhere see ``StorageBackend.insert_claimed``), so every node, and a
+node after a restart, sees the same claims.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.expiry import Hint, store_hints
+from dynamiq.core.ids import IdGenerator
+from dynamiq.core.outgoing import INSERT_ATTEMPTS, Rows, store_rows
+from dynamiq.errors import ServerError
+from dynamiq.models import Outgoing
+from dynamiq.storage.base import Claimed, StorageBackend
+
+__all__ = ["DedupKey", "Stored", "claims_of", "content_id", "store_once"]
+
+
+class DedupKey(NamedTuple):
+    """What a message claims: its key in the store, and until when (epoch ms)."""
+
+    key: str
+    expires_ms: int
+
+
+def content_id(message: bytes | Outgoing) -> str:
+    """Return the SHA-256 (hex) of a message's body and attributes."""
+    if isinstance(message, bytes):
+        return hashlib.sha256(message).hexdigest()
+    digest = hashlib.sha256(message.body)
+    if message.attributes:
+        # msgpack keeps text, bytes, integers and floats apart.
+        digest.update(msgspec.msgpack.encode(sorted(message.attributes.items())))
+    return digest.hexdigest()
+
+
+def claims_of(
+    items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_ms: int
+) -> list[DedupKey | None]:
+    """Return what each message claims, None for one that claims nothing."""
+    out: list[DedupKey | None] = []
+    for record, m in items:
+        settings = record.settings
+        if isinstance(m, Outgoing) and m.dedup_id is not None:
+            dedup_id = m.dedup_id
+        elif settings.content_dedup:
+            dedup_id = content_id(m)
+        else:
+            out.append(None)
+            continue
+        window_ms = round(settings.dedup_window_seconds * 1000)
+        out.append(DedupKey(f"{record.uid}/{dedup_id}", now_ms + window_ms))
+    return out
+
+
+class Stored(NamedTuple):
+    """What a publish stored: per message its id (the first message's, for a
+    duplicate) and whether it was a duplicate (empty: none was); the rows
+    stored and their ids."""
+
+    ids: list[int]
+    duplicate: list[bool]
+    rows: Rows
+    stored: list[int]
+
+    def duplicates(self) -> list[int]:
+        """Return the indices of the messages that were duplicates."""
+        return [i for i, dup in enumerate(self.duplicate) if dup]
+
+
+async def store_once(
+    store: StorageBackend,
+    ids: IdGenerator,
+    stripes: tuple[int, int],
+    rows: Rows,
+    claims: Sequence[DedupKey | None],
+    now_ms: int,
+) -> Stored:
+    """Store each message whose claim is free, and every one that claims nothing,
+    under a fresh id in ``stripes``.
+
+    A claim repeated within the request is the first one's duplicate.
+    """
+    if not any(claims):  # the usual publish
+        stored = await store_rows(store, ids, stripes, rows)
+        return Stored(stored, [], rows, stored)
+    size = len(rows.rows)
+    out, duplicate = [0] * size, [False] * size
+    first: dict[str, int] = {}
+    repeats: list[tuple[int, int]] = []
+    plain: list[int] = []
+    for i, claim in enumerate(claims):
+        if claim is None:
+            plain.append(i)
+        elif claim.key in first:
+            repeats.append((i, first[claim.key]))
+        else:
+            first[claim.key] = i
+    if plain:
+        stored = await store_rows(store, ids, stripes, rows.subset(plain))
+        for i, mid in zip(plain, stored, strict=True):
+            out[i] = mid
+    todo = list(first.values())
+    for _ in range(INSERT_ATTEMPTS):
+        fresh = ids.for_due([rows.due[i] for i in todo], stripes)
+        batch: list[Claimed] = []
+        for i, mid in zip(todo, fresh, strict=True):
+            (bucket, record), claim = rows.rows[i], claims[i]
+            assert claim is not None  # todo holds the claiming messages only
+            batch.append((bucket, mid, record, claim.key, str(mid).encode(), claim.expires_ms))
+        taken: list[int] = []
+        for i, mid, answer in zip(
+            todo, fresh, await store.insert_claimed(batch, now_ms), strict=True
+        ):
+            if answer is True:
+                out[i] = mid
+            elif answer is False:
+                taken.append(i)
+            else:
+                out[i], duplicate[i] = int(answer), True
+        todo = taken
+        if not todo:
+            break
+    else:
+        raise ServerError("found no free ids for every message; some may be stored, retry")
+    timed = [
+        Hint(rows.rows[i][0], out[i], rows.expires[i])
+        for i in first.values()
+        if rows.expires[i] and not duplicate[i]
+    ]
+    if timed:  # their hints, which the claimed insert did not carry
+        await store_hints(store, timed)
+    for i, j in repeats:
+        out[i], duplicate[i] = out[j], True
+    kept = [i for i in range(size) if not duplicate[i]]
+    return Stored(out, duplicate, rows.subset(kept), [out[i] for i in kept])

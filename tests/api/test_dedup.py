@@ -1,0 +1,122 @@
+"""Deduplication over v2, on every store; every answer checked against the OpenAPI
+document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.api.documented import Http, call
+
+
+async def _publish(http: Http, spec: dict[str, Any], path: str, *messages: Any) -> Any:
+    return await call(http, spec, "POST", path, 200, {"messages": list(messages)})
+
+
+async def _depth(http: Http, spec: dict[str, Any], queue: str) -> int:
+    depth: int = (await call(http, spec, "GET", f"/v2/queues/{queue}", 200))["stats"]["depth"]
+    return depth
+
+
+async def test_a_repeated_dedup_id_answers_the_first_id_and_stores_nothing(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    path = "/v2/queues/q/messages"
+    first = await _publish(http, spec, path, {"body": "a", "dedup_id": "order-1"})
+    assert "duplicate" not in first
+    again = await _publish(
+        http,
+        spec,
+        path,
+        {"body": "a, sent again", "dedup_id": "order-1"},
+        {"body": "b", "dedup_id": "order-2"},
+        {"body": "b, in the same batch", "dedup_id": "order-2"},
+        {"body": "no id"},
+    )
+    assert again["ids"][0] == first["ids"][0] and again["ids"][2] == again["ids"][1]
+    assert again["duplicate"] == [True, False, True, False]
+    assert await _depth(http, spec, "q") == 3
+    got = await call(http, spec, "POST", "/v2/queues/q/receive", 200, {"max_messages": 10})
+    assert sorted(m["body"] for m in got["messages"]) == ["a", "b", "no id"]
+    metrics = await (await http.get("/metrics")).text()
+    assert 'dynamiq_messages_deduplicated_total{queue="q"} 2.0' in metrics
+
+
+async def test_content_dedup_and_the_window_are_queue_settings(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    settings = {"content_dedup": True, "dedup_window_seconds": 60}
+    created = await call(http, spec, "PUT", "/v2/queues/q", 201, settings)
+    assert {k: created["settings"][k] for k in settings} == settings
+    path = "/v2/queues/q/messages"
+    await _publish(http, spec, path, {"body": "same", "attributes": {"k": "v"}})
+    again = await _publish(
+        http,
+        spec,
+        path,
+        {"body": "same", "attributes": {"k": "v"}},
+        {"body": "same", "attributes": {"k": "w"}},
+    )
+    assert again["duplicate"] == [True, False]
+    assert await _depth(http, spec, "q") == 2
+
+
+async def test_a_topic_publish_is_deduplicated_per_subscribed_queue(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    for queue in ("a", "b"):
+        await call(http, spec, "PUT", f"/v2/queues/{queue}", 201)
+    await call(http, spec, "PUT", "/v2/topics/t", 201)
+    await call(http, spec, "PUT", "/v2/topics/t/subscriptions/a", 200)
+    path = "/v2/topics/t/messages"
+    # The message reaches queue a alone first: b has not seen its id.
+    await _publish(http, spec, "/v2/queues/a/messages", {"body": "x", "dedup_id": "d"})
+    await call(http, spec, "PUT", "/v2/topics/t/subscriptions/b", 200)
+    answer = await _publish(http, spec, path, {"body": "x", "dedup_id": "d"})
+    assert answer["duplicate"] == {"a": [True]}
+    assert set(answer["ids"]) == {"a", "b"}
+    assert await _depth(http, spec, "a") == 1 and await _depth(http, spec, "b") == 1
+    assert "duplicate" not in await _publish(http, spec, path, {"body": "y", "dedup_id": "e"})
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        ({"body": "x", "dedup_id": ""}, "dedup_id"),
+        ({"body": "x", "dedup_id": "has space"}, "dedup_id"),
+        ({"body": "x", "dedup_id": "d" * 129}, "dedup_id"),
+        ({"body": "x", "dedup_id": 7}, "dedup_id"),
+    ],
+)
+async def test_bad_dedup_ids_are_refused_naming_the_field_and_store_nothing(
+    http: Http, spec: dict[str, Any], message: dict[str, Any], named: str
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    body = {"messages": [{"body": "fine", "dedup_id": "ok"}, message]}
+    error = await call(http, spec, "POST", "/v2/queues/q/messages", 422, body)
+    assert named in error["message"]
+    assert await _depth(http, spec, "q") == 0
+    # Nothing was claimed either: the good message's id stores now.
+    ok = await _publish(http, spec, "/v2/queues/q/messages", {"body": "fine", "dedup_id": "ok"})
+    assert "duplicate" not in ok
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"dedup_window_seconds": 0},
+        {"dedup_window_seconds": 86401},
+        {"content_dedup": "yes"},
+        {"expires_after_seconds": 59},
+        {"expires_after_seconds": "soon"},
+    ],
+)
+async def test_bad_dedup_and_expiry_settings_are_refused_naming_the_field(
+    http: Http, spec: dict[str, Any], settings: dict[str, Any]
+) -> None:
+    error = await call(http, spec, "PUT", "/v2/queues/q", 422, settings)
+    (name,) = settings
+    assert name in error["message"]
+    await call(http, spec, "GET", "/v2/queues/q", 404)
