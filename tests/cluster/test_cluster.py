@@ -418,7 +418,7 @@ def test_routing_set_through_one_node_routes_publishes_through_another(
 
 
 def test_a_dedup_id_holds_across_nodes_and_a_kill_9(cluster: LocalCluster) -> None:
-    n1, n2, n3 = urls(cluster)
+    n1, n2, _ = urls(cluster)
     with Client(n1) as one:
         one.create_queue("once")
         (first,) = one.publish("once", [Outgoing(b"x", dedup_id="order-7")])
