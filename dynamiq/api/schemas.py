@@ -286,12 +286,14 @@ class QueueStatsBody(msgspec.Struct):
     partitions: int
 
 
-class QueueInfo(msgspec.Struct):
-    """A queue: its settings and contents."""
+class QueueInfo(msgspec.Struct, omit_defaults=True):
+    """A queue: its settings and contents; for a queue with ``expires_after_seconds``,
+    when it will be deleted unless it is used before."""
 
     name: str
     settings: QueueSettingsBody
     stats: QueueStatsBody
+    expires_at: Timestamp | None = None
 
 
 class QueueList(msgspec.Struct):

@@ -12,7 +12,7 @@ import msgspec
 from aiohttp import web
 
 from dynamiq.api import schemas as s
-from dynamiq.api.bodies import encode_message, json_response, outgoing, read_json
+from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
@@ -38,6 +38,7 @@ def _info(view: QueueView) -> s.QueueInfo:
         name=view.name,
         settings=msgspec.convert(view.settings.to_dict(), s.QueueSettingsBody),
         stats=s.QueueStatsBody(stats.depth, stats.in_flight, stats.partitions),
+        expires_at=None if view.expires_at_ms is None else iso_time(view.expires_at_ms),
     )
 
 

@@ -1,4 +1,5 @@
-"""Background upkeep of the engine: reload configuration, finish queue deletions."""
+"""Background upkeep of the engine: reload configuration, delete idle auto-deleting
+queues, finish queue deletions."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import logging
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.core.idle import IdleQueues
 from dynamiq.core.queues import QueueService
-from dynamiq.errors import DynamiqError
+from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Janitor"]
@@ -34,6 +36,7 @@ class Janitor:
         self._interval = interval
         self._clock = clock or MonotonicClock()
         self._kicked = asyncio.Event()
+        self.idle = IdleQueues(store, catalog, self._clock, interval)
 
     def drop_time_ms(self) -> int:
         """When a bucket let go of now may be dropped: every node has reloaded by then.
@@ -56,11 +59,25 @@ class Janitor:
     async def run_once(self) -> None:
         """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
         await self.reload()
+        await self._delete_idle()
         self._queues.tidy()
         await self._queues.expire_due()
         for uid in await self._catalog.pending_drops(self._clock.wall_ms()):
             await self._catalog.finish_drop(uid)
         await self._store.maintain()
+
+    async def _delete_idle(self) -> None:
+        """Delete the auto-deleting queues nobody used for their ``expires_after_seconds``."""
+        for name in await self.idle.expired():
+            record = self._catalog.find(name)
+            try:
+                await self._catalog.delete_queue(name)
+            except (QueueNotFound, QueueInUse):
+                continue  # deleted, or made a dead-letter queue, meanwhile
+            await self.idle.forget(name)
+            self._queues.forget_dropped()
+            window = record.settings.expires_after_seconds if record else None
+            log.info("queue %s deleted: unused for %gs (expires_after_seconds)", name, window)
 
     async def janitor_loop(self) -> None:
         """Run rounds every ``interval`` seconds or when kicked, until cancelled."""

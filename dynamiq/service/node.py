@@ -98,24 +98,28 @@ class Node:
         settings = QueueSettings().updated(dict(changes or {}))
         self._check_delay(settings.delay_seconds, "delay_seconds")
         await self._catalog.create_queue(name, settings)
+        await self._janitor.idle.changed(name)
         return await self.describe_queue(name)
 
     async def describe_queue(self, name: str) -> QueueView:
         """Return a queue's settings and this node's stats of it."""
         record = self._catalog.queue(name)
-        return QueueView(name, record.settings, await self._queues.stats(name))
+        stats = await self._queues.stats(name)
+        return QueueView(name, record.settings, stats, self._janitor.idle.expires_at(name))
 
     async def configure_queue(self, name: str, changes: Mapping[str, Any]) -> QueueView:
         """Change some settings; validated, effective at once on every node."""
         if "delay_seconds" in changes:
             self._check_delay(changes["delay_seconds"], "delay_seconds")
         await self._catalog.configure_queue(name, dict(changes))
+        await self._janitor.idle.changed(name)
         return await self.describe_queue(name)
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""
         await self._catalog.delete_queue(name)
         self._queues.forget_dropped()
+        await self._janitor.idle.forget(name)
         self._janitor.kick()
 
     async def purge_queue(self, name: str) -> int:
@@ -213,6 +217,7 @@ class Node:
     async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> Published[int]:
         """Store messages durably; return their ids in order (and which were duplicates)."""
         self._check_outgoing(messages)
+        self._janitor.idle.used((queue,))
         return await self._queues.publish(queue, messages)
 
     async def publish_topic(
@@ -225,11 +230,14 @@ class Node:
         A message without a delay of its own gets each queue's ``delay_seconds``.
         """
         self._check_outgoing(messages)
-        return await self._topics.publish(topic, messages)
+        placed = await self._topics.publish(topic, messages)
+        self._janitor.idle.used(placed)
+        return placed
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
         self.check_receive(ask)
+        self._janitor.idle.used((ask.queue,))
         return await self._cluster.receive(ask)
 
     def check_receive(self, ask: ReceiveRequest) -> None:

@@ -32,11 +32,13 @@ __all__ = [
 
 
 class QueueView(msgspec.Struct, frozen=True):
-    """A queue as described to users: its settings and what this node sees of it."""
+    """A queue as described to users: its settings and what this node sees of it, and
+    when it will be deleted unless used (epoch ms; None: it does not auto-delete)."""
 
     name: str
     settings: QueueSettings
     stats: QueueStats
+    expires_at_ms: int | None = None
 
 
 class RedriveView(msgspec.Struct):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from dynamiq.core.idle import SLACK_ROUNDS
 from tests.api.documented import Http, call
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -238,3 +241,19 @@ async def test_a_running_redrive_is_refused_a_second_start_and_can_be_cancelled(
     await asyncio.sleep(1.2)  # past the pause after its first batch: it stays stopped
     final = await call(http, spec, "GET", "/v2/queues/dlq/redrive", 200)
     assert final["state"] == "cancelled" and final["moved"] + final["remaining"] == 300
+
+
+async def test_an_auto_deleting_queue_says_when_it_will_go(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    before = time.time()
+    created = await call(http, spec, "PUT", "/v2/queues/q", 201, {"expires_after_seconds": 60})
+    after = time.time()
+    assert created["settings"]["expires_after_seconds"] == 60
+    at = datetime.fromisoformat(created["expires_at"]).timestamp()
+    # Deleted after its window and the rounds a use elsewhere may take to be seen.
+    assert before + 60 <= at <= after + 60 + SLACK_ROUNDS * 2 + 1
+    off = await call(http, spec, "PATCH", "/v2/queues/q", 200, {"expires_after_seconds": None})
+    assert "expires_at" not in off and off["settings"]["expires_after_seconds"] is None
+    plain = await call(http, spec, "PUT", "/v2/queues/plain", 201)
+    assert "expires_at" not in plain

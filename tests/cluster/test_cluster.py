@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -433,6 +434,38 @@ def test_a_dedup_id_holds_across_nodes_and_a_kill_9(cluster: LocalCluster) -> No
     with Client(n1) as one:  # the claim outlived the process that made it
         assert one.publish("once", [Outgoing(b"x", dedup_id="order-7")]).duplicate == [True]
         assert one.queue("once")["stats"]["depth"] == 1
+
+
+def _anywhere(urls: list[str], queue: str) -> bool:
+    for url in urls:
+        with Client(url) as client:
+            if _has_queue(client, queue):
+                return True
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_flags", ["lmdb"], indirect=True)  # a minute: one store
+def test_an_unused_queue_is_deleted_on_every_node_and_use_anywhere_keeps_one(
+    cluster: LocalCluster,
+) -> None:
+    n1, n2, n3 = urls(cluster)
+    with Client(n1) as one:
+        one.create_queue("staging", expires_after_seconds=60)
+        one.create_queue("busy", expires_after_seconds=60)
+        one.publish("staging", ["left behind"])
+        expires_at = datetime.fromisoformat(one.queue("staging")["expires_at"]).timestamp()
+    with Client(n3) as three:
+        time.sleep(max(0.0, expires_at - time.time() - 15))
+        three.publish("busy", ["still in use"])  # through another node, near the end
+    took = until(
+        lambda: not _anywhere([n1, n2, n3], "staging"), expires_at - time.time() + 10, step=0.5
+    )
+    assert took > 0 and time.time() >= expires_at - 1
+    with Client(n2) as two:
+        assert two.queue("busy")["stats"]["depth"] == 1
+    logs = "".join(node.log_path.read_text() for node in cluster.nodes.values())
+    assert "queue staging deleted: unused for 60s" in logs
 
 
 def _receive_all(client: Client, queue: str, count: int, timeout: float) -> list[Any]:
