@@ -188,3 +188,27 @@ def test_subscriptions_are_shown_and_edited_and_attributes_peeked(page: Any) -> 
     expect(peeked).to_have_count(1)
     expect(peeked.locator("td.key")).to_have_text("orders.eu.new")
     expect(peeked.locator("td.attributes")).to_have_text('{"tier":"gold"}')
+
+
+def test_dedup_and_auto_delete_settings_are_shown_and_saved(page: Any) -> None:
+    expect = sync_api.expect
+    url = page.url.rstrip("/")
+    _call(url, "PUT", "/v2/queues/staging", {"expires_after_seconds": 600})
+    page.reload()
+    page.get_by_role("button", name="staging", exact=True).click()
+    expect(page.locator("#expiry")).to_contain_text("Deleted if unused until")
+    expect(page.locator("#expiry")).to_contain_text("expires_after_seconds: 600")
+    form = page.locator("#settings")
+    expect(form.locator("input[name=dedup_window_seconds]")).to_have_value("300")
+    form.locator("input[name=dedup_window_seconds]").fill("60")
+    form.locator("input[name=content_dedup]").check()
+    form.locator("input[name=expires_after_seconds]").fill("")  # empty: never
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.locator("#expiry")).to_have_text("Does not delete itself.")
+    saved = _call(url, "GET", "/v2/queues/staging")
+    assert "expires_at" not in saved
+    assert {k: saved["settings"][k] for k in ("dedup_window_seconds", "content_dedup")} == {
+        "dedup_window_seconds": 60,
+        "content_dedup": True,
+    }
+    assert saved["settings"]["expires_after_seconds"] is None

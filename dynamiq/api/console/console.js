@@ -208,6 +208,13 @@ async function showDeadLetters(settings) {
     (settings.max_receives ? ` (after ${settings.max_receives} receives)` : "");
 }
 
+function showExpiry(info) {
+  $("expiry").textContent = info.expires_at
+    ? `Deleted if unused until ${new Date(info.expires_at).toLocaleString()} ` +
+      `(expires_after_seconds: ${info.settings.expires_after_seconds}).`
+    : "Does not delete itself.";
+}
+
 function describeRedrive(task) {
   const to = task.to ? ` to ${task.to}` : "";
   return `redrive${to} ${task.state}: ${task.moved} moved, ${task.remaining} remaining`;
@@ -240,6 +247,7 @@ async function select(queue) {
       if (input.type === "checkbox") input.checked = Boolean(value); else input.value = value ?? "";
     }
     $("redrive-status").textContent = "";
+    showExpiry(info);
     await showDeadLetters(info.settings);
   } catch (err) {
     showError(err);
@@ -294,18 +302,21 @@ function wire() {
     e.preventDefault();
     const form = e.target;
     const changes = {};
-    for (const key of ["visibility_timeout", "min_partitions", "max_partitions", "max_partition_age", "delay_seconds"]) {
+    for (const key of ["visibility_timeout", "min_partitions", "max_partitions",
+      "max_partition_age", "delay_seconds", "dedup_window_seconds"]) {
       numberOrSkip(form, key, changes);
     }
     changes.compressed_messages = form.elements.compressed_messages.checked;
+    changes.content_dedup = form.elements.content_dedup.checked;
     // Left empty, these turn off (null); the API checks them together.
-    for (const key of ["max_receives", "retention_seconds"]) {
+    for (const key of ["max_receives", "retention_seconds", "expires_after_seconds"]) {
       const raw = form.elements[key].value.trim();
       changes[key] = raw === "" ? null : Number(raw);
     }
     changes.dead_letter_queue = form.elements.dead_letter_queue.value.trim() || null;
     act(async () => {
       const info = await api("PATCH", `/v2/queues/${encodeURIComponent(state.selected)}`, changes);
+      showExpiry(info);
       await showDeadLetters(info.settings);
     });
   });
