@@ -301,7 +301,7 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ``receive_count`` counts its leases, this one included (0 in a peek of a
     message never received); ``first_received_ms`` is 0 until its first;
     ``expires_ms`` is 0 for a message without a time to live of its own.
-    ``attributes`` and ``routing_key`` are what its producer attached.
+    ``attributes``, ``routing_key`` and ``group`` are what its producer attached.
     """
 
     id: int
@@ -313,6 +313,7 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     expires_ms: int = 0
     attributes: Attributes | None = None
     routing_key: str | None = None
+    group: str | None = None
 
 
 class Outgoing(msgspec.Struct, frozen=True):
@@ -322,7 +323,9 @@ class Outgoing(msgspec.Struct, frozen=True):
     None means it does not expire (its queue's retention still applies).
     ``attributes`` travel with it; a topic routes it by ``routing_key`` and
     its attributes. A second message with its ``dedup_id`` within its queue's
-    ``dedup_window_seconds`` is not stored.
+    ``dedup_window_seconds`` is not stored. Messages of one ``group`` are
+    delivered one at a time, in the order they are due (published, plus any
+    delay).
     """
 
     body: bytes
@@ -331,6 +334,7 @@ class Outgoing(msgspec.Struct, frozen=True):
     attributes: Attributes | None = None
     routing_key: str | None = None
     dedup_id: str | None = None
+    group: str | None = None
 
 
 T = TypeVar("T")
@@ -393,3 +397,4 @@ class HeldLease(msgspec.Struct, frozen=True, array_like=True):
     seconds_left: float
     receive_count: int = 0
     first_received_ms: int = 0
+    group: str | None = None

@@ -85,6 +85,7 @@ def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
         and message.attributes is None
         and message.routing_key is None
         and message.dedup_id is None
+        and message.group is None
     ):
         return body
     attributes = None
@@ -102,6 +103,7 @@ def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
         attributes,
         message.routing_key,
         message.dedup_id,
+        message.group,
     )
 
 
@@ -122,7 +124,7 @@ def _wire_value(value: AttributeValue) -> str | int | float | AttributeBytes:
 def encode_message(message: Message, force_base64: bool = False) -> ReceivedMessage:
     """Return a message for the wire: UTF-8 text when it is, base64 otherwise."""
     body, encoding = _text(message.body, force_base64)
-    bare = message.dead_letter is None and message.routing_key is None
+    bare = message.dead_letter is None and message.routing_key is None and message.group is None
     if bare and not (message.receive_count or message.attributes):
         return ReceivedMessage(str(message.id), body, encoding, message.published_ms)
     first = message.first_received_ms
@@ -141,6 +143,7 @@ def encode_message(message: Message, force_base64: bool = False) -> ReceivedMess
         ),
         _wire_attributes(message.attributes),
         message.routing_key,
+        message.group,
     )
 
 

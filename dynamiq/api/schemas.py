@@ -111,6 +111,8 @@ class OutgoingMessage(_Body):
     attributes: AttributesBody | None = None
     routing_key: RoutingKey | None = None
     dedup_id: Token | None = None
+    # Delivered one at a time per group and queue, in the order they are due.
+    group: Token | None = None
 
 
 class PublishRequest(_Body):
@@ -172,6 +174,7 @@ class ReceivedMessage(msgspec.Struct, omit_defaults=True):
     dead_letter: DeadLetterNote | None = None
     attributes: AttributesBody | None = None
     routing_key: str | None = None
+    group: str | None = None
 
 
 class ReceiveResponse(msgspec.Struct):

@@ -38,9 +38,9 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
     ``trace`` (a W3C ``traceparent``) goes into the attributes unless the
     message carries one already.
     """
-    dedup_id = None
+    dedup_id = group = None
     if isinstance(body, Outgoing):
-        dedup_id = body.dedup_id
+        dedup_id, group = body.dedup_id, body.group
         delay = extras.delay_seconds if body.delay_seconds is None else body.delay_seconds
         ttl = extras.ttl_seconds if body.ttl_seconds is None else body.ttl_seconds
         attributes = extras.attributes if body.attributes is None else body.attributes
@@ -62,6 +62,8 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
         out["routing_key"] = key
     if dedup_id is not None:
         out["dedup_id"] = dedup_id
+    if group is not None:
+        out["group"] = group
     return out
 
 
@@ -123,6 +125,7 @@ def message(data: dict[str, Any]) -> Message:
             for name, v in attributes.items()
         },
         routing_key=data.get("routing_key"),
+        group=data.get("group"),
     )
 
 

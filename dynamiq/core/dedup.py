@@ -21,7 +21,7 @@ import msgspec
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.expiry import Hint, store_hints
 from dynamiq.core.ids import IdGenerator
-from dynamiq.core.outgoing import INSERT_ATTEMPTS, Rows, store_rows
+from dynamiq.core.outgoing import INSERT_ATTEMPTS, Rows, draw, store_rows
 from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing
 from dynamiq.storage.base import Claimed, StorageBackend
@@ -114,8 +114,8 @@ async def store_once(
         for i, mid in zip(plain, stored, strict=True):
             out[i] = mid
     todo = list(first.values())
-    for _ in range(INSERT_ATTEMPTS):
-        fresh = ids.for_due([rows.due[i] for i in todo], stripes)
+    for attempt in range(INSERT_ATTEMPTS):
+        fresh = draw(ids, rows, todo, stripes, attempt)
         batch: list[Claimed] = []
         for i, mid in zip(todo, fresh, strict=True):
             (bucket, record), claim = rows.rows[i], claims[i]

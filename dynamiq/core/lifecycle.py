@@ -22,6 +22,9 @@ that held it keeps holding it for the backoff's delay before it is offered
 again. The hold lives in that node's memory (like the lease it follows): a
 node that dies while holding it lets the message be offered at once.
 
+Groups: a message of an ordered group is handed out only while no other of
+its group is (``groups``); one that waits is not counted as received.
+
 Expiry: a message past its ``ttl_seconds`` or its queue's
 ``retention_seconds`` is never delivered: a receive that reaches one removes
 it (or dead-letters it, with ``dead_letter_on_expiry``) instead; the
@@ -96,6 +99,10 @@ class Lifecycle:
             )
         if expired:
             await self.expire(record, state, [(m.id, found[m.id]) for m in expired])
+        if state.groups or any(m.group is not None for m in counted):
+            counted, held = state.groups.admit(counted)
+            if held:
+                await self._check_heads(record, state, held)
         if counted and settings.counts_receives:  # decisions hang on the count: stored first
             rows = [(m.id, with_meta(found[m.id], meta_of_message(m))) for m in counted]
             stored = await self._store.replace(record.uid, rows)
@@ -107,6 +114,18 @@ class Lifecycle:
         for m in counted:
             counts[m.id] = (m.receive_count, m.first_received_ms)
         return counted
+
+    async def _check_heads(
+        self, record: QueueRecord, state: QueueState, held: Sequence[Message]
+    ) -> None:
+        """Let groups move on whose head is gone without this node seeing it go (deleted
+        through a process that did not hold its lease): a head neither leased nor
+        held is read, and released when it is not there."""
+        heads = {state.groups.head_of(m) for m in held} - {None}
+        loose = sorted(h for h in heads if h is not None and h not in state.leases)
+        if loose:
+            records = await self._store.get(record.uid, loose)
+            state.release([h for h, raw in zip(loose, records, strict=True) if raw is None])
 
     async def lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> list[int]:
         """Decide what becomes of messages whose lease ended without a delete; return

@@ -8,31 +8,36 @@ from typing import NamedTuple
 
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.expiry import Hint, hint_rows, store_hints
+from dynamiq.core.groups import group_stripe
 from dynamiq.core.ids import IdGenerator
 from dynamiq.core.records import Meta, encode
 from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["INSERT_ATTEMPTS", "Rows", "by_bucket", "outgoing_rows", "store_rows"]
+__all__ = ["INSERT_ATTEMPTS", "Rows", "by_bucket", "draw", "outgoing_rows", "store_rows"]
 
 INSERT_ATTEMPTS = 5
 
 
 class Rows(NamedTuple):
     """A publish's messages: ``(bucket, record)``, due time (wall microseconds, 0:
-    now) and expiry (wall milliseconds, 0: never), one entry per message."""
+    now) and expiry (wall milliseconds, 0: never), one entry per message; and the
+    stripe of each message of an ordered group, by index (``groups``)."""
 
     rows: list[tuple[str, bytes]]
     due: list[int]
     expires: list[int]
+    pinned: dict[int, int]
 
     def subset(self, indices: Sequence[int]) -> Rows:
         """Return the messages at ``indices``, in that order."""
+        pinned = self.pinned
         return Rows(
             [self.rows[i] for i in indices],
             [self.due[i] for i in indices],
             [self.expires[i] for i in indices],
+            {k: pinned[i] for k, i in enumerate(indices) if i in pinned} if pinned else {},
         )
 
 
@@ -40,7 +45,7 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
     """Return what each message stores. A message without a delay of its own gets its
     queue's ``delay_seconds``; one with ``ttl_seconds`` carries its expiry."""
     now_ms = now_us // 1000
-    out = Rows([], [], [])
+    out = Rows([], [], [], {})
     for record, m in items:
         settings = record.settings
         if isinstance(m, bytes):
@@ -53,8 +58,13 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
         delay = settings.delay_seconds if m.delay_seconds is None else m.delay_seconds
         expires = now_ms + round(m.ttl_seconds * 1e3) if m.ttl_seconds else 0
         meta = Meta(
-            expires_ms=expires, attributes=m.attributes or None, routing_key=m.routing_key or None
+            expires_ms=expires,
+            attributes=m.attributes or None,
+            routing_key=m.routing_key or None,
+            group=m.group,
         )
+        if m.group is not None:
+            out.pinned[len(out.rows)] = group_stripe(m.group)
         out.rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
         out.due.append(now_us + round(delay * 1e6) if delay > 0 else 0)
         out.expires.append(expires)
@@ -72,8 +82,8 @@ async def store_rows(
     out = [0] * len(rows.rows)
     todo = list(range(len(rows.rows)))
     unhinted: list[Hint] = []  # stored messages whose hint met another's key
-    for _ in range(INSERT_ATTEMPTS):
-        fresh = ids.for_due([rows.due[i] for i in todo], stripes)
+    for attempt in range(INSERT_ATTEMPTS):
+        fresh = draw(ids, rows, todo, stripes, attempt)
         batch = [
             (rows.rows[i][0], mid, rows.rows[i][1]) for i, mid in zip(todo, fresh, strict=True)
         ]
@@ -97,6 +107,32 @@ async def store_rows(
     if unhinted:
         await store_hints(store, unhinted)
     return out
+
+
+def draw(
+    ids: IdGenerator, rows: Rows, indices: Sequence[int], stripes: tuple[int, int], attempt: int
+) -> list[int]:
+    """Return fresh ids for the messages at ``indices``: in ``stripes``, or in its
+    group's stripe for a message of an ordered group (in request order there)."""
+    fresh = ids.for_due([rows.due[i] for i in indices], stripes)
+    if not rows.pinned:
+        return fresh
+    runs: dict[tuple[int, int], list[int]] = {}  # (stripe, due): positions in indices
+    for k, i in enumerate(indices):
+        stripe = rows.pinned.get(i)
+        if stripe is not None:
+            runs.setdefault((stripe, rows.due[i]), []).append(k)
+    for (stripe, due), positions in runs.items():
+        # A due time drawn again is moved by a microsecond per attempt: the
+        # stripe is fixed, so an id taken would be drawn again otherwise.
+        drawn = (
+            ids.due(len(positions), due + attempt, (stripe, stripe))
+            if due
+            else ids.many(len(positions), (stripe, stripe))
+        )
+        for k, mid in zip(positions, drawn, strict=True):
+            fresh[k] = mid
+    return fresh
 
 
 def by_bucket(

@@ -108,7 +108,12 @@ class QueueService:
             held = state.leases.held_in(lo, hi, now)
             if held:
                 out[state.name] = [
-                    HeldLease(mid, deadline - now, *state.counts.get(mid, (0, 0)))
+                    HeldLease(
+                        mid,
+                        deadline - now,
+                        *state.counts.get(mid, (0, 0)),
+                        state.groups.group_of(mid),
+                    )
                     for mid, deadline in held
                 ]
         return out
@@ -122,6 +127,8 @@ class QueueService:
             state.leases.acquire((lease.id,), now, lease.seconds_left)
             if lease.receive_count:
                 state.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
+            if lease.group is not None:  # its group waits for it here now
+                state.groups.lead(lease.group, lease.id)
         journal, counted = self._life.journal, [m for m in leases if m.receive_count]
         if journal is not None and counted:  # this node holds their counts now
             journal.note(record.uid, state, [(m.id, *state.counts[m.id]) for m in counted])
@@ -263,7 +270,7 @@ class QueueService:
         uid, moves = record.uid, self._moves
         now, now_us = self._clock.now(), self._clock.wall_us()
         cursor = state.cursor(part, now)
-        await self._walk(uid, cursor, want, state.leases, self._due_seq(now_us))
+        await self._walk(uid, cursor, want, state.unavailable(), self._due_seq(now_us))
         due_at = None
         if cursor.next_due is not None:
             due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6

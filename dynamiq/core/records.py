@@ -53,6 +53,7 @@ class Meta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     dead_letter: DeadLetter | None = None
     attributes: Attributes | None = None
     routing_key: str | None = None
+    group: str | None = None
 
 
 NO_META = Meta()
@@ -131,6 +132,7 @@ def _message(message_id: int, record: bytes, received_ms: int) -> Message:
         meta.expires_ms,
         meta.attributes,
         meta.routing_key,
+        meta.group,
     )
 
 
@@ -142,6 +144,7 @@ def new_life(meta: Meta, expires_ms: int = 0, dead_letter: DeadLetter | None = N
         dead_letter=dead_letter,
         attributes=meta.attributes,
         routing_key=meta.routing_key,
+        group=meta.group,
     )
 
 
@@ -154,6 +157,7 @@ def meta_of_message(message: Message) -> Meta:
         message.dead_letter,
         message.attributes,
         message.routing_key,
+        message.group,
     )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.groups import Groups
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
@@ -54,6 +55,7 @@ class QueueState:
         self.settings = record.settings
         self.partitions = PartitionSet(lo, hi, record.settings, now)
         self.leases = LeaseTable()
+        self.groups = Groups()  # heads of ordered groups, and who waits behind them
         # Leases that ended without a delete: the next delivery is a redelivery.
         self.lapsed: set[int] = set()
         # The metadata (receive count) each leased message was delivered with,
@@ -100,8 +102,14 @@ class QueueState:
         self.notify()
 
     def release(self, ids: Sequence[int]) -> None:
-        """End the leases on ``ids`` (their messages were deleted)."""
+        """End the leases on ``ids`` (their messages were deleted, dead-lettered or
+        expired): their groups move on to the messages that waited."""
         self.leases.release(ids)
+        if self.groups:
+            waited = self.groups.ended(ids)
+            if waited:
+                self.offer_again(waited)
+                self.notify()
         self.lapsed.difference_update(ids)
         counts = self.counts
         for message_id in ids:
@@ -112,16 +120,27 @@ class QueueState:
     def forget_leases(self) -> int:
         """Forget every lease and what was known of it; return how many there were."""
         dropped = len(self.leases.release_all())
+        self.groups.clear()
         self.counts.clear()
         self.nacked.clear()
         self.cursors.clear()
         return dropped
 
     def expired(self, ids: list[int]) -> None:
+        """Offer again messages whose lease lapsed (their next delivery is a redelivery)."""
         self.lapsed.update(ids)
-        self.partitions.wake(ids)
-        for cursor in self.cursors.values():
-            cursor.offer_again(ids)
+        self.offer_again(ids)
+
+    def offer_again(self, ids: list[int]) -> None:
+        """Offer again messages a walk passed by (leased, or waiting in their group)."""
+        if ids:
+            self.partitions.wake(ids)
+            for cursor in self.cursors.values():
+                cursor.offer_again(ids)
+
+    def unavailable(self) -> Container[int]:
+        """What a walk passes by: leased messages, and those waiting in their group."""
+        return _Either(self.leases, self.groups) if self.groups else self.leases
 
     def notify(self) -> None:
         self.changes += 1
@@ -138,3 +157,15 @@ class QueueState:
             await clock.sleep(seconds, waiter)
         finally:
             self.waiters.discard(waiter)
+
+
+class _Either:
+    """Ids in either of two containers."""
+
+    __slots__ = ("_a", "_b")
+
+    def __init__(self, a: Container[int], b: Container[int]) -> None:
+        self._a, self._b = a, b
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._a or item in self._b

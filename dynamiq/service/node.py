@@ -323,6 +323,8 @@ class Node:
                     )
                 if m.dedup_id is not None:
                     check_token("dedup_id", m.dedup_id)
+                if m.group is not None:
+                    check_token("group", m.group)
 
     def _check_delay(self, seconds: object, field: str) -> None:
         limit = self.limits.maxdelayseconds

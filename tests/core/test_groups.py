@@ -1,0 +1,181 @@
+"""Ordered groups: one message of a group in flight at a time, in publish order, under
+random receives, deletes, nacks and lapses in fake time."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.groups import Groups, group_stripe
+from dynamiq.core.queues import QueueService
+from dynamiq.models import HeldLease, Message, Outgoing, QueueSettings, RetryBackoff
+from dynamiq.storage.lmdb import LmdbBackend
+
+LEASE = 10.0
+GROUPS = ["a", "b", "c"]
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("receive"), st.integers(1, 5)),
+        st.tuples(st.just("delete"), st.integers(0, 4)),
+        st.tuples(st.just("nack"), st.integers(0, 4)),
+        st.tuples(st.just("lapse"), st.just(0)),
+        st.tuples(st.just("publish"), st.integers(1, 4)),
+    ),
+    max_size=40,
+)
+
+
+class Model:
+    """What a consumer may see: per group, its messages not deleted, in publish order,
+    and the one in flight."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.pending: dict[str | None, list[int]] = {}
+        self.in_flight: dict[int, float] = {}  # id: lease deadline
+        self.group_of: dict[int, str | None] = {}
+
+    def published(self, ids: list[int], groups: list[str | None]) -> None:
+        for mid, group in zip(ids, groups, strict=True):
+            self.pending.setdefault(group, []).append(mid)
+            self.group_of[mid] = group
+
+    def received(self, got: list[Message]) -> None:
+        now = self.clock.now()
+        seen: set[str] = set()
+        for m in got:
+            group = self.group_of[m.id]
+            assert m.group == group
+            if group is not None:
+                assert group not in seen, "two messages of one group in one receive"
+                seen.add(group)
+                assert m.id == self.pending[group][0], "not the group's oldest"
+                others = [
+                    i
+                    for i, deadline in self.in_flight.items()
+                    if self.group_of[i] == group and i != m.id and deadline > now
+                ]
+                assert not others, "a group's second message while one is in flight"
+            self.in_flight[m.id] = now + LEASE
+
+    def deleted(self, mid: int) -> None:
+        self.pending[self.group_of[mid]].remove(mid)
+        self.in_flight.pop(mid, None)
+
+    def left(self) -> int:
+        return sum(len(ids) for ids in self.pending.values())
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops, st.integers(1, 4), st.booleans())
+def test_a_group_is_served_in_order_one_at_a_time(
+    plan: list[tuple[str, int]], parts: int, backoff: bool
+) -> None:
+    """Over 1-4 partitions, with or without a retry backoff (a lapsed message is held
+    back a while: its group waits for it)."""
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = LmdbBackend(Path(tmp), map_size=1 << 26)
+            try:
+                clock = FakeClock()
+                catalog = Catalog(store)
+                settings_ = QueueSettings(
+                    visibility_timeout=LEASE,
+                    min_partitions=parts,
+                    max_partitions=parts,
+                    retry_backoff=RetryBackoff(initial_seconds=3.0) if backoff else None,
+                )
+                await catalog.create_queue("q", settings_)
+                queues = QueueService(store, catalog, clock)
+                model = Model(clock)
+                n = 0
+
+                async def publish(count: int) -> None:
+                    nonlocal n
+                    groups = [(GROUPS + [None])[(n + i) % 4] for i in range(count)]
+                    batch = [Outgoing(b"m%d" % (n + i), group=g) for i, g in enumerate(groups)]
+                    n += count
+                    model.published(await queues.publish("q", batch), groups)
+
+                await publish(6)
+                for op, arg in plan:
+                    live = sorted(i for i, d in model.in_flight.items() if d > clock.now())
+                    if op == "receive":
+                        model.received(await queues.receive("q", arg))
+                    elif op == "publish":
+                        await publish(arg)
+                    elif op == "lapse":
+                        clock.advance(LEASE)
+                    elif live:
+                        mid = live[arg % len(live)]
+                        if op == "delete":
+                            assert await queues.delete("q", [mid]) == [True]
+                            model.deleted(mid)
+                        else:
+                            assert await queues.change_visibility("q", [mid], 0) == [mid]
+                            model.in_flight.pop(mid)
+                # Everything left is served in the end, in order.
+                for _ in range(4 * n + 4):
+                    if not model.left():
+                        break
+                    got = await queues.receive("q", 3)
+                    model.received(got)
+                    if not got:
+                        clock.advance(LEASE)
+                    for m in got:
+                        await queues.delete("q", [m.id])
+                        model.deleted(m.id)
+                assert model.left() == 0
+            finally:
+                await store.close()
+
+    asyncio.run(main())
+
+
+async def test_a_groups_messages_share_one_stripe(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    queues = QueueService(store, catalog, fake_clock)
+    ids = []
+    for i in range(20):
+        ids += await queues.publish("q", [Outgoing(b"%d" % i, group="customer-7")])
+    assert {mid >> 55 for mid in ids} == {group_stripe("customer-7")}
+    assert ids == sorted(ids)
+
+
+async def test_a_handed_over_lease_keeps_its_group_waiting(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    one, two = (QueueService(store, catalog, fake_clock) for _ in range(2))
+    await one.publish("q", [Outgoing(b"1", group="g"), Outgoing(b"2", group="g")])
+    fake_clock.advance(0.001)  # both due for the other engine too (a burst draws ahead)
+    (first,) = await one.receive("q", 10)
+    held = one.export_leases(0, (1 << 63) - 1)
+    assert held == {"q": [HeldLease(first.id, 30.0, 1, first.first_received_ms, "g")]}
+    two.import_leases("q", held["q"])
+    assert await two.receive("q", 10) == []  # the first is in flight elsewhere
+    await two.delete("q", [first.id])
+    (second,) = await two.receive("q", 10)
+    assert second.body == b"2"
+
+
+def test_the_head_goes_and_the_waiting_come_back_in_order() -> None:
+    groups = Groups()
+    msgs = [Message(i, b"", group="g" if i < 5 else None) for i in range(1, 6)]
+    out, held = groups.admit(msgs)
+    assert [m.id for m in out] == [1, 5] and [m.id for m in held] == [2, 3, 4]
+    assert 3 in groups and 1 not in groups and groups.head_of(msgs[2]) == 1
+    assert groups.ended([5]) == []  # not a head
+    assert groups.ended([1]) == [2, 3, 4] and not groups
