@@ -66,6 +66,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     # The nodes clients talk to: publishes go round-robin over them, and each
     # receiver keeps to one (its deletes go where its receives went).
     urls: tuple[str, ...] = (f"http://127.0.0.1:{PORT}",)
+    groups = 0  # messages spread over this many ordered groups (0: none)
 
     def settings(self) -> str:
         return (
@@ -106,7 +107,12 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                 await r.read()
 
             async def send(first: int, count: int) -> None:
-                msgs = [{"body": bodies.make(i).decode()} for i in range(first, first + count)]
+                msgs: list[dict[str, str]] = [
+                    {"body": bodies.make(i).decode()} for i in range(first, first + count)
+                ]
+                if self.groups:
+                    for i, m in enumerate(msgs, first):
+                        m["group"] = f"g{i % self.groups}"
                 url = urls[(first // max(1, count)) % len(urls)]
                 async with session.post(
                     url, data=encode({"messages": msgs}), headers=headers
@@ -257,6 +263,16 @@ class DynamiqStatsd(Dynamiq):
         return super().settings() + "; stats.type=statsd, flushinterval 1 s"
 
 
+class DynamiqGrouped(Dynamiq):
+    """W1 with every message in one of 1,000 ordered groups."""
+
+    name = "dynamiq-grouped"
+    groups = 1000
+
+    def settings(self) -> str:
+        return f"{super().settings()}; every message in one of {self.groups} ordered groups"
+
+
 class DynamiqBaseline(Dynamiq):
     """The node of another checkout (``DYNAMIQ_BASELINE``, e.g. the previous commit), same run."""
 
@@ -367,6 +383,7 @@ ADAPTERS = {
     "dynamiq": Dynamiq,
     "dynamiq-statsd": DynamiqStatsd,
     "dynamiq-baseline": DynamiqBaseline,
+    "dynamiq-grouped": DynamiqGrouped,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,

@@ -103,32 +103,14 @@ class QueueService:
     def export_leases(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
         """Return the live leases on ids in ``[lo, hi]``, per queue."""
         now = self._clock.now()
-        out: dict[str, list[HeldLease]] = {}
-        for state in self._states.values():
-            held = state.leases.held_in(lo, hi, now)
-            if held:
-                out[state.name] = [
-                    HeldLease(
-                        mid,
-                        deadline - now,
-                        *state.counts.get(mid, (0, 0)),
-                        state.groups.group_of(mid),
-                    )
-                    for mid, deadline in held
-                ]
-        return out
+        held = {state.name: state.held_leases(lo, hi, now) for state in self._states.values()}
+        return {name: leases for name, leases in held.items() if leases}
 
     def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
         """Hold ids leased by another node until their lease would end there."""
         record = self._catalog.queue(queue)
         state = self._state(record)
-        now = self._clock.now()
-        for lease in leases:
-            state.leases.acquire((lease.id,), now, lease.seconds_left)
-            if lease.receive_count:
-                state.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
-            if lease.group is not None:  # its group waits for it here now
-                state.groups.lead(lease.group, lease.id)
+        state.take_over(leases, self._clock.now())
         journal, counted = self._life.journal, [m for m in leases if m.receive_count]
         if journal is not None and counted:  # this node holds their counts now
             journal.note(record.uid, state, [(m.id, *state.counts[m.id]) for m in counted])

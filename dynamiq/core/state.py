@@ -14,7 +14,7 @@ from dynamiq.core.groups import Groups
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
-from dynamiq.models import LocalQueueStats
+from dynamiq.models import HeldLease, LocalQueueStats
 
 __all__ = ["QueueState", "QueueStats"]
 
@@ -116,6 +116,22 @@ class QueueState:
             counts.pop(message_id, None)
         if self.nacked:
             self.nacked.difference_update(ids)
+
+    def held_leases(self, lo: int, hi: int, now: float) -> list[HeldLease]:
+        """Return the live leases on ids in ``[lo, hi]``, to hand them over."""
+        return [
+            HeldLease(mid, deadline - now, *self.counts.get(mid, (0, 0)), self.groups.group_of(mid))
+            for mid, deadline in self.leases.held_in(lo, hi, now)
+        ]
+
+    def take_over(self, leases: Sequence[HeldLease], now: float) -> None:
+        """Hold leases handed over by another node until they would end there."""
+        for lease in leases:
+            self.leases.acquire((lease.id,), now, lease.seconds_left)
+            if lease.receive_count:
+                self.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
+            if lease.group is not None:  # its group waits for it here now
+                self.groups.lead(lease.group, lease.id)
 
     def forget_leases(self) -> int:
         """Forget every lease and what was known of it; return how many there were."""

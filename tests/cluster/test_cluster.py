@@ -501,3 +501,41 @@ def test_receive_counts_survive_kill_9_of_the_node_holding_the_leases(
         again = _receive_all(two, "plain", 100, 10.0)
     assert sorted(m.id for m in again) == sorted(published)
     assert {m.receive_count for m in again} == {2}
+
+
+def test_a_group_published_through_every_node_is_served_in_order_and_resumes_after_kill_9(
+    cluster: LocalCluster,
+) -> None:
+    nodes = urls(cluster)
+    with Client(nodes[0]) as one:
+        one.create_queue("orders", visibility_timeout=300)
+    published: list[int] = []
+    for i in range(9):  # one producer, in turn through every node
+        with Client(nodes[i % 3]) as client:
+            until(lambda: _has_queue(client, "orders"), 2.0)
+            published += client.publish("orders", [Outgoing(b"%d" % i, group="customer-1")])
+    owner = next(n for n in ("n1", "n2", "n3") if _holds(serving(cluster, n), published[0]))
+    other = next(url for name, url in zip(("n1", "n2", "n3"), nodes, strict=True) if name != owner)
+    with Client(other) as client:  # served by the owner, received through another node
+        first = _receive_all(client, "orders", 1, 5.0)
+        assert [m.body for m in first] == [b"0"]
+        assert client.receive("orders", 10, wait_seconds=0.5) == []  # one at a time
+        client.delete("orders", [first[0].id])
+        second = _receive_all(client, "orders", 1, 5.0)
+        assert [m.body for m in second] == [b"1"]
+    # The owner dies holding the group's head: its new owner serves that head first.
+    cluster.nodes[owner].signal(signal.SIGKILL)
+    cluster.nodes[owner].wait()
+    alive = [n for n in ("n1", "n2", "n3") if n != owner]
+    until(lambda: covered_by(cluster, alive), 10.0, step=0.05)
+    with Client(other) as client:
+        bodies = []
+        for _ in range(8):
+            (m,) = _receive_all(client, "orders", 1, 10.0)
+            bodies.append(m.body)
+            client.delete("orders", [m.id])
+    assert bodies == [b"%d" % i for i in range(1, 9)]
+
+
+def _holds(span: tuple[int, int] | None, message_id: int) -> bool:
+    return span is not None and span[0] <= message_id <= span[1]

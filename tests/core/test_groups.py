@@ -100,7 +100,7 @@ def test_a_group_is_served_in_order_one_at_a_time(
 
                 async def publish(count: int) -> None:
                     nonlocal n
-                    groups = [(GROUPS + [None])[(n + i) % 4] for i in range(count)]
+                    groups = [[*GROUPS, None][(n + i) % 4] for i in range(count)]
                     batch = [Outgoing(b"m%d" % (n + i), group=g) for i, g in enumerate(groups)]
                     n += count
                     model.published(await queues.publish("q", batch), groups)
@@ -146,7 +146,7 @@ async def test_a_groups_messages_share_one_stripe(
     catalog = Catalog(store)
     await catalog.create_queue("q")
     queues = QueueService(store, catalog, fake_clock)
-    ids = []
+    ids: list[int] = []
     for i in range(20):
         ids += await queues.publish("q", [Outgoing(b"%d" % i, group="customer-7")])
     assert {mid >> 55 for mid in ids} == {group_stripe("customer-7")}

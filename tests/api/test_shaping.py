@@ -1,5 +1,5 @@
-"""Deduplication over v2, on every store; every answer checked against the OpenAPI
-document."""
+"""Deduplication and ordered groups over v2, on every store; every answer checked
+against the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -120,3 +120,39 @@ async def test_bad_dedup_and_expiry_settings_are_refused_naming_the_field(
     (name,) = settings
     assert name in error["message"]
     await call(http, spec, "GET", "/v2/queues/q", 404)
+
+
+async def test_a_group_is_delivered_in_order_one_at_a_time(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201, {"visibility_timeout": 60})
+    path = "/v2/queues/q/messages"
+    published = await _publish(
+        http,
+        spec,
+        path,
+        *({"body": f"{g}{i}", "group": g, "dedup_id": f"{g}{i}"} for i in range(3) for g in "ab"),
+        {"body": "free"},
+    )
+    assert "duplicate" not in published
+    seen: list[str] = []
+    for _ in range(3):
+        got = await call(http, spec, "POST", "/v2/queues/q/receive", 200, {"max_messages": 10})
+        bodies = sorted(m["body"] for m in got["messages"])
+        # One message per group, the oldest left; then nothing of the group until it goes.
+        again = await call(http, spec, "POST", "/v2/queues/q/receive", 200, {"max_messages": 10})
+        assert [m for m in again["messages"] if "group" in m] == []
+        assert {m["group"] for m in got["messages"] if "group" in m} == {"a", "b"}
+        seen += bodies
+        ids = [m["id"] for m in got["messages"]]
+        await call(http, spec, "POST", "/v2/queues/q/delete", 200, {"ids": ids})
+    assert seen == ["a0", "b0", "free", "a1", "b1", "a2", "b2"]
+
+
+async def test_bad_groups_are_refused_naming_the_field(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    for group in ("", "a b", "g" * 129):
+        body = {"messages": [{"body": "x", "group": group}]}
+        error = await call(http, spec, "POST", "/v2/queues/q/messages", 422, body)
+        assert "group" in error["message"]
+    assert await _depth(http, spec, "q") == 0
