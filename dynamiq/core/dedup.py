@@ -113,37 +113,55 @@ async def store_once(
         stored = await store_rows(store, ids, stripes, rows.subset(plain))
         for i, mid in zip(plain, stored, strict=True):
             out[i] = mid
-    todo = list(first.values())
-    for attempt in range(INSERT_ATTEMPTS):
-        fresh = draw(ids, rows, todo, stripes, attempt)
-        batch: list[Claimed] = []
-        for i, mid in zip(todo, fresh, strict=True):
-            (bucket, record), claim = rows.rows[i], claims[i]
-            assert claim is not None  # todo holds the claiming messages only
-            batch.append((bucket, mid, record, claim.key, str(mid).encode(), claim.expires_ms))
-        taken: list[int] = []
-        for i, mid, answer in zip(
-            todo, fresh, await store.insert_claimed(batch, now_ms), strict=True
-        ):
-            if answer is True:
-                out[i] = mid
-            elif answer is False:
-                taken.append(i)
-            else:
-                out[i], duplicate[i] = int(answer), True
-        todo = taken
-        if not todo:
-            break
-    else:
-        raise ServerError("found no free ids for every message; some may be stored, retry")
-    timed = [
-        Hint(rows.rows[i][0], out[i], rows.expires[i])
-        for i in first.values()
-        if rows.expires[i] and not duplicate[i]
-    ]
-    if timed:  # their hints, which the claimed insert did not carry
-        await store_hints(store, timed)
+    claimed = list(first.values())
+    answers = await _store_claimed(store, ids, stripes, rows, claims, claimed, now_ms)
+    for i, (mid, dup) in zip(claimed, answers, strict=True):
+        out[i], duplicate[i] = mid, dup
     for i, j in repeats:
         out[i], duplicate[i] = out[j], True
     kept = [i for i in range(size) if not duplicate[i]]
     return Stored(out, duplicate, rows.subset(kept), [out[i] for i in kept])
+
+
+async def _store_claimed(
+    store: StorageBackend,
+    ids: IdGenerator,
+    stripes: tuple[int, int],
+    rows: Rows,
+    claims: Sequence[DedupKey | None],
+    todo: list[int],
+    now_ms: int,
+) -> list[tuple[int, bool]]:
+    """Store the messages at ``todo`` (distinct claims) with their claims; return per
+    message its id and whether it was a duplicate (the first message's id)."""
+    got: dict[int, tuple[int, bool]] = {}
+    pending = todo
+    for attempt in range(INSERT_ATTEMPTS):
+        fresh = draw(ids, rows, pending, stripes, attempt)
+        batch: list[Claimed] = []
+        for i, mid in zip(pending, fresh, strict=True):
+            (bucket, record), claim = rows.rows[i], claims[i]
+            assert claim is not None  # only claiming messages come here
+            batch.append((bucket, mid, record, claim.key, str(mid).encode(), claim.expires_ms))
+        answers = await store.insert_claimed(batch, now_ms)
+        taken: list[int] = []
+        for i, mid, answer in zip(pending, fresh, answers, strict=True):
+            if answer is True:
+                got[i] = (mid, False)
+            elif answer is False:
+                taken.append(i)  # another message has that id: draw again
+            else:
+                got[i] = (int(answer), True)
+        pending = taken
+        if not pending:
+            break
+    else:
+        raise ServerError("found no free ids for every message; some may be stored, retry")
+    timed = [
+        Hint(rows.rows[i][0], got[i][0], rows.expires[i])
+        for i in todo
+        if rows.expires[i] and not got[i][1]
+    ]
+    if timed:  # their hints, which the claimed insert did not carry
+        await store_hints(store, timed)
+    return [got[i] for i in todo]

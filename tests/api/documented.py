@@ -48,3 +48,9 @@ async def call(
         data, {**schema, "components": spec["components"]}, cls=jsonschema.Draft202012Validator
     )
     return data
+
+
+async def depth(http: Http, spec: dict[str, Any], queue: str) -> int:
+    """Return a queue's depth, as its documented GET answers it."""
+    found: int = (await call(http, spec, "GET", f"/v2/queues/{queue}", 200))["stats"]["depth"]
+    return found

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.documented import Http, call
+from tests.api.documented import Http, call, depth
 
 ATTRIBUTES = {"tenant": "acme", "priority": 3, "ratio": 0.25, "sig": {"base64": "AAEC/w=="}}
 
@@ -17,11 +17,6 @@ async def _receive(http: Http, spec: dict[str, Any], queue: str) -> list[dict[st
     got = await call(http, spec, "POST", f"/v2/queues/{queue}/receive", 200, {"max_messages": 10})
     messages: list[dict[str, Any]] = got["messages"]
     return messages
-
-
-async def _depth(http: Http, spec: dict[str, Any], queue: str) -> int:
-    depth: int = (await call(http, spec, "GET", f"/v2/queues/{queue}", 200))["stats"]["depth"]
-    return depth
 
 
 async def test_attributes_and_the_routing_key_come_back_on_receive_and_peek(
@@ -57,7 +52,7 @@ async def test_attributes_are_copied_by_fan_out_and_kept_by_dead_letters_and_red
     assert copy["attributes"] == ATTRIBUTES
     assert len(await _receive(http, spec, "q")) == 1  # its one lease lapses: dead-lettered
     for _ in range(100):
-        if await _depth(http, spec, "dlq") == 1:
+        if await depth(http, spec, "dlq") == 1:
             break
         await asyncio.sleep(0.05)
     (letter,) = (await call(http, spec, "GET", "/v2/queues/dlq/peek?max=5", 200))["messages"]
@@ -98,7 +93,7 @@ async def test_bad_attributes_are_refused_naming_them_and_store_nothing(
         422,
         {"messages": [{"body": "x", "routing_key": "k" * 256}]},
     )
-    assert await _depth(http, spec, "q") == 0
+    assert await depth(http, spec, "q") == 0
 
 
 async def test_subscriptions_take_what_their_pattern_and_filter_let_through(
@@ -145,7 +140,7 @@ async def test_a_message_no_subscription_takes_is_stored_nowhere_and_counted(
     await call(http, spec, "PUT", "/v2/topics/t/subscriptions/eu", 200, {"pattern": "eu.#"})
     body = {"messages": [{"body": "x", "routing_key": "us.created"}]}
     assert await call(http, spec, "POST", "/v2/topics/t/messages", 200, body) == {"ids": {}}
-    assert await _depth(http, spec, "eu") == 0
+    assert await depth(http, spec, "eu") == 0
     metrics = await (await http.get("/metrics")).text()
     assert 'dynamiq_topic_messages_unrouted_total{topic="t"} 1.0' in metrics
 

@@ -7,16 +7,11 @@ from typing import Any
 
 import pytest
 
-from tests.api.documented import Http, call
+from tests.api.documented import Http, call, depth
 
 
 async def _publish(http: Http, spec: dict[str, Any], path: str, *messages: Any) -> Any:
     return await call(http, spec, "POST", path, 200, {"messages": list(messages)})
-
-
-async def _depth(http: Http, spec: dict[str, Any], queue: str) -> int:
-    depth: int = (await call(http, spec, "GET", f"/v2/queues/{queue}", 200))["stats"]["depth"]
-    return depth
 
 
 async def test_a_repeated_dedup_id_answers_the_first_id_and_stores_nothing(
@@ -37,7 +32,7 @@ async def test_a_repeated_dedup_id_answers_the_first_id_and_stores_nothing(
     )
     assert again["ids"][0] == first["ids"][0] and again["ids"][2] == again["ids"][1]
     assert again["duplicate"] == [True, False, True, False]
-    assert await _depth(http, spec, "q") == 3
+    assert await depth(http, spec, "q") == 3
     got = await call(http, spec, "POST", "/v2/queues/q/receive", 200, {"max_messages": 10})
     assert sorted(m["body"] for m in got["messages"]) == ["a", "b", "no id"]
     metrics = await (await http.get("/metrics")).text()
@@ -60,7 +55,7 @@ async def test_content_dedup_and_the_window_are_queue_settings(
         {"body": "same", "attributes": {"k": "w"}},
     )
     assert again["duplicate"] == [True, False]
-    assert await _depth(http, spec, "q") == 2
+    assert await depth(http, spec, "q") == 2
 
 
 async def test_a_topic_publish_is_deduplicated_per_subscribed_queue(
@@ -77,7 +72,7 @@ async def test_a_topic_publish_is_deduplicated_per_subscribed_queue(
     answer = await _publish(http, spec, path, {"body": "x", "dedup_id": "d"})
     assert answer["duplicate"] == {"a": [True]}
     assert set(answer["ids"]) == {"a", "b"}
-    assert await _depth(http, spec, "a") == 1 and await _depth(http, spec, "b") == 1
+    assert await depth(http, spec, "a") == 1 and await depth(http, spec, "b") == 1
     assert "duplicate" not in await _publish(http, spec, path, {"body": "y", "dedup_id": "e"})
 
 
@@ -97,7 +92,7 @@ async def test_bad_dedup_ids_are_refused_naming_the_field_and_store_nothing(
     body = {"messages": [{"body": "fine", "dedup_id": "ok"}, message]}
     error = await call(http, spec, "POST", "/v2/queues/q/messages", 422, body)
     assert named in error["message"]
-    assert await _depth(http, spec, "q") == 0
+    assert await depth(http, spec, "q") == 0
     # Nothing was claimed either: the good message's id stores now.
     ok = await _publish(http, spec, "/v2/queues/q/messages", {"body": "fine", "dedup_id": "ok"})
     assert "duplicate" not in ok
@@ -155,4 +150,4 @@ async def test_bad_groups_are_refused_naming_the_field(http: Http, spec: dict[st
         body = {"messages": [{"body": "x", "group": group}]}
         error = await call(http, spec, "POST", "/v2/queues/q/messages", 422, body)
         assert "group" in error["message"]
-    assert await _depth(http, spec, "q") == 0
+    assert await depth(http, spec, "q") == 0

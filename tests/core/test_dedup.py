@@ -4,8 +4,6 @@ across engines on one store (another node, a restart) and for racing publishes."
 from __future__ import annotations
 
 import asyncio
-import tempfile
-from pathlib import Path
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -17,6 +15,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.core.fresh import on_fresh_store
 
 WINDOW = 100.0
 
@@ -43,45 +42,40 @@ def test_a_dedup_id_is_stored_once_per_window(plan: list[Publish | float | str])
     """Against a reference: a dedup id is stored when its last stored copy is at
     least a window old (or it never was), else the publish answers that copy's id."""
 
-    async def main() -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            store = LmdbBackend(Path(tmp), map_size=1 << 26)
-            try:
-                clock = FakeClock()
+    async def main(store: LmdbBackend) -> None:
+        clock = FakeClock()
+        catalog = Catalog(store)
+        await catalog.create_queue("q", QueueSettings(dedup_window_seconds=WINDOW))
+        queues = QueueService(store, catalog, clock)
+        seen: dict[str, tuple[int, float]] = {}  # dedup id: first id, until
+        stored = 0
+        for n, step in enumerate(plan):
+            if step == "restart":
                 catalog = Catalog(store)
-                await catalog.create_queue("q", QueueSettings(dedup_window_seconds=WINDOW))
+                await catalog.reload()
                 queues = QueueService(store, catalog, clock)
-                seen: dict[str, tuple[int, float]] = {}  # dedup id: first id, until
-                stored = 0
-                for n, step in enumerate(plan):
-                    if step == "restart":
-                        catalog = Catalog(store)
-                        await catalog.reload()
-                        queues = QueueService(store, catalog, clock)
-                        continue
-                    if isinstance(step, float):
-                        clock.advance(step)
-                        continue
-                    assert isinstance(step, list)
-                    batch = [Outgoing(b"m%d" % n, dedup_id=d) for d in step]
-                    ids = await queues.publish("q", batch)
-                    expected = []
-                    for dedup_id, mid in zip(step, ids, strict=True):
-                        held = seen.get(dedup_id) if dedup_id else None
-                        if held is not None and held[1] > clock.now():
-                            assert mid == held[0]
-                            expected.append(True)
-                        else:
-                            if dedup_id:
-                                seen[dedup_id] = (mid, clock.now() + WINDOW)
-                            expected.append(False)
-                            stored += 1
-                    assert (ids.duplicate or [False] * len(ids)) == expected
-                    assert await store.count(catalog.queue("q").uid) == stored
-            finally:
-                await store.close()
+                continue
+            if isinstance(step, float):
+                clock.advance(step)
+                continue
+            assert isinstance(step, list)
+            batch = [Outgoing(b"m%d" % n, dedup_id=d) for d in step]
+            ids = await queues.publish("q", batch)
+            expected = []
+            for dedup_id, mid in zip(step, ids, strict=True):
+                held = seen.get(dedup_id) if dedup_id else None
+                if held is not None and held[1] > clock.now():
+                    assert mid == held[0]
+                    expected.append(True)
+                else:
+                    if dedup_id:
+                        seen[dedup_id] = (mid, clock.now() + WINDOW)
+                    expected.append(False)
+                    stored += 1
+            assert (ids.duplicate or [False] * len(ids)) == expected
+            assert await store.count(catalog.queue("q").uid) == stored
 
-    asyncio.run(main())
+    on_fresh_store(main)
 
 
 async def test_content_dedup_claims_by_body_and_attributes(

@@ -3,10 +3,6 @@ random receives, deletes, nacks and lapses in fake time."""
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
-from pathlib import Path
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +12,7 @@ from dynamiq.core.groups import Groups, group_stripe
 from dynamiq.core.queues import QueueService
 from dynamiq.models import HeldLease, Message, Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.core.fresh import on_fresh_store
 
 LEASE = 10.0
 GROUPS = ["a", "b", "c"]
@@ -81,63 +78,58 @@ def test_a_group_is_served_in_order_one_at_a_time(
     """Over 1-4 partitions, with or without a retry backoff (a lapsed message is held
     back a while: its group waits for it)."""
 
-    async def main() -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            store = LmdbBackend(Path(tmp), map_size=1 << 26)
-            try:
-                clock = FakeClock()
-                catalog = Catalog(store)
-                settings_ = QueueSettings(
-                    visibility_timeout=LEASE,
-                    min_partitions=parts,
-                    max_partitions=parts,
-                    retry_backoff=RetryBackoff(initial_seconds=3.0) if backoff else None,
-                )
-                await catalog.create_queue("q", settings_)
-                queues = QueueService(store, catalog, clock)
-                model = Model(clock)
-                n = 0
+    async def main(store: LmdbBackend) -> None:
+        clock = FakeClock()
+        catalog = Catalog(store)
+        settings_ = QueueSettings(
+            visibility_timeout=LEASE,
+            min_partitions=parts,
+            max_partitions=parts,
+            retry_backoff=RetryBackoff(initial_seconds=3.0) if backoff else None,
+        )
+        await catalog.create_queue("q", settings_)
+        queues = QueueService(store, catalog, clock)
+        model = Model(clock)
+        n = 0
 
-                async def publish(count: int) -> None:
-                    nonlocal n
-                    groups = [[*GROUPS, None][(n + i) % 4] for i in range(count)]
-                    batch = [Outgoing(b"m%d" % (n + i), group=g) for i, g in enumerate(groups)]
-                    n += count
-                    model.published(await queues.publish("q", batch), groups)
+        async def publish(count: int) -> None:
+            nonlocal n
+            groups = [[*GROUPS, None][(n + i) % 4] for i in range(count)]
+            batch = [Outgoing(b"m%d" % (n + i), group=g) for i, g in enumerate(groups)]
+            n += count
+            model.published(await queues.publish("q", batch), groups)
 
-                await publish(6)
-                for op, arg in plan:
-                    live = sorted(i for i, d in model.in_flight.items() if d > clock.now())
-                    if op == "receive":
-                        model.received(await queues.receive("q", arg))
-                    elif op == "publish":
-                        await publish(arg)
-                    elif op == "lapse":
-                        clock.advance(LEASE)
-                    elif live:
-                        mid = live[arg % len(live)]
-                        if op == "delete":
-                            assert await queues.delete("q", [mid]) == [True]
-                            model.deleted(mid)
-                        else:
-                            assert await queues.change_visibility("q", [mid], 0) == [mid]
-                            model.in_flight.pop(mid)
-                # Everything left is served in the end, in order.
-                for _ in range(4 * n + 4):
-                    if not model.left():
-                        break
-                    got = await queues.receive("q", 3)
-                    model.received(got)
-                    if not got:
-                        clock.advance(LEASE)
-                    for m in got:
-                        await queues.delete("q", [m.id])
-                        model.deleted(m.id)
-                assert model.left() == 0
-            finally:
-                await store.close()
+        await publish(6)
+        for op, arg in plan:
+            live = sorted(i for i, d in model.in_flight.items() if d > clock.now())
+            if op == "receive":
+                model.received(await queues.receive("q", arg))
+            elif op == "publish":
+                await publish(arg)
+            elif op == "lapse":
+                clock.advance(LEASE)
+            elif live:
+                mid = live[arg % len(live)]
+                if op == "delete":
+                    assert await queues.delete("q", [mid]) == [True]
+                    model.deleted(mid)
+                else:
+                    assert await queues.change_visibility("q", [mid], 0) == [mid]
+                    model.in_flight.pop(mid)
+        # Everything left is served in the end, in order.
+        for _ in range(4 * n + 4):
+            if not model.left():
+                break
+            got = await queues.receive("q", 3)
+            model.received(got)
+            if not got:
+                clock.advance(LEASE)
+            for m in got:
+                await queues.delete("q", [m.id])
+                model.deleted(m.id)
+        assert model.left() == 0
 
-    asyncio.run(main())
+    on_fresh_store(main)
 
 
 async def test_a_groups_messages_share_one_stripe(
