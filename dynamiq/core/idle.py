@@ -77,24 +77,19 @@ class IdleQueues:
             return []
         now = self._clock.wall_ms()
         names = {r.name for r in records}
-        fresh = {n: ms for n, ms in self._unwritten.items() if n in names}
-        fresh.update({n: now for n in names if self._last_use(n) is None})
-        if fresh:
-            await self._store.meta_put({PREFIX + n: b"%d" % ms for n, ms in fresh.items()})
-        self._unwritten.clear()
         stored = {k[len(PREFIX) :]: v for k, v in (await self._store.meta_scan(PREFIX)).items()}
         stale = [n for n in stored if n not in names]  # deleted, or no longer auto-deleting
         if stale:
             await self._store.meta_delete([PREFIX + n for n in stale])
         self._stored = {n: int(v) for n, v in stored.items() if n in names and v.isdigit()}
+        fresh = {n: ms for n, ms in self._unwritten.items() if n in names}
+        fresh.update({n: now for n in names if n not in self._stored and n not in fresh})
+        if fresh:
+            await self._store.meta_put({PREFIX + n: b"%d" % ms for n, ms in fresh.items()})
+        self._unwritten.clear()
         for name, ms in fresh.items():
             self._stored[name] = max(ms, self._stored.get(name, 0))
-        # A queue whose record vanished meanwhile gets one at its next round.
-        return sorted(
-            r.name
-            for r in records
-            if r.name in self._stored and self._deadline(r, self._stored[r.name]) <= now
-        )
+        return sorted(r.name for r in records if self._deadline(r, self._stored[r.name]) <= now)
 
     async def forget(self, name: str) -> None:
         """Remove the recorded use of a deleted queue."""

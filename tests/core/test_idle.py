@@ -118,3 +118,19 @@ async def test_a_dead_letter_queue_in_use_is_kept(
     fake_clock.advance(1)
     await node.round()
     assert node.catalog.queues() == []
+
+
+async def test_a_restarted_engine_keeps_the_last_use_it_finds(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    node = Node(store, fake_clock)
+    await node.catalog.create_queue("q", QueueSettings(expires_after_seconds=WINDOW))
+    await node.janitor.idle.changed("q")
+    deadline = node.janitor.idle.expires_at("q")
+    fake_clock.advance(WINDOW / 2)
+    restarted = Node(store, fake_clock)
+    await restarted.round()  # reads the use on record: its clock does not start again
+    assert restarted.janitor.idle.expires_at("q") == deadline
+    fake_clock.advance(WINDOW / 2 + SLACK)
+    await restarted.round()
+    assert restarted.catalog.queues() == []
