@@ -121,7 +121,7 @@ class Lifecycle:
         """Let groups move on whose head is gone without this node seeing it go (deleted
         through a process that did not hold its lease): a head neither leased nor
         held is read, and released when it is not there."""
-        heads = {state.groups.head_of(m) for m in held} - {None}
+        heads = {state.groups.head_of(m) for m in held}
         loose = sorted(h for h in heads if h is not None and h not in state.leases)
         if loose:
             records = await self._store.get(record.uid, loose)

@@ -114,14 +114,22 @@ def draw(
 ) -> list[int]:
     """Return fresh ids for the messages at ``indices``: in ``stripes``, or in its
     group's stripe for a message of an ordered group (in request order there)."""
-    fresh = ids.for_due([rows.due[i] for i in indices], stripes)
-    if not rows.pinned:
-        return fresh
+    pinned = rows.pinned
+    if not pinned:
+        return ids.for_due([rows.due[i] for i in indices], stripes)
+    fresh = [0] * len(indices)
+    free: list[int] = []  # positions in indices
     runs: dict[tuple[int, int], list[int]] = {}  # (stripe, due): positions in indices
     for k, i in enumerate(indices):
-        stripe = rows.pinned.get(i)
-        if stripe is not None:
+        stripe = pinned.get(i)
+        if stripe is None:
+            free.append(k)
+        else:
             runs.setdefault((stripe, rows.due[i]), []).append(k)
+    if free:
+        drawn = ids.for_due([rows.due[indices[k]] for k in free], stripes)
+        for k, mid in zip(free, drawn, strict=True):
+            fresh[k] = mid
     for (stripe, due), positions in runs.items():
         # A due time drawn again is moved by a microsecond per attempt: the
         # stripe is fixed, so an id taken would be drawn again otherwise.

@@ -54,3 +54,13 @@ async def depth(http: Http, spec: dict[str, Any], queue: str) -> int:
     """Return a queue's depth, as its documented GET answers it."""
     found: int = (await call(http, spec, "GET", f"/v2/queues/{queue}", 200))["stats"]["depth"]
     return found
+
+
+async def receive(
+    http: Http, spec: dict[str, Any], queue: str, n: int = 10, wait: float = 0
+) -> list[dict[str, Any]]:
+    """Lease up to ``n`` messages, waiting up to ``wait`` seconds; return them."""
+    body = {"max_messages": n, "wait_seconds": wait}
+    got = await call(http, spec, "POST", f"/v2/queues/{queue}/receive", 200, body)
+    messages: list[dict[str, Any]] = got["messages"]
+    return messages

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dynamiq.core.idle import SLACK_ROUNDS
-from tests.api.documented import Http, call
+from tests.api.documented import Http, call, receive
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 DLQ_SETTINGS = {"visibility_timeout": 0.3, "max_receives": 2, "dead_letter_queue": "dlq"}
@@ -24,15 +24,6 @@ async def _publish(http: Http, spec: dict[str, Any], queue: str, *messages: Any)
         "ids"
     ]
     return ids
-
-
-async def _receive(
-    http: Http, spec: dict[str, Any], queue: str, n: int = 10, wait: float = 0
-) -> list[dict[str, Any]]:
-    body = {"max_messages": n, "wait_seconds": wait}
-    got = await call(http, spec, "POST", f"/v2/queues/{queue}/receive", 200, body)
-    messages: list[dict[str, Any]] = got["messages"]
-    return messages
 
 
 async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
@@ -119,18 +110,18 @@ async def test_a_poison_message_ends_in_the_dead_letter_queue_with_its_story(
     (mid,) = await _publish(http, spec, "q", {"body": "\u00fcber", "encoding": "utf-8"})
     counts = []
     for _ in range(2):
-        (m,) = await _receive(http, spec, "q", wait=2)
+        (m,) = await receive(http, spec, "q", wait=2)
         assert m["id"] == mid and ISO.match(m["first_received_at"])
         counts.append(m["receive_count"])
     assert counts == [1, 2]
-    (dead,) = await _receive(http, spec, "dlq", wait=3)
+    (dead,) = await receive(http, spec, "dlq", wait=3)
     assert dead["body"] == "\u00fcber" and dead["receive_count"] == 1
     note = dead["dead_letter"]
     assert (note["source_queue"], note["reason"], note["receive_count"]) == ("q", "max_receives", 2)
     assert ISO.match(note["dead_lettered_at"])
     peeked = await call(http, spec, "GET", f"/v2/queues/dlq/messages/{dead['id']}", 200)
     assert peeked["message"]["dead_letter"] == note
-    assert await _receive(http, spec, "q") == []
+    assert await receive(http, spec, "q") == []
 
 
 async def test_a_delayed_publish_is_received_when_due(http: Http, spec: dict[str, Any]) -> None:
@@ -138,8 +129,8 @@ async def test_a_delayed_publish_is_received_when_due(http: Http, spec: dict[str
     loop = asyncio.get_running_loop()
     started = loop.time()
     await _publish(http, spec, "q", {"body": "later", "delay_seconds": 0.4}, "now")
-    assert [m["body"] for m in await _receive(http, spec, "q")] == ["now"]
-    (later,) = await _receive(http, spec, "q", wait=3)
+    assert [m["body"] for m in await receive(http, spec, "q")] == ["now"]
+    (later,) = await receive(http, spec, "q", wait=3)
     assert later["body"] == "later" and loop.time() - started >= 0.4
     error = await call(
         http,
@@ -156,7 +147,7 @@ async def test_an_expired_message_is_never_received(http: Http, spec: dict[str, 
     await call(http, spec, "PUT", "/v2/queues/q", 201)
     await _publish(http, spec, "q", {"body": "brief", "ttl_seconds": 0.2}, "lasting")
     await asyncio.sleep(0.25)
-    assert [m["body"] for m in await _receive(http, spec, "q")] == ["lasting"]
+    assert [m["body"] for m in await receive(http, spec, "q")] == ["lasting"]
     for ttl in (0, -1):
         await call(
             http,
@@ -179,7 +170,7 @@ async def test_an_expired_message_goes_without_a_receive(http: Http, spec: dict[
             break
         await asyncio.sleep(0.05)
     assert (stats["depth"], stats["expired_total"]) == (1, 1)
-    assert [m["body"] for m in await _receive(http, spec, "q")] == ["lasting"]
+    assert [m["body"] for m in await receive(http, spec, "q")] == ["lasting"]
 
 
 async def test_v1_describes_only_the_original_settings(http: Http) -> None:
@@ -196,7 +187,7 @@ async def test_a_redrive_over_http_moves_the_dead_letters_back(
     await call(http, spec, "PUT", "/v2/queues/q", 201, {**DLQ_SETTINGS, "max_receives": 1})
     assert (await call(http, spec, "GET", "/v2/queues/dlq/redrive", 404))["error"] == "NOT_FOUND"
     await _publish(http, spec, "q", "one", "two")
-    assert len(await _receive(http, spec, "q")) == 2
+    assert len(await receive(http, spec, "q")) == 2
     for _ in range(60):  # their one lease lapses: both are dead-lettered
         if (await call(http, spec, "GET", "/v2/queues/dlq", 200))["stats"]["depth"] == 2:
             break
@@ -217,7 +208,7 @@ async def test_a_redrive_over_http_moves_the_dead_letters_back(
         2,
         0,
     )
-    back = await _receive(http, spec, "q")
+    back = await receive(http, spec, "q")
     assert sorted(m["body"] for m in back) == ["one", "two"]
     assert all(m["receive_count"] == 1 and "dead_letter" not in m for m in back)
     # A finished redrive is not running: cancelling it changes nothing.

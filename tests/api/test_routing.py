@@ -8,15 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.api.documented import Http, call, depth
+from tests.api.documented import Http, call, depth, receive
 
 ATTRIBUTES = {"tenant": "acme", "priority": 3, "ratio": 0.25, "sig": {"base64": "AAEC/w=="}}
-
-
-async def _receive(http: Http, spec: dict[str, Any], queue: str) -> list[dict[str, Any]]:
-    got = await call(http, spec, "POST", f"/v2/queues/{queue}/receive", 200, {"max_messages": 10})
-    messages: list[dict[str, Any]] = got["messages"]
-    return messages
 
 
 async def test_attributes_and_the_routing_key_come_back_on_receive_and_peek(
@@ -28,11 +22,11 @@ async def test_attributes_and_the_routing_key_come_back_on_receive_and_peek(
         await call(http, spec, "POST", "/v2/queues/q/messages", 200, {"messages": [message]})
     )["ids"]
     peeked = (await call(http, spec, "GET", f"/v2/queues/q/messages/{mid}", 200))["message"]
-    (got,) = await _receive(http, spec, "q")
+    (got,) = await receive(http, spec, "q")
     for seen in (peeked, got):
         assert seen["attributes"] == ATTRIBUTES and seen["routing_key"] == "orders.eu"
     await call(http, spec, "POST", "/v2/queues/q/messages", 200, {"messages": [{"body": "bare"}]})
-    (bare,) = await _receive(http, spec, "q")
+    (bare,) = await receive(http, spec, "q")
     assert "attributes" not in bare and "routing_key" not in bare
 
 
@@ -48,9 +42,9 @@ async def test_attributes_are_copied_by_fan_out_and_kept_by_dead_letters_and_red
         await call(http, spec, "PUT", f"/v2/topics/t/subscriptions/{queue}", 200)
     message = {"body": "x", "attributes": ATTRIBUTES, "routing_key": "k"}
     await call(http, spec, "POST", "/v2/topics/t/messages", 200, {"messages": [message]})
-    (copy,) = await _receive(http, spec, "r")
+    (copy,) = await receive(http, spec, "r")
     assert copy["attributes"] == ATTRIBUTES
-    assert len(await _receive(http, spec, "q")) == 1  # its one lease lapses: dead-lettered
+    assert len(await receive(http, spec, "q")) == 1  # its one lease lapses: dead-lettered
     for _ in range(100):
         if await depth(http, spec, "dlq") == 1:
             break
@@ -59,7 +53,7 @@ async def test_attributes_are_copied_by_fan_out_and_kept_by_dead_letters_and_red
     assert letter["attributes"] == ATTRIBUTES and letter["routing_key"] == "k"
     await call(http, spec, "POST", "/v2/queues/dlq/redrive", 202)
     for _ in range(100):
-        back = await _receive(http, spec, "q")
+        back = await receive(http, spec, "q")
         if back:
             break
         await asyncio.sleep(0.05)
@@ -126,10 +120,10 @@ async def test_subscriptions_take_what_their_pattern_and_filter_let_through(
     assert [i is None for i in ids["big"]] == [True, False, True]
     assert None not in ids["all"]
     for queue, bodies in {"all": ["small eu", "big us", "no key"], "eu": ["small eu"]}.items():
-        got = await _receive(http, spec, queue)
+        got = await receive(http, spec, queue)
         assert sorted(m["body"] for m in got) == sorted(bodies)
         assert {m["id"] for m in got} == {i for i in ids[queue] if i is not None}
-    assert [m["body"] for m in await _receive(http, spec, "big")] == ["big us"]
+    assert [m["body"] for m in await receive(http, spec, "big")] == ["big us"]
 
 
 async def test_a_message_no_subscription_takes_is_stored_nowhere_and_counted(
