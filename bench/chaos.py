@@ -6,15 +6,23 @@
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
-for the cluster to settle before the next. The queue has ``max_receives: 3``
-and a dead-letter queue: 5% of the messages are never deleted and 10% are
-delayed by 1 s. Then the load stops, both queues are drained, and the
-total-queue check prints what was acknowledged, delivered (a dead-lettered
-message counts as delivered), lost (must be 0) and duplicated, how many went
-to the dead-letter queue, how many were deleted and dead-lettered both (must
-be 0) and how many poison messages never got there (must be 0), with the
-worst time any part of the keyspace went unserved (no running node serving
-it, watched every 50 ms). Exits 1 when a check fails.
+for the cluster to settle before the next. Two loads run throughout:
+
+- ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
+  messages are never deleted and 10% are delayed by 1 s;
+- ``chaos-ordered``, at half the rate: every message is in one of 50 ordered
+  groups and carries a dedup id; a publish that failed is retried with the
+  same ids until acknowledged, and every tenth batch is published twice.
+
+Then the load stops, the queues are drained, and the total-queue check
+prints for each what was acknowledged, delivered (a dead-lettered message
+counts as delivered), lost (must be 0) and duplicated, how many went to the
+dead-letter queue, how many were deleted and dead-lettered both (must be 0),
+how many poison messages never got there (must be 0), how many deliveries
+went back to an earlier message of their group (must be 0) and how many dedup
+ids were stored under two ids (must be 0), with the worst time any part of
+the keyspace went unserved (no running node serving it, watched every 50 ms).
+Exits 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ MAX_RECEIVES = 3
 POISON_EVERY = 20  # 5% of the messages are never deleted: each must be dead-lettered
 DELAY_EVERY = 10  # 10% are published with a delay of 1 s
 DRAIN_SECONDS = 120  # a poison message needs three 5 s leases after the last fault
+GROUPS = 50  # ordered groups of the grouped, deduplicated load
+REPEAT_EVERY = 10  # every tenth batch of that load is published twice
 
 
 class CoverageWatch:
@@ -154,6 +164,7 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
             max_receives=MAX_RECEIVES,
             dead_letter_queue="chaos-dead",
         )
+        client.create_queue("chaos-ordered", visibility_timeout=5.0)
     time.sleep(1.0)
     watch = CoverageWatch(cluster).start()
     load = Workload(
@@ -165,6 +176,15 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
         delay_every=DELAY_EVERY,
         dead_letter_queue="chaos-dead",
     ).start()
+    ordered = Workload(
+        urls,
+        "chaos-ordered",
+        rate=args.rate / 2,
+        visibility=5.0,
+        groups=GROUPS,
+        dedup=True,
+        repeat_every=REPEAT_EVERY,
+    ).start()
     started = time.monotonic()
     for number in range(1, args.rounds + 1):
         time.sleep(random.uniform(1.0, 3.0))
@@ -173,16 +193,23 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
         _fault(cluster, watch, node, fault)
         settled = cluster.wait_converged(60)
         print(f"round {number:2}: {fault:8} {node.name}, settled {settled:.1f} s after recovery")
-    load.stop()
+    loads = {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
+    for each in loads.values():
+        each.stop()
     print(f"load ran {time.monotonic() - started:.0f} s; draining")
-    drained = load.drain(timeout=DRAIN_SECONDS)
+    deadline = time.monotonic() + DRAIN_SECONDS
+    failed = False
+    for name, each in loads.items():
+        drained = each.drain(timeout=max(1.0, deadline - time.monotonic()))
+        report = each.ledger.report()
+        print(f"\n{name}:")
+        print("\n".join(report.lines()))
+        if not drained:
+            print(f"did not drain within {DRAIN_SECONDS} s")
+        failed = failed or report.failed or not drained
     watch.stop()
-    report = load.ledger.report()
-    print("\n".join(report.lines()))
-    print(f"worst unserved time          {watch.worst:.2f} s")
-    if not drained:
-        print(f"the queues did not drain within {DRAIN_SECONDS} s")
-    return 1 if report.failed or not drained else 0
+    print(f"\nworst unserved time          {watch.worst:.2f} s")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

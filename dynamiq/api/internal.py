@@ -75,6 +75,13 @@ async def release(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def published(request: web.Request) -> web.Response:
+    """Messages were stored in this node's slice through another node."""
+    here, body = await _read(request, PeerIds)
+    here.cluster.published_here(request.match_info["queue"], body.ids)
+    return web.Response(status=204)
+
+
 async def stats(request: web.Request) -> web.Response:
     """Return what only this node knows of each queue: leases, rates, partitions."""
     here, body = await _read(request, QueueNames)
@@ -109,6 +116,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{P}/queues/{{queue}}/receive", receive),
     Route("POST", f"{P}/queues/{{queue}}/visibility", change_visibility),
     Route("POST", f"{P}/queues/{{queue}}/release", release),
+    Route("POST", f"{P}/queues/{{queue}}/published", published),
     Route("POST", f"{P}/stats", stats),
     Route("POST", f"{P}/handoff", handoff),
     Route("POST", f"{P}/sync", sync),

@@ -71,6 +71,10 @@ class PeerClient:
         """Tell ``member`` that ``ids`` were deleted: end its leases on them."""
         await self._post(member, f"queues/{queue}/release", PeerIds(ids), None)
 
+    async def published(self, member: Member, queue: str, ids: list[int]) -> None:
+        """Tell ``member`` that ``ids`` were stored in its slice: its walks meet them now."""
+        await self._post(member, f"queues/{queue}/published", PeerIds(ids), None)
+
     async def stats(self, member: Member, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Return ``member``'s own leases in flight and rates per queue."""
         return (await self._post(member, "stats", QueueNames(queues), PeerStats)).queues

@@ -2,12 +2,17 @@
 stored again; its publish answers the first message's id.
 
 A claim lives in the store under ``<bucket>/<dedup id>`` (the queue's bucket:
-a purged or re-created queue starts afresh), holds the first message's id and
+a purged or re-created queue starts afresh), or ``<bucket>/<dedup id> <group>``
+for a message of an ordered group (its id is scoped to its group, as SQS's
+``messageGroup`` deduplication scope), holds the first message's id and
 expires after the queue's ``dedup_window_seconds``. With ``content_dedup`` a
 message without a dedup id of its own is claimed by a SHA-256 of its body and
-attributes. The message and its claim are written together (one commit on
-LMDB; elsewhere see ``StorageBackend.insert_claimed``), so every node, and a
-node after a restart, sees the same claims.
+attributes.
+
+Every message claiming one key gets an id in one stripe (its group's, or the
+key's own), and the message and its claim are written together
+(``StorageBackend.insert_claimed``), so every node, and a node after a
+restart, sees the same claims.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import msgspec
 
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.expiry import Hint, store_hints
-from dynamiq.core.ids import IdGenerator
+from dynamiq.core.ids import IdGenerator, stripe_for
 from dynamiq.core.outgoing import INSERT_ATTEMPTS, Rows, draw, store_rows
 from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing
@@ -30,10 +35,12 @@ __all__ = ["DedupKey", "Stored", "claims_of", "content_id", "store_once"]
 
 
 class DedupKey(NamedTuple):
-    """What a message claims: its key in the store, and until when (epoch ms)."""
+    """What a message claims: its key in the store, until when (epoch ms), and the
+    stripe its message is stored in."""
 
     key: str
     expires_ms: int
+    stripe: int
 
 
 def content_id(message: bytes | Outgoing) -> str:
@@ -49,21 +56,36 @@ def content_id(message: bytes | Outgoing) -> str:
 
 def claims_of(
     items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_ms: int
-) -> list[DedupKey | None]:
-    """Return what each message claims, None for one that claims nothing."""
-    out: list[DedupKey | None] = []
-    for record, m in items:
-        settings = record.settings
-        if isinstance(m, Outgoing) and m.dedup_id is not None:
-            dedup_id = m.dedup_id
-        elif settings.content_dedup:
-            dedup_id = content_id(m)
-        else:
-            out.append(None)
+) -> list[DedupKey | None] | None:
+    """Return what each message claims (None for one that claims nothing), or None
+    when no message claims anything (the usual publish: one cheap test each)."""
+    out: list[DedupKey | None] | None = None
+    for index, (record, m) in enumerate(items):
+        if isinstance(m, bytes) and not record.settings.content_dedup:
             continue
-        window_ms = round(settings.dedup_window_seconds * 1000)
-        out.append(DedupKey(f"{record.uid}/{dedup_id}", now_ms + window_ms))
+        claim = _claim(record, m, now_ms)
+        if claim is not None:
+            if out is None:
+                out = [None] * len(items)
+            out[index] = claim
     return out
+
+
+def _claim(record: QueueRecord, m: bytes | Outgoing, now_ms: int) -> DedupKey | None:
+    settings = record.settings
+    if isinstance(m, Outgoing) and m.dedup_id is not None:
+        dedup_id = m.dedup_id
+    elif settings.content_dedup:
+        dedup_id = content_id(m)
+    else:
+        return None
+    expires_ms = now_ms + round(settings.dedup_window_seconds * 1000)
+    group = m.group if isinstance(m, Outgoing) else None
+    if group is None:
+        key = f"{record.uid}/{dedup_id}"
+        return DedupKey(key, expires_ms, stripe_for(key))
+    # A space is in neither a dedup id nor a group.
+    return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, stripe_for(group))
 
 
 class Stored(NamedTuple):
@@ -86,15 +108,15 @@ async def store_once(
     ids: IdGenerator,
     stripes: tuple[int, int],
     rows: Rows,
-    claims: Sequence[DedupKey | None],
+    claims: Sequence[DedupKey | None] | None,
     now_ms: int,
 ) -> Stored:
-    """Store each message whose claim is free, and every one that claims nothing,
-    under a fresh id in ``stripes``.
+    """Store each message whose claim is free, and every one that claims nothing
+    (``claims`` None: no message claims anything), under a fresh id in ``stripes``.
 
     A claim repeated within the request is the first one's duplicate.
     """
-    if not any(claims):  # the usual publish
+    if claims is None:  # the usual publish
         stored = await store_rows(store, ids, stripes, rows)
         return Stored(stored, [], rows, stored)
     size = len(rows.rows)
@@ -114,6 +136,8 @@ async def store_once(
         for i, mid in zip(plain, stored, strict=True):
             out[i] = mid
     claimed = list(first.values())
+    pins = {i: claim.stripe for i in claimed if (claim := claims[i]) is not None}
+    rows = rows._replace(pinned=rows.pinned | pins)
     answers = await _store_claimed(store, ids, stripes, rows, claims, claimed, now_ms)
     for i, (mid, dup) in zip(claimed, answers, strict=True):
         out[i], duplicate[i] = mid, dup

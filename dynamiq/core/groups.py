@@ -4,7 +4,10 @@ Every message of a group is stored in one stripe, chosen by a hash of the
 group's name (``group_stripe``). A stripe lies in one partition, walked by one
 receive at a time in id order, and ids inside a stripe are in the order the
 messages are due (published, plus any delay); so the node that serves the
-stripe owns the group, and its walk meets the group's messages in order.
+stripe owns the group, and its walk meets the group's messages in order. A
+message published through another node is announced to the owner before
+its publish is answered (a walk would meet it only at its next fresh
+start, after a later message published through the owner itself).
 
 ``Groups`` keeps, per queue on that node, each group's head: the message
 handed out and not yet deleted, dead-lettered or expired. While a group has a
@@ -16,10 +19,9 @@ oldest.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable, Sequence
 
-from dynamiq.core.ids import STRIPES
+from dynamiq.core.ids import stripe_for
 from dynamiq.models import Message
 
 __all__ = ["Groups", "group_stripe"]
@@ -27,7 +29,7 @@ __all__ = ["Groups", "group_stripe"]
 
 def group_stripe(group: str) -> int:
     """Return the stripe every message of ``group`` is stored in."""
-    return zlib.crc32(group.encode()) % STRIPES
+    return stripe_for(group)
 
 
 class Groups:

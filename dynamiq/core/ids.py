@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import time
+import zlib
 from collections.abc import Callable, Sequence
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "STRIPE_BITS",
     "IdGenerator",
     "seq_of",
+    "stripe_for",
     "stripe_of",
     "stripe_range",
     "stripes_within",
@@ -37,6 +39,11 @@ SEQ_BITS = 63 - STRIPE_BITS
 STRIPES = 1 << STRIPE_BITS
 SEQ_MASK = (1 << SEQ_BITS) - 1
 EPOCH_US = 1_577_836_800_000_000  # 2020-01-01T00:00:00Z
+
+
+def stripe_for(name: str) -> int:
+    """Return the stripe a name pins its messages to (an ordered group, a dedup claim)."""
+    return zlib.crc32(name.encode()) % STRIPES
 
 
 def stripe_of(message_id: int) -> int:

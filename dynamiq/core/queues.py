@@ -328,9 +328,12 @@ class QueueService:
 
     def release(self, queue: str, ids: Sequence[int]) -> None:
         """End the leases on ``ids`` (deleted through another node)."""
-        state = self._states.get(self._catalog.queue(queue).uid)
-        if state is not None:
+        if state := self._states.get(self._catalog.queue(queue).uid):
             state.release(ids)
+
+    def published_elsewhere(self, queue: str, ids: Sequence[int]) -> None:
+        """Let the walks meet ``ids``, stored in this node's slice through another node."""
+        self.arrived(self._catalog.queue(queue).uid, ids)
 
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend the live leases of ``ids`` by ``seconds`` from now, or end them (0).
@@ -409,8 +412,7 @@ class QueueService:
         return self._ids.many(count, self._stripes)
 
     def arrived(self, uid: str, ids: Sequence[int]) -> None:
-        """Note messages moved into bucket ``uid`` (dead letters, a redrive): the
-        walks of its queue take them in at once, and its long polls wake."""
+        """Note messages stored in bucket ``uid`` elsewhere: walks meet them, polls wake."""
         state = self._states.get(uid)
         if state is not None and ids:
             state.published(list(ids))

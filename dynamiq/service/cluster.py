@@ -38,9 +38,12 @@ log = logging.getLogger("dynamiq.cluster")
 
 # A waiting receive looks at its peers' slices this often.
 PEER_POLL_SECONDS = 0.5
-# A peer that had fewer visible messages than asked (or did not answer) is
-# not asked again by this node for that queue for this long: receives that
-# their own slice fills do not pay a round trip to every peer each time.
+# A peer that had no visible message (or did not answer) is not asked again
+# by this node for that queue for this long: receives of a queue the peers
+# hold nothing of do not pay a round trip to every peer each time. One that
+# gave some, if fewer than asked, is asked again by the next receive: an
+# ordered group's next message is there as soon as the one before is
+# deleted, and a receive takes one per group.
 PEER_DRY_SECONDS = 0.25
 # How long a member asked for a range waits for its own view to let it go.
 HANDOFF_WAIT_SECONDS = 2.0
@@ -210,6 +213,10 @@ class Coordinator:
         """End the leases on ``ids``: they were deleted through another node."""
         self._queues.release(queue, ids)
 
+    def published_here(self, queue: str, ids: Sequence[int]) -> None:
+        """Note ``ids`` stored in this node's slice through another node."""
+        self._queues.published_elsewhere(queue, ids)
+
     def local_stats(self, queues: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue: leases and rates."""
         return self._queues.local_stats(queues)
@@ -246,7 +253,7 @@ class Coordinator:
             except PeerUnavailable as exc:
                 log.debug("receive from %s: %s", member.name, exc)
                 got = []
-            if len(got) < asked:
+            if not got:
                 self._dry[(queue, member.name)] = time.monotonic() + PEER_DRY_SECONDS
             else:
                 self._dry.pop((queue, member.name), None)
@@ -278,6 +285,27 @@ class Coordinator:
                 self._spawn(self._quietly(peers.release(member, queue, owned)))
         return existed
 
+    async def published(self, queue: str, ids: Sequence[int]) -> None:
+        """Tell the members whose slices hold some of ``ids`` (just stored here) about
+        them, before the publish is answered.
+
+        Only a message pinned to a stripe (an ordered group's, a dedup id's)
+        lands outside this node's slice. Its owner's walks would meet it only
+        at their next fresh start, and could hand out a later message of its
+        group, published through the owner itself, first. A member that does
+        not answer is passed by: the next owner of its slice walks afresh.
+        """
+        if self._peers is None or not ids:
+            return
+        lo, hi = self._membership.slice_of(self._membership.local().name)
+        if lo <= min(ids) and max(ids) <= hi:  # every plain publish
+            return
+        peers = self._peers
+        _, theirs = self._by_owner(ids)
+        await asyncio.gather(
+            *(self._quietly(peers.published(member, queue, owned)) for member, owned in theirs)
+        )
+
     def _by_owner(self, ids: Sequence[int]) -> tuple[list[int], list[tuple[Member, list[int]]]]:
         """Split ids into this node's and, per other live member, the ones its slice holds."""
         local = self._membership.local()
@@ -295,7 +323,7 @@ class Coordinator:
         try:
             await call
         except PeerUnavailable as exc:  # its leases end by their timeout instead
-            log.debug("release at a peer: %s", exc)
+            log.debug("a peer did not answer: %s", exc)
 
     async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""

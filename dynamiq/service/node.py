@@ -218,7 +218,9 @@ class Node:
         """Store messages durably; return their ids in order (and which were duplicates)."""
         self._check_outgoing(messages)
         self._janitor.idle.used((queue,))
-        return await self._queues.publish(queue, messages)
+        ids = await self._queues.publish(queue, messages)
+        await self._cluster.published(queue, ids.stored())
+        return ids
 
     async def publish_topic(
         self, topic: str, messages: Sequence[bytes | Outgoing]
@@ -232,6 +234,8 @@ class Node:
         self._check_outgoing(messages)
         placed = await self._topics.publish(topic, messages)
         self._janitor.idle.used(placed)
+        for queue, ids in placed.items():
+            await self._cluster.published(queue, [i for i in ids.stored() if i is not None])
         return placed
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:

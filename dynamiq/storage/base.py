@@ -13,7 +13,7 @@ nothing else from the driver: adapters wrap their engine's errors.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from dynamiq.keyspace import KeyRange
@@ -23,6 +23,7 @@ __all__ = [
     "Claimed",
     "StorageBackend",
     "claim_record",
+    "claim_value",
     "held_claim",
     "insert_claimed_in_steps",
     "move_in_steps",
@@ -82,28 +83,21 @@ class StorageBackend(Protocol):
         """
         ...
 
-    async def claim(
-        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
-    ) -> list[bytes | None]:
-        """Record claims durably unless a live claim holds their key.
-
-        Each item is ``(key, value, expires_ms)``. A claim is live until its
-        expiry (epoch milliseconds) is at most ``now_ms``; the store forgets
-        expired claims in its own time.
-
-        Returns:
-            Per item: None when the claim is now recorded; else the value of
-            the live claim that holds the key (nothing changed).
-        """
-        ...
-
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
-        """Insert objects, each only if its claim (as ``claim``) can be recorded.
+        """Insert objects, each only if its claim can be recorded, durably.
 
-        Atomic per item where the store allows it (one commit); elsewhere the
-        object is inserted first, then claimed, and deleted again when the
-        claim was held: a failure between leaves it stored without its claim
-        (a retry may store it twice), never claimed without being stored.
+        Each item is ``(bucket, key, value, claim key, claim value, expires_ms)``.
+        A claim is live until its expiry (epoch milliseconds) is at most
+        ``now_ms``, and holds its claim key against every other claim; the
+        store forgets expired claims in its own time. The objects claiming
+        one claim key always have keys with the same top 8 bits (one stripe
+        of the queue engine), so a store may keep a claim beside them.
+
+        Atomic per item where the store allows it (one commit, one script);
+        elsewhere the object is inserted first, then claimed, and deleted
+        again when the claim was held: a failure between leaves it stored
+        without its claim (a retry may store it twice), never claimed
+        without being stored.
 
         Returns:
             Per item: True when inserted and claimed; False when the object's
@@ -186,14 +180,21 @@ async def move_in_steps(
 
 
 async def insert_claimed_in_steps(
-    store: StorageBackend, items: Sequence[Claimed], now_ms: int
+    store: StorageBackend,
+    claim: Callable[[Sequence[Claim], int], Awaitable[list[bytes | None]]],
+    items: Sequence[Claimed],
+    now_ms: int,
 ) -> list[bool | bytes]:
     """``StorageBackend.insert_claimed`` for a store that cannot make it one write:
-    insert, claim what was inserted, delete what lost its claim."""
+    insert, claim what was inserted, delete what lost its claim.
+
+    ``claim`` records claims unless a live one holds their key, and answers
+    per claim None (recorded) or the value of the claim that holds it.
+    """
     out: list[bool | bytes] = [False] * len(items)
     stored = await store.insert([item[:3] for item in items])
     todo = [i for i, ok in enumerate(stored) if ok]
-    held = await store.claim([items[i][3:] for i in todo], now_ms)
+    held = await claim([items[i][3:] for i in todo], now_ms)
     lost = [i for i, value in zip(todo, held, strict=True) if value is not None]
     for bucket, idx in _by_bucket(items, lost).items():
         await store.delete(bucket, [items[i][1] for i in idx])
@@ -211,6 +212,11 @@ def held_claim(record: bytes | None, now_ms: int) -> bytes | None:
     """Return the value of a stored claim while it is live, else None."""
     if record is None or int(record[:_EXPIRY_DIGITS]) <= now_ms:
         return None
+    return claim_value(record)
+
+
+def claim_value(record: bytes) -> bytes:
+    """Return the value of a stored claim."""
     return record[_EXPIRY_DIGITS:]
 
 

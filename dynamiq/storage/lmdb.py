@@ -201,23 +201,6 @@ class LmdbBackend:
 
         return await self._write(apply)
 
-    async def claim(
-        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
-    ) -> list[bytes | None]:
-        """Record claims unless a live one holds their key; per item None or its value."""
-        rows = [(key.encode(), claim_record(value, expires)) for key, value, expires in items]
-
-        def apply(txn: Any) -> list[bytes | None]:
-            out: list[bytes | None] = []
-            for key, record in rows:
-                held = held_claim(txn.get(key, db=self._claims), now_ms)
-                if held is None:
-                    txn.put(key, record, db=self._claims)
-                out.append(held)
-            return out
-
-        return await self._write(apply)
-
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert objects with their claims, each object and claim in one commit."""
         pack = _KEY.pack

@@ -35,8 +35,7 @@ from dynamiq.keyspace import KeyRange
 from dynamiq.storage.base import (
     Claimed,
     claim_record,
-    held_claim,
-    insert_claimed_in_steps,
+    claim_value,
     move_in_steps,
 )
 
@@ -50,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["RedisBackend"]
 
 T = TypeVar("T")
-SHARD_BITS = 8
+SHARD_BITS = 8  # the top 8 bits: objects that claim one key share them (``insert_claimed``)
 SHARD_SHIFT = 63 - SHARD_BITS
 META = "dq:meta"
 WAIT_MS = 5000
@@ -112,13 +111,27 @@ return out
 
 # A claim: kept unless a live one holds the key (its expiry, the first 13 digits,
 # is after ARGV[2]); the server forgets it after ARGV[3] ms. Returns the live one.
-_CLAIM = """
-local held = redis.call('GET', KEYS[1])
-if held and tonumber(string.sub(held, 1, 13)) > tonumber(ARGV[2]) then
-  return held
+# KEYS: the shard's hash and sorted set, then one claim per object. ARGV: the
+# caller's clock (epoch ms), then per object its member, value, claim record
+# (13-digit expiry, then value) and the claim's time to live (ms). Per object:
+# 1 stored and claimed, 0 its id taken, else the live claim's record.
+_INSERT_CLAIMED = """
+local out = {}
+local now = tonumber(ARGV[1])
+for i = 1, #KEYS - 2 do
+  local a = i * 4 - 2
+  local held = redis.call('GET', KEYS[i + 2])
+  if held and tonumber(string.sub(held, 1, 13)) > now then
+    out[i] = held
+  elseif redis.call('HSETNX', KEYS[1], ARGV[a], ARGV[a + 1]) == 1 then
+    redis.call('ZADD', KEYS[2], 0, ARGV[a])
+    redis.call('SET', KEYS[i + 2], ARGV[a + 2], 'PX', ARGV[a + 3])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-return false
+return out
 """
 
 # One command for one server: (routing key, adds the command to a pipeline).
@@ -226,7 +239,7 @@ class RedisBackend:
         self._script_delete = encoder.register_script(_DELETE)
         self._script_replace = encoder.register_script(_REPLACE)
         self._script_move = encoder.register_script(_MOVE)
-        self._script_claim = encoder.register_script(_CLAIM)
+        self._script_insert_claimed = encoder.register_script(_INSERT_CLAIMED)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -280,9 +293,7 @@ class RedisBackend:
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
         """Create objects, never overwriting; per item, whether it was stored."""
-        groups: dict[tuple[str, int], list[int]] = defaultdict(list)
-        for index, (bucket, key, _) in enumerate(items):
-            groups[bucket, key >> SHARD_SHIFT].append(index)
+        groups = _by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
             keys = list(_keys(bucket, shard))
@@ -369,30 +380,28 @@ class RedisBackend:
                 out[i] = outcome
         return out
 
-    async def claim(
-        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
-    ) -> list[bytes | None]:
-        """Record claims unless a live one holds their key; per item None or its value.
-
-        Each claim is a string key of its own (spread over a Cluster's slots)
-        that the server expires after the claim's window.
-        """
-
-        def command(key: str, value: bytes, expires_ms: int) -> Command:
-            name = f"dq:c:{key}"
-            args: list[bytes | int] = [
-                claim_record(value, expires_ms),
-                now_ms,
-                max(1, expires_ms - now_ms),
-            ]
-            return name, lambda pipe: self._script_claim(keys=[name], args=args, client=pipe)
-
-        held = await self._run([command(*item) for item in items], True)
-        return [held_claim(h, now_ms) if h else None for h in held]
-
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
-        """Insert, then claim (an object and its claim live in different slots)."""
-        return await insert_claimed_in_steps(self, items, now_ms)
+        """Insert objects with their claims, one script per shard.
+
+        A claim lives in its objects' shard (``dq:{<bucket>:<shard>}:c:<claim
+        key>``: every object claiming one key is in one shard), so an object
+        and its claim are one atomic write, on one server and in a Cluster;
+        the server expires the claim after its window.
+        """
+        groups = _by_bucket_shard(items)
+
+        def command(bucket: str, shard: int, idx: list[int]) -> Command:
+            h, z = _keys(bucket, shard)
+            keys = [h, z, *(f"dq:{{{bucket}:{shard}}}:c:{items[i][3]}" for i in idx)]
+            args: list[bytes | int | str] = [now_ms]
+            for i in idx:
+                _, key, value, _, claim_value, expires_ms = items[i]
+                record = claim_record(claim_value, expires_ms)
+                args += [_member(key), value, record, max(1, expires_ms - now_ms)]
+            return h, lambda pipe: self._script_insert_claimed(keys=keys, args=args, client=pipe)
+
+        results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
+        return _scatter(len(items), groups.values(), results, _claimed_answer)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
@@ -489,6 +498,19 @@ def _hlen_command(h: str) -> Callable[[Any], Awaitable[Any]]:
 
 def _unlink_command(pair: tuple[str, str]) -> Callable[[Any], Awaitable[Any]]:
     return lambda pipe: _queued(pipe.unlink(*pair))
+
+
+def _by_bucket_shard(items: Sequence[tuple[Any, ...]]) -> dict[tuple[str, int], list[int]]:
+    """Group items that start ``(bucket, key, ...)`` by bucket and shard, in order."""
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for index, item in enumerate(items):
+        groups[item[0], item[1] >> SHARD_SHIFT].append(index)
+    return groups
+
+
+def _claimed_answer(answer: int | bytes) -> bool | bytes:
+    """Read the claimed insert script's answer for one object."""
+    return answer == 1 if isinstance(answer, int) else claim_value(answer)
 
 
 def _by_shard(keys: Sequence[int]) -> dict[int, list[int]]:

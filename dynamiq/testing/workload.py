@@ -11,19 +11,30 @@ each must end in the dead-letter queue once its receives run out, and is
 counted delivered there) and a share is delayed; ``in_both`` counts messages
 that were deleted from the queue and also reached the dead-letter queue
 (must be 0), ``poison_astray`` poison messages that never reached it.
+
+With groups, message ``n`` belongs to group ``n % groups`` and the check
+follows each group's deliveries in the order consumers saw them: a delivery
+of an earlier message than the group's newest one so far is an order
+violation (must be 0), since a group's messages come in order and only the
+one in flight may come again (a message skipped for good is lost).
+
+With deduplication every message carries its body as its dedup id, a failed
+publish is retried with the same ids until it is acknowledged, and every
+``repeat_every``-th batch is published twice on purpose; a body found under
+more than one id was stored twice (must be 0).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
-from dynamiq.models import Outgoing
+from dynamiq.models import Message, Outgoing
 
 POISON = "poison-"
 
@@ -41,7 +52,21 @@ class Ledger:
     dead: Counter[str] = field(default_factory=Counter)  # bodies in the dead-letter queue
     failed_publishes: int = 0
     failed_calls: int = 0
+    stored_as: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    last_in_group: dict[str, int] = field(default_factory=dict)  # group -> newest n delivered
+    order_violations: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def delivered_in_group(self, group: str | None, expected: str, n: int) -> None:
+        """Note that message ``n`` of group ``expected`` arrived as part of ``group``.
+
+        Call with ``lock`` held, in the order the deliveries were seen.
+        """
+        last = self.last_in_group.get(expected, -1)
+        if group != expected or n < last:
+            self.order_violations += 1
+        else:
+            self.last_in_group[expected] = n
 
     def report(self) -> Report:
         """Check the ledger: lost, duplicated, unacknowledged."""
@@ -60,6 +85,8 @@ class Ledger:
                 dead_duplicated=sum(n - 1 for n in self.dead.values() if n > 1),
                 in_both=len(self.deleted & set(self.dead)),
                 poison_astray=len(poison - set(self.dead)),
+                order_violations=self.order_violations,
+                stored_twice=sum(1 for ids in self.stored_as.values() if len(ids) > 1),
             )
 
 
@@ -77,6 +104,8 @@ class Report:
     dead_duplicated: int = 0
     in_both: int = 0
     poison_astray: int = 0
+    order_violations: int = 0
+    stored_twice: int = 0
 
     def lines(self) -> list[str]:
         """Return the figures, one per line."""
@@ -91,12 +120,21 @@ class Report:
             f"dead-lettered twice         {self.dead_duplicated}",
             f"deleted and dead-lettered   {self.in_both}",
             f"poison not dead-lettered    {self.poison_astray}",
+            f"order violations in groups  {self.order_violations}",
+            f"dedup ids stored twice      {self.stored_twice}",
         ]
 
     @property
     def failed(self) -> bool:
-        """Whether the check failed: a message lost, in both queues, or poison astray."""
-        return bool(self.lost or self.in_both or self.poison_astray)
+        """Whether the check failed: a message lost, in both queues, poison astray,
+        a group out of order or a dedup id stored twice."""
+        return bool(
+            self.lost
+            or self.in_both
+            or self.poison_astray
+            or self.order_violations
+            or self.stored_twice
+        )
 
 
 class Workload:
@@ -113,6 +151,10 @@ class Workload:
             end in ``dead_letter_queue``, the queue's.
         delay_every: every n-th message (offset by one) is published with a
             delay of ``delay_seconds`` (0: none).
+        groups: a producer's message n belongs to its group ``n % groups`` (0: none).
+        dedup: every message carries its body as its dedup id; a failed
+            publish is retried until acknowledged.
+        repeat_every: with ``dedup``, every n-th batch is published twice.
     """
 
     def __init__(
@@ -128,9 +170,15 @@ class Workload:
         delay_every: int = 0,
         delay_seconds: float = 1.0,
         dead_letter_queue: str | None = None,
+        groups: int = 0,
+        dedup: bool = False,
+        repeat_every: int = 0,
     ) -> None:
         self.urls = list(urls)
         self.queue = queue
+        self._groups = groups
+        self._dedup = dedup
+        self._repeat_every = repeat_every if dedup else 0
         self._poison_every = poison_every
         self._delay_every = delay_every
         self._delay = delay_seconds
@@ -168,17 +216,31 @@ class Workload:
             while not self._stop.is_set():
                 bodies = [self._body(index, count + i) for i in range(self._batch)]
                 count += self._batch
-                try:
-                    ids = client.publish(self.queue, [self._outgoing(b) for b in bodies])
-                except DynamiqError:
-                    with self.ledger.lock:
-                        self.ledger.failed_publishes += 1
-                else:
-                    with self.ledger.lock:
-                        self.ledger.acked.update(ids)
-                        self.ledger.bodies.update(zip(ids, bodies, strict=True))
+                again = self._repeat_every and (count // self._batch) % self._repeat_every == 0
+                sends = 2 if again else 1
+                for _ in range(sends):
+                    self._publish(client, bodies)
                 next_at += self._interval
                 time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def _publish(self, client: Client, bodies: list[str]) -> None:
+        """Publish one batch; with deduplication, again until it is acknowledged."""
+        while True:
+            try:
+                ids = client.publish(self.queue, [self._outgoing(b) for b in bodies])
+            except DynamiqError:
+                with self.ledger.lock:
+                    self.ledger.failed_publishes += 1
+                if self._dedup and not self._stop.is_set():
+                    continue
+                return
+            with self.ledger.lock:
+                self.ledger.acked.update(ids)
+                self.ledger.bodies.update(zip(ids, bodies, strict=True))
+                if self._dedup:
+                    for body, mid in zip(bodies, ids, strict=True):
+                        self.ledger.stored_as[body].add(mid)
+            return
 
     def _body(self, producer: int, n: int) -> str:
         poison = self._poison_every and n % self._poison_every == 0
@@ -186,9 +248,23 @@ class Workload:
 
     def _outgoing(self, body: str) -> str | Outgoing:
         n = int(body.rpartition("-")[2])
-        if self._delay_every and n % self._delay_every == 1:
-            return Outgoing(body.encode(), delay_seconds=self._delay)
-        return body
+        delay = self._delay if self._delay_every and n % self._delay_every == 1 else None
+        group = self._group_of(body)
+        if not (delay or group or self._dedup):
+            return body
+        return Outgoing(
+            body.encode(),
+            delay_seconds=delay,
+            group=group,
+            dedup_id=body if self._dedup else None,
+        )
+
+    def _group_of(self, body: str) -> str | None:
+        """Return the group of a body ``p<producer>-<n>``: its producer's ``n % groups``."""
+        if not self._groups:
+            return None
+        producer, _, n = body.removeprefix(POISON).rpartition("-")
+        return f"{producer}.g{int(n) % self._groups}"
 
     def _consume(self) -> None:
         with self._client() as client:
@@ -208,6 +284,8 @@ class Workload:
             return 0
         with self.ledger.lock:
             self.ledger.delivered.update(m.id for m in got)
+            for m in got:
+                self._check(m)
         done = [m for m in got if not m.body.startswith(POISON.encode())]
         try:
             existed = set(client.delete(self.queue, [m.id for m in done])) if done else set()
@@ -218,6 +296,15 @@ class Workload:
             with self.ledger.lock:
                 self.ledger.deleted.update(m.body.decode() for m in done if m.id in existed)
         return len(got)
+
+    def _check(self, m: Message) -> None:
+        """Follow a delivery's group and what it was stored as (``lock`` held)."""
+        body = m.body.decode()
+        if self._dedup:
+            self.ledger.stored_as[body].add(m.id)
+        expected = self._group_of(body)
+        if expected is not None:
+            self.ledger.delivered_in_group(m.group, expected, int(body.rpartition("-")[2]))
 
     def drain(self, timeout: float = 60.0) -> bool:
         """Receive and delete until the store holds nothing; False if time ran out.

@@ -39,6 +39,33 @@ async def test_a_repeated_dedup_id_answers_the_first_id_and_stores_nothing(
     assert 'dynamiq_messages_deduplicated_total{queue="q"} 2.0' in metrics
 
 
+async def test_a_grouped_message_s_dedup_id_is_scoped_to_its_group(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/q", 201)
+    path = "/v2/queues/q/messages"
+    first = await _publish(
+        http,
+        spec,
+        path,
+        {"body": "a", "dedup_id": "d", "group": "g1"},
+        {"body": "b", "dedup_id": "d", "group": "g2"},
+        {"body": "c", "dedup_id": "d"},
+    )
+    assert "duplicate" not in first and len(set(first["ids"])) == 3
+    again = await _publish(
+        http,
+        spec,
+        path,
+        {"body": "b again", "dedup_id": "d", "group": "g2"},
+        {"body": "c again", "dedup_id": "d"},
+        {"body": "a again", "dedup_id": "d", "group": "g1"},
+    )
+    assert again["duplicate"] == [True, True, True]
+    assert again["ids"] == [first["ids"][1], first["ids"][2], first["ids"][0]]
+    assert await depth(http, spec, "q") == 3
+
+
 async def test_content_dedup_and_the_window_are_queue_settings(
     http: Http, spec: dict[str, Any]
 ) -> None:

@@ -157,13 +157,19 @@ async def test_meta_create_put_scan_delete(backend: StorageBackend) -> None:
 async def test_a_claim_holds_its_key_until_it_expires(backend: StorageBackend) -> None:
     now = int(time.time() * 1000)
     later = now + 60_000
-    assert await backend.claim([("q/a", b"1", later), ("q/b", b"2", later)], now) == [None, None]
-    assert await backend.claim([("q/a", b"9", later), ("q/c", b"3", later)], now) == [b"1", None]
-    assert await backend.claim([("q/a", b"8", later)], later - 1) == [b"1"]
+    put = backend.insert_claimed
+    assert await put(
+        [("q", 1, b"a", "q/a", b"1", later), ("q", 2, b"b", "q/b", b"2", later)], now
+    ) == [True, True]
+    assert await put(
+        [("q", 3, b"x", "q/a", b"3", later), ("q", 4, b"c", "q/c", b"4", later)], now
+    ) == [b"1", True]
+    assert await put([("q", 5, b"x", "q/a", b"5", later)], later - 1) == [b"1"]
     # Expired by the caller's clock: the key is free again, and the new claim holds it.
-    assert await backend.claim([("q/a", b"7", later + 60_000)], later) == [None]
-    assert await backend.claim([("q/a", b"6", later + 60_000)], later) == [b"7"]
-    assert await backend.claim([("r/a", b"5", later)], now) == [None]  # keys are whole
+    assert await put([("q", 6, b"a2", "q/a", b"6", later + 60_000)], later) == [True]
+    assert await put([("q", 7, b"x", "q/a", b"7", later + 60_000)], later) == [b"6"]
+    assert await put([("r", 8, b"r", "r/a", b"8", later)], now) == [True]  # keys are whole
+    assert await backend.get("q", list(range(1, 8))) == [b"a", b"b", None, b"c", None, b"a2", None]
 
 
 async def test_a_claimed_insert_stores_each_claim_once(backend: StorageBackend) -> None:
@@ -181,7 +187,20 @@ async def test_a_claimed_insert_stores_each_claim_once(backend: StorageBackend) 
     assert answers == [b"1", False, True]
     assert await backend.get("b", [1, 2, 3]) == [b"one", None, b"three"]
     assert await backend.count("b") == 2
-    assert await backend.claim([("b/y", b"4", until), ("b/z", b"5", until)], now) == [None, b"3"]
+    # Several stripes in one call.
+    other = (1 << 55) | 6
+    answers = await backend.insert_claimed(
+        [
+            ("b", 6, b"six", "b/y", b"6", until),
+            ("b", 7, b"seven", "b/z", b"7", until),
+            ("b", other, b"far", "b/w", b"far", until),
+        ],
+        now,
+    )
+    assert answers == [True, b"3", True]
+    again = [("b", other + 1, b"again", "b/w", b"again", until)]
+    assert await backend.insert_claimed(again, now) == [b"far"]
+    assert await backend.get("b", [6, 7, other, other + 1]) == [b"six", None, b"far", None]
     # After the window the same claim stores again.
     assert await backend.insert_claimed([("b", 5, b"five", "b/x", b"5", until + 1)], until) == [
         True

@@ -63,14 +63,19 @@ async def test_a_claim_is_a_key_the_server_expires_after_its_window(redis_url: s
     await flush_redis(redis_url)
     store = RedisBackend(redis_url)
     raw = aioredis.Redis.from_url(redis_url)
+    key = (3 << 55) | 1  # stripe 3: the claim lives beside it, in shard 3
+    name = "dq:{q:3}:c:q/a"
     try:
         now = int(time.time() * 1000)
-        assert await store.claim([("q/a", b"1", now + 60_000)], now) == [None]
-        ttl = await raw.pttl("dq:c:q/a")
+        assert await store.insert_claimed([("q", key, b"m", "q/a", b"1", now + 60_000)], now) == [
+            True
+        ]
+        ttl = await raw.pttl(name)
         assert 59_000 < ttl <= 60_000
         # A claim made again after its window (by the caller's clock) restarts the timer.
-        assert await store.claim([("q/a", b"2", now + 70_000)], now + 60_000) == [None]
-        assert 9_000 < await raw.pttl("dq:c:q/a") <= 10_000
+        again = [("q", key + 1, b"m", "q/a", b"2", now + 70_000)]
+        assert await store.insert_claimed(again, now + 60_000) == [True]
+        assert 9_000 < await raw.pttl(name) <= 10_000
     finally:
         await raw.aclose()
         await store.close()

@@ -254,7 +254,7 @@ class RiakBackend:
 
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert, then claim (Riak writes one object at a time)."""
-        return await insert_claimed_in_steps(self, items, now_ms)
+        return await insert_claimed_in_steps(self, self.claim, items, now_ms)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]

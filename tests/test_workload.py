@@ -1,0 +1,41 @@
+"""The total-queue check that the chaos command and the cluster tests rely on:
+it must see a loss, a group out of order and a dedup id stored twice."""
+
+from __future__ import annotations
+
+from dynamiq.testing.workload import Ledger
+
+
+def test_a_group_may_see_its_message_in_flight_again_but_never_an_earlier_one() -> None:
+    ledger = Ledger()
+    with ledger.lock:
+        for group, n in [("a", 0), ("b", 1), ("a", 2), ("a", 2), ("b", 3), ("a", 4)]:
+            ledger.delivered_in_group(group, group, n)
+    assert ledger.report().order_violations == 0
+    with ledger.lock:
+        ledger.delivered_in_group("a", "a", 2)  # 4 came already: 2 was deleted before it
+        ledger.delivered_in_group("c", "b", 5)  # delivered as part of another group
+        ledger.delivered_in_group("b", "b", 5)
+    report = ledger.report()
+    assert report.order_violations == 2 and report.failed
+
+
+def test_a_body_found_under_two_ids_was_stored_twice() -> None:
+    ledger = Ledger()
+    ledger.acked.update({1, 2, 3})
+    ledger.delivered.update([1, 2, 3, 3])
+    ledger.stored_as["p0-0"].update({1})
+    ledger.stored_as["p0-1"].update({2})  # its repeat answered the same id
+    report = ledger.report()
+    assert (report.stored_twice, report.duplicated, report.failed) == (0, 1, False)
+    ledger.stored_as["p0-1"].add(3)
+    report = ledger.report()
+    assert (report.stored_twice, report.failed) == (1, True)
+
+
+def test_an_acknowledged_id_never_delivered_is_lost() -> None:
+    ledger = Ledger()
+    ledger.acked.update({1, 2})
+    ledger.delivered.update([1])
+    report = ledger.report()
+    assert (report.lost, report.failed) == (1, True)
