@@ -109,8 +109,6 @@ end
 return out
 """
 
-# A claim: kept unless a live one holds the key (its expiry, the first 13 digits,
-# is after ARGV[2]); the server forgets it after ARGV[3] ms. Returns the live one.
 # KEYS: the shard's hash and sorted set, then one claim per object. ARGV: the
 # caller's clock (epoch ms), then per object its member, value, claim record
 # (13-digit expiry, then value) and the claim's time to live (ms). Per object:
@@ -395,8 +393,8 @@ class RedisBackend:
             keys = [h, z, *(f"dq:{{{bucket}:{shard}}}:c:{items[i][3]}" for i in idx)]
             args: list[bytes | int | str] = [now_ms]
             for i in idx:
-                _, key, value, _, claim_value, expires_ms = items[i]
-                record = claim_record(claim_value, expires_ms)
+                _, key, value, _, claimed_as, expires_ms = items[i]
+                record = claim_record(claimed_as, expires_ms)
                 args += [_member(key), value, record, max(1, expires_ms - now_ms)]
             return h, lambda pipe: self._script_insert_claimed(keys=keys, args=args, client=pipe)
 

@@ -259,21 +259,32 @@ def test_a_node_started_alone_still_sees_failures_once_joined(
     assert took < 5.0
 
 
+def kill_9_and_restart(
+    cluster: LocalCluster, name: str, while_down: Callable[[], float | None]
+) -> float | None:
+    """kill -9 a node, run ``while_down``, restart the node a second later and wait for
+    the cluster to settle; return what ``while_down`` returned."""
+    victim = cluster.nodes[name]
+    victim.signal(signal.SIGKILL)
+    victim.wait()
+    result = while_down()
+    time.sleep(1.0)
+    cluster.start_node(name)
+    cluster.wait_converged(30)
+    time.sleep(1.0)
+    return result
+
+
 def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) -> None:
     with steady_load(cluster, "load") as load:
         time.sleep(2.0)
-        victim = cluster.nodes["n3"]
-        victim.signal(signal.SIGKILL)
-        victim.wait()
-        took = until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, step=0.05)
-        time.sleep(1.0)
-        cluster.start_node("n3")
-        cluster.wait_converged(30)
-        time.sleep(1.0)
+        took = kill_9_and_restart(
+            cluster, "n3", lambda: until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, 0.05)
+        )
     report = load.ledger.report()
     assert report.acked > 1000
     assert report.lost == 0, report
-    assert took < 5.0  # the dead node's slice is served again
+    assert took is not None and took < 5.0  # the dead node's slice is served again
 
 
 # LMDB only for now. A grouped publish that lands in a slice while the
@@ -287,13 +298,7 @@ def test_kill_9_under_grouped_deduplicated_load_keeps_order_and_stores_once(
     shape = {"groups": 20, "dedup": True, "repeat_every": 5}
     with steady_load(cluster, "ordered", **shape) as load:
         time.sleep(2.0)
-        victim = cluster.nodes["n2"]
-        victim.signal(signal.SIGKILL)
-        victim.wait()
-        time.sleep(2.0)
-        cluster.start_node("n2")
-        cluster.wait_converged(30)
-        time.sleep(1.0)
+        kill_9_and_restart(cluster, "n2", lambda: time.sleep(1.0))
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.order_violations, report.stored_twice) == (0, 0, 0), report
