@@ -16,10 +16,9 @@ from dynamiq.client.wire import (
     Body,
     Extras,
     message,
-    outgoing,
+    publish_request,
     published,
     published_topic,
-    trace_parent,
 )
 from dynamiq.errors import BackendUnavailable, error_for_code
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
@@ -209,8 +208,7 @@ class AsyncClient:
         installed) each message also carries the span's ``traceparent``.
         """
         extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
-        trace = trace_parent()
-        payload = {"messages": [outgoing(b, extras, trace) for b in bodies]}
+        payload = publish_request(bodies, extras)
         return published(await self._call("POST", f"/v2/queues/{queue}/messages", payload))
 
     async def publish_topic(
@@ -229,8 +227,7 @@ class AsyncClient:
         A message without a delay of its own gets each queue's ``delay_seconds``.
         """
         extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
-        trace = trace_parent()
-        payload = {"messages": [outgoing(b, extras, trace) for b in bodies]}
+        payload = publish_request(bodies, extras)
         return published_topic(await self._call("POST", f"/v2/topics/{topic}/messages", payload))
 
     async def receive(

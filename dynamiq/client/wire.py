@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -15,6 +15,7 @@ __all__ = [
     "Extras",
     "message",
     "outgoing",
+    "publish_request",
     "published",
     "published_topic",
     "trace_parent",
@@ -136,6 +137,13 @@ def _injector() -> Callable[[dict[str, str]], None] | None:
     except ImportError:  # tracing is optional: no dependency on it
         return None
     return inject
+
+
+def publish_request(bodies: Sequence[Body | Outgoing], extras: Extras) -> dict[str, Any]:
+    """Return a publish request: its messages, each with the current span's
+    ``traceparent`` (``trace_parent``)."""
+    trace = trace_parent()
+    return {"messages": [outgoing(b, extras, trace) for b in bodies]}
 
 
 def trace_parent() -> str | None:

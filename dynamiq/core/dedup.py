@@ -25,6 +25,7 @@ import msgspec
 
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.expiry import Hint, store_hints
+from dynamiq.core.groups import group_stripe
 from dynamiq.core.ids import IdGenerator, stripe_for
 from dynamiq.core.outgoing import INSERT_ATTEMPTS, Rows, draw, store_rows
 from dynamiq.errors import ServerError
@@ -84,8 +85,8 @@ def _claim(record: QueueRecord, m: bytes | Outgoing, now_ms: int) -> DedupKey | 
     if group is None:
         key = f"{record.uid}/{dedup_id}"
         return DedupKey(key, expires_ms, stripe_for(key))
-    # A space is in neither a dedup id nor a group.
-    return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, stripe_for(group))
+    # A space is in neither a dedup id nor a group; the message is in its group's stripe.
+    return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, group_stripe(group))
 
 
 class Stored(NamedTuple):

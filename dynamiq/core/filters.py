@@ -96,9 +96,7 @@ def _conditions(name: str, given: object) -> list[Condition]:
 
 
 def _condition(field: str, given: object) -> Condition:
-    if isinstance(given, str):
-        return _equal(given)
-    if _is_number(given):
+    if isinstance(given, str) or _is_number(given):
         return _equal(given)
     if not isinstance(given, dict) or len(given) != 1:
         raise Invalid(

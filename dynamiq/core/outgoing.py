@@ -22,8 +22,9 @@ INSERT_ATTEMPTS = 5
 
 class Rows(NamedTuple):
     """A publish's messages: ``(bucket, record)``, due time (wall microseconds, 0:
-    now) and expiry (wall milliseconds, 0: never), one entry per message; and the
-    stripe of each message of an ordered group, by index (``groups``)."""
+    now) and expiry (wall milliseconds, 0: never), one entry per message; and, by
+    index, the stripe a message is pinned to: its ordered group's (``groups``),
+    or its dedup claim's (``dedup``)."""
 
     rows: list[tuple[str, bytes]]
     due: list[int]
@@ -112,8 +113,8 @@ async def store_rows(
 def draw(
     ids: IdGenerator, rows: Rows, indices: Sequence[int], stripes: tuple[int, int], attempt: int
 ) -> list[int]:
-    """Return fresh ids for the messages at ``indices``: in ``stripes``, or in its
-    group's stripe for a message of an ordered group (in request order there)."""
+    """Return fresh ids for the messages at ``indices``: in ``stripes``, or in the
+    stripe a message is pinned to (in request order there)."""
     pinned = rows.pinned
     if not pinned:
         return ids.for_due([rows.due[i] for i in indices], stripes)

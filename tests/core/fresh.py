@@ -1,5 +1,5 @@
 """A fresh LMDB store per example, for property tests (hypothesis runs many examples in
-one test, so a pytest fixture would be shared between them)."""
+one test, so a pytest fixture would be shared between them); a queue engine on a store."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import Clock
+from dynamiq.core.queues import QueueService
+from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 
 
@@ -23,3 +27,19 @@ def on_fresh_store(main: Callable[[LmdbBackend], Awaitable[None]]) -> None:
                 await store.close()
 
     asyncio.run(run())
+
+
+async def one_queue(
+    store: LmdbBackend, clock: Clock, settings: QueueSettings | None = None
+) -> QueueService:
+    """Create the queue ``q`` on ``store``; return an engine serving it."""
+    catalog = Catalog(store)
+    await catalog.create_queue("q", settings or QueueSettings())
+    return QueueService(store, catalog, clock)
+
+
+async def restarted(store: LmdbBackend, clock: Clock) -> QueueService:
+    """A new engine on the same store: the node restarted, or another took over."""
+    catalog = Catalog(store)
+    await catalog.reload()
+    return QueueService(store, catalog, clock)

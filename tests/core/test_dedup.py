@@ -15,7 +15,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.core.fresh import on_fresh_store
+from tests.core.fresh import on_fresh_store, one_queue, restarted
 
 WINDOW = 100.0
 
@@ -44,16 +44,15 @@ def test_a_dedup_id_is_stored_once_per_window(plan: list[Publish | float | str])
 
     async def main(store: LmdbBackend) -> None:
         clock = FakeClock()
+        queues = await one_queue(store, clock, QueueSettings(dedup_window_seconds=WINDOW))
         catalog = Catalog(store)
-        await catalog.create_queue("q", QueueSettings(dedup_window_seconds=WINDOW))
-        queues = QueueService(store, catalog, clock)
+        await catalog.reload()
+        bucket = catalog.queue("q").uid
         seen: dict[str, tuple[int, float]] = {}  # dedup id: first id, until
         stored = 0
         for n, step in enumerate(plan):
             if step == "restart":
-                catalog = Catalog(store)
-                await catalog.reload()
-                queues = QueueService(store, catalog, clock)
+                queues = await restarted(store, clock)
                 continue
             if isinstance(step, float):
                 clock.advance(step)
@@ -73,7 +72,7 @@ def test_a_dedup_id_is_stored_once_per_window(plan: list[Publish | float | str])
                     expected.append(False)
                     stored += 1
             assert (ids.duplicate or [False] * len(ids)) == expected
-            assert await store.count(catalog.queue("q").uid) == stored
+            assert await store.count(bucket) == stored
 
     on_fresh_store(main)
 
@@ -126,9 +125,7 @@ async def test_racing_publishes_of_one_dedup_id_store_one_message(
 async def test_a_purged_queue_forgets_its_dedup_ids(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    catalog = Catalog(store)
-    await catalog.create_queue("q")
-    queues = QueueService(store, catalog, fake_clock)
+    queues = await one_queue(store, fake_clock)
     (first,) = await queues.publish("q", [Outgoing(b"x", dedup_id="d")])
     await queues.purge("q", fake_clock.wall_ms())
     again = await queues.publish("q", [Outgoing(b"x", dedup_id="d")])

@@ -12,7 +12,7 @@ from dynamiq.core.groups import Groups, group_stripe
 from dynamiq.core.queues import QueueService
 from dynamiq.models import HeldLease, Message, Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.core.fresh import on_fresh_store
+from tests.core.fresh import on_fresh_store, one_queue
 
 LEASE = 10.0
 GROUPS = ["a", "b", "c"]
@@ -80,15 +80,13 @@ def test_a_group_is_served_in_order_one_at_a_time(
 
     async def main(store: LmdbBackend) -> None:
         clock = FakeClock()
-        catalog = Catalog(store)
         settings_ = QueueSettings(
             visibility_timeout=LEASE,
             min_partitions=parts,
             max_partitions=parts,
             retry_backoff=RetryBackoff(initial_seconds=3.0) if backoff else None,
         )
-        await catalog.create_queue("q", settings_)
-        queues = QueueService(store, catalog, clock)
+        queues = await one_queue(store, clock, settings_)
         model = Model(clock)
         n = 0
 
@@ -135,9 +133,7 @@ def test_a_group_is_served_in_order_one_at_a_time(
 async def test_a_groups_messages_share_one_stripe(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    catalog = Catalog(store)
-    await catalog.create_queue("q")
-    queues = QueueService(store, catalog, fake_clock)
+    queues = await one_queue(store, fake_clock)
     ids: list[int] = []
     for i in range(20):
         ids += await queues.publish("q", [Outgoing(b"%d" % i, group="customer-7")])

@@ -21,6 +21,7 @@ from dynamiq.errors import Invalid, QueueInUse
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.core.fresh import restarted
 
 DEAD = QueueSettings(visibility_timeout=10, max_receives=3, dead_letter_queue="dlq")
 
@@ -35,13 +36,6 @@ async def _engine(store: LmdbBackend, clock: FakeClock, **settings: object) -> Q
 async def _lapse(queues: QueueService, clock: FakeClock, seconds: float = 10.0) -> None:
     clock.advance(seconds)
     await queues.sweep()
-
-
-async def _restarted(store: LmdbBackend, clock: FakeClock) -> QueueService:
-    """A new engine on the same store: the node restarted, or another took over."""
-    catalog = Catalog(store)
-    await catalog.reload()
-    return QueueService(store, catalog, clock)
 
 
 async def test_receive_counts_grow_with_each_lease_and_are_stored_when_it_lapses(
@@ -60,7 +54,7 @@ async def test_receive_counts_grow_with_each_lease_and_are_stored_when_it_lapses
     ]
     await queues.change_visibility("q", [mid], 0)
     assert (await queues.peek("q", mid)).receive_count == 2
-    (third,) = await (await _restarted(store, fake_clock)).receive("q", 1)
+    (third,) = await (await restarted(store, fake_clock)).receive("q", 1)
     assert third.receive_count == 3 and third.first_received_ms == first_at
 
 
@@ -74,7 +68,7 @@ async def test_a_counted_queue_stores_the_count_before_delivering(
     assert store.commits == commits + 1 and (await queues.peek("q", mid)).receive_count == 1
     # The node dies holding the lease: the next node counts on from the store.
     fake_clock.advance(10)
-    (again,) = await (await _restarted(store, fake_clock)).receive("q", 1)
+    (again,) = await (await restarted(store, fake_clock)).receive("q", 1)
     assert again.receive_count == 2
 
 
@@ -145,7 +139,7 @@ async def test_a_message_found_at_its_limit_after_a_crash_is_dead_lettered_not_d
     await queues.publish("q", [b"m"])
     assert len(await queues.receive("q", 1)) == 1
     # The node dies holding the lease: another engine finds the message visible.
-    other = await _restarted(store, fake_clock)
+    other = await restarted(store, fake_clock)
     assert await other.receive("q", 1) == []
     assert [d.body for d in await other.peek_many("dlq", 10)] == [b"m"]
 

@@ -207,7 +207,7 @@ class RiakBackend:
         """Move objects: the target created first, then the source deleted (at-least-once)."""
         return await move_in_steps(self, items)
 
-    async def claim(
+    async def _claim(
         self, items: Sequence[tuple[str, bytes, int]], now_ms: int
     ) -> list[bytes | None]:
         """Record claims unless a live one holds their key; per item None or its value.
@@ -254,7 +254,7 @@ class RiakBackend:
 
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert, then claim (Riak writes one object at a time)."""
-        return await insert_claimed_in_steps(self, self.claim, items, now_ms)
+        return await insert_claimed_in_steps(self, self._claim, items, now_ms)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
