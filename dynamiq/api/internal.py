@@ -91,7 +91,7 @@ async def stats(request: web.Request) -> web.Response:
 async def handoff(request: web.Request) -> web.Response:
     """Hand a range over to the member that now owns it: 409 while still serving part of it."""
     here, body = await _read(request, Handoff)
-    leases = await here.cluster.hand_over(body.lo, body.hi)
+    leases = await here.cluster.hand_over(body.lo, body.hi, body.name)
     if leases is None:
         return web.Response(status=409)
     return _msgpack(HandoffLeases(leases))

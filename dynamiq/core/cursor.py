@@ -28,13 +28,16 @@ _END = (1 << 64, 0)  # after every (seq, id)
 
 
 class _Lane:
-    __slots__ = ("buf", "exhausted", "hi", "limit", "next_lo")
+    __slots__ = ("buf", "exhausted", "hi", "limit", "next_lo", "touched")
 
     def __init__(self, lo: int, hi: int) -> None:
         self.buf: deque[int] = deque()
         self.next_lo, self.hi = lo, hi
         self.limit = LANE_READ_MIN
         self.exhausted = False
+        # While a scan of the lane is out: the ids published into it meanwhile
+        # (the scan may have read the stripe before they were stored).
+        self.touched: list[int] | None = None
 
 
 class PartitionCursor:
@@ -51,7 +54,9 @@ class PartitionCursor:
 
     Ids handed out leave the cursor; those whose lease ends come back through
     ``offer_again``. Publishes through this node are appended to lanes read
-    to their end (``touch``), so a queue that keeps up needs no scan at all.
+    to their end (``touch``), so a queue that keeps up needs no scan at all;
+    one into a lane whose scan is out is placed when the scan comes back, as
+    the scan may have read the stripe before the message was stored.
     Anything else (another process publishing, a receive that failed after
     taking ids) is caught up by replacing the cursor with a
     fresh one, which the caller does every ``CURSOR_SECONDS``.
@@ -104,8 +109,11 @@ class PartitionCursor:
             self._push_head(index)
         if len(self.result) >= self._want:
             return []
-        lanes = self._lanes
-        return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in sorted(self._hungry)]
+        lanes, asked = self._lanes, sorted(self._hungry)
+        for i in asked:  # a scan goes out: note what is published meanwhile
+            if lanes[i].touched is None:
+                lanes[i].touched = []
+        return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in asked]
 
     def _take_run(self, index: int, bound: tuple[int, int]) -> None:
         # A published batch sits in one stripe: take the lane's keys while they
@@ -129,7 +137,24 @@ class PartitionCursor:
             lane.next_lo = keys[-1] + 1
         lane.limit = min(lane.limit * 2, LANE_READ_MAX)
         self._hungry.discard(lane_index)
+        touched, lane.touched = lane.touched, None
+        if touched:
+            self._catch_up(lane, touched, keys)
         self._push_head(lane_index)
+
+    def _catch_up(self, lane: _Lane, touched: list[int], keys: Sequence[int]) -> None:
+        """Place ids published into a lane while its scan was out, that the scan
+        did not return (it read the stripe before they were stored)."""
+        seen = set(keys)
+        for message_id in sorted(touched):
+            if message_id in seen:
+                continue
+            if message_id < lane.next_lo:  # the scan went past it
+                heapq.heappush(self._again, (seq_of(message_id), message_id))
+            elif lane.exhausted:  # the lane's new end
+                lane.buf.append(message_id)
+                lane.next_lo = message_id + 1
+            # else: the lane's next scan starts below it
 
     def offer_again(self, ids: Iterable[int]) -> None:
         """Offer ids whose lease ended (they were handed out before)."""
@@ -153,6 +178,8 @@ class PartitionCursor:
         if ids[0] < lane.next_lo:  # behind the walk: offer them directly
             for message_id in ids:
                 heapq.heappush(self._again, (seq_of(message_id), message_id))
+        elif lane.touched is not None:  # placed when the scan that is out comes back
+            lane.touched.extend(ids)
         elif lane.exhausted:
             # The lane was read to its end: the ids are its new end, no scan needed.
             was_empty = not lane.buf

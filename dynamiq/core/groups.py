@@ -12,9 +12,14 @@ start, after a later message published through the owner itself).
 ``Groups`` keeps, per queue on that node, each group's head: the message
 handed out and not yet deleted, dead-lettered or expired. While a group has a
 head, its other messages wait (not leased, not handed out); a head whose lease
-lapses stays the head, so it comes back first. When the head goes, the
-messages that waited behind it are offered again, and the walk takes the
-oldest.
+lapses stays the head, so it comes back first. It also remembers every message
+of the group a walk met behind the head and that is not gone: when the head
+goes, the oldest of them becomes the head at once (in a stripe, id order is
+age order), and those that waited are offered again, so the next walk hands
+out the new head and holds the rest again. A head is never chosen by which
+message a walk happens to meet first: a walk that takes only a few, or that
+passed a message by while it waited and reads on after the head went, would
+otherwise hand out a later message of the group first.
 """
 
 from __future__ import annotations
@@ -33,13 +38,20 @@ def group_stripe(group: str) -> int:
 
 
 class Groups:
-    """The heads of one queue's groups on one node, and who waits behind them."""
+    """The heads of one queue's groups on one node, and what they know is behind them."""
 
     def __init__(self) -> None:
         self._heads: dict[str, int] = {}  # group: its head's id
         self._group_of: dict[int, str] = {}  # head id: its group
-        self._waiting: dict[str, set[int]] = {}  # group: ids met behind its head
-        self._blocked: set[int] = set()  # every waiting id
+        # Per group, the ids met behind its head and not gone (each id's group in
+        # ``_behind_of``); ``_blocked`` holds those a walk passes by now: the ones
+        # met since the head last changed. The others were offered again.
+        self._behind: dict[str, set[int]] = {}
+        self._behind_of: dict[int, str] = {}
+        self._blocked: set[int] = set()
+        # Heads chosen when the one before went, not handed out yet: an older
+        # message of the group met before they are takes their place.
+        self._unsent: set[int] = set()
 
     def __contains__(self, message_id: object) -> bool:
         """Whether a message waits behind its group's head (a walk passes it by)."""
@@ -50,7 +62,8 @@ class Groups:
 
     def admit(self, messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
         """Split messages met by a walk, oldest first, into those to hand out and those
-        that wait behind their group's head (each group's first becomes its head)."""
+        that wait behind their group's head (a group without one has nothing behind
+        it either: its first becomes its head)."""
         out: list[Message] = []
         held: list[Message] = []
         for m in messages:
@@ -59,17 +72,25 @@ class Groups:
                 out.append(m)
                 continue
             head = self._heads.get(group)
-            if head is None:
-                self._heads[group] = m.id
-                self._group_of[m.id] = group
+            if head == m.id:
+                self._unsent.discard(head)
                 out.append(m)
-            elif head == m.id:
+            elif head is None or (head in self._unsent and m.id < head):
+                if head is not None:
+                    self._unsent.discard(head)
+                    del self._group_of[head]
+                    self._hold(group, head)
+                self.lead(group, m.id)
                 out.append(m)
             else:
-                self._waiting.setdefault(group, set()).add(m.id)
-                self._blocked.add(m.id)
+                self._hold(group, m.id)
                 held.append(m)
         return out, held
+
+    def _hold(self, group: str, message_id: int) -> None:
+        self._behind.setdefault(group, set()).add(message_id)
+        self._behind_of[message_id] = group
+        self._blocked.add(message_id)
 
     def head_of(self, message: Message) -> int | None:
         """Return the head of a message's group, if it has one."""
@@ -80,7 +101,9 @@ class Groups:
         return self._group_of.get(message_id)
 
     def lead(self, group: str, message_id: int) -> None:
-        """Make a message its group's head (a lease handed over by another node)."""
+        """Make a message its group's head (the oldest behind the last, or a lease
+        handed over by another node)."""
+        self._forget_behind(message_id)
         self._heads[group] = message_id
         self._group_of[message_id] = group
 
@@ -92,14 +115,40 @@ class Groups:
             group = self._group_of.pop(message_id, None)
             if group is not None and self._heads.get(group) == message_id:
                 del self._heads[group]
-                waiting = self._waiting.pop(group, set())
-                self._blocked.difference_update(waiting)
-                again.extend(waiting)
+                self._unsent.discard(message_id)
+                again.extend(self._next_head(group))
+            else:
+                self._forget_behind(message_id)
         return sorted(again)
 
+    def _next_head(self, group: str) -> list[int]:
+        """Make the oldest message behind a group's gone head its head; return those
+        that waited (the walks passed them by): to be offered again."""
+        behind = self._behind.get(group)
+        if not behind:
+            return []
+        waited = [mid for mid in behind if mid in self._blocked]
+        self._blocked.difference_update(waited)
+        head = min(behind)
+        self.lead(group, head)
+        self._unsent.add(head)
+        return waited
+
+    def _forget_behind(self, message_id: int) -> None:
+        group = self._behind_of.pop(message_id, None)
+        if group is None:
+            return
+        self._blocked.discard(message_id)
+        behind = self._behind[group]
+        behind.discard(message_id)
+        if not behind:
+            del self._behind[group]
+
     def clear(self) -> None:
-        """Forget every head and every waiting message."""
+        """Forget every head and every message behind one."""
         self._heads.clear()
         self._group_of.clear()
-        self._waiting.clear()
+        self._behind.clear()
+        self._behind_of.clear()
         self._blocked.clear()
+        self._unsent.clear()

@@ -3,7 +3,8 @@
 Each live member serves the slice the sorted live names give it. When the
 view changes, a node stops serving what it lost at once; what it gained it
 serves only after every other live member has handed over its live leases
-in that range (a member answers once its own view has let the range go), so
+in that range (a member answers once its own view has let the range go and
+gives it to the asker, to whom it announces what it stores there since), so
 no message is leased twice while a lease on it is live, short of a member
 that died or was paused (its leases are lost: at-least-once). A member
 that is gone is not asked. A node paused for longer than the suspect
@@ -182,18 +183,31 @@ class Coordinator:
             await asyncio.sleep(HANDOFF_RETRY_SECONDS)
         return False
 
-    async def hand_over(self, lo: int, hi: int) -> dict[str, list[HeldLease]] | None:
-        """Answer a handoff: the live leases in ``[lo, hi]`` once this node serves none of it.
+    async def hand_over(self, lo: int, hi: int, owner: str) -> dict[str, list[HeldLease]] | None:
+        """Answer a handoff: the live leases in ``[lo, hi]`` once this node serves none
+        of it and its own view gives the range to ``owner``.
 
-        None when this node's view still gives it part of the range after a
-        short wait (views converge within a gossip round or two).
+        The second condition closes a window for ordered groups: from the answer
+        on, a message this node stores in the range is announced to ``owner``,
+        and one announced elsewhere before was stored before ``owner`` walks the
+        range at all. None when the views still disagree after a short wait
+        (they converge within a gossip round or two).
         """
         deadline = time.monotonic() + HANDOFF_WAIT_SECONDS
-        while intersect(self._queues.keyspace, (lo, hi)) is not None:
+        while not self._lets_go(lo, hi, owner):
             if time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(0.02)
         return self._queues.export_leases(lo, hi)
+
+    def _lets_go(self, lo: int, hi: int, owner: str) -> bool:
+        """Whether this node serves none of ``[lo, hi]`` and its view gives it to ``owner``."""
+        if intersect(self._queues.keyspace, (lo, hi)) is not None:
+            return False
+        if owner not in {m.name for m in self._membership.members()}:
+            return False
+        first, last = self._membership.slice_of(owner)
+        return first <= lo and hi <= last
 
     # -- what peers ask of this node -----------------------------------------
 

@@ -287,11 +287,6 @@ def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) 
     assert took is not None and took < 5.0  # the dead node's slice is served again
 
 
-# LMDB only for now. A grouped publish that lands in a slice while the
-# members' views of it differ (a takeover) is not announced to its new owner,
-# whose walk can then hand out a later message of its group first: a window
-# every store has, which Redis Cluster's slower writes make this test meet.
-@pytest.mark.parametrize("store_flags", ["lmdb"], indirect=True)
 def test_kill_9_under_grouped_deduplicated_load_keeps_order_and_stores_once(
     cluster: LocalCluster,
 ) -> None:

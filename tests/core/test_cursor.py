@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,21 +22,31 @@ class Cursor:
         self.keys = keys
         self.cursor = PartitionCursor(part, 0.0)
 
-    def take(self, want: int, skip: set[int]) -> list[int]:
+    def take(
+        self, want: int, skip: set[int], while_out: Callable[[], object] = lambda: None
+    ) -> list[int]:
+        """Take ``want`` ids; ``while_out`` runs once, between the first round's
+        scans reading the keys and their results reaching the cursor."""
         self.cursor.take(want, skip)
         rounds = 0
         while wanted := self.cursor.requests():
             rounds += 1
             assert rounds < 1000
             ordered = sorted(self.keys)
-            for lane, lo, hi, limit in wanted:
-                self.cursor.feed(lane, [k for k in ordered if lo <= k <= hi][:limit])
+            found = [[k for k in ordered if lo <= k <= hi][:limit] for _, lo, hi, limit in wanted]
+            if rounds == 1:
+                while_out()
+            for (lane, *_), keys in zip(wanted, found, strict=True):
+                self.cursor.feed(lane, keys)
         return self.cursor.result
 
 
 @given(
     script=st.lists(
-        st.tuples(st.sampled_from(["publish", "take", "expire", "delete"]), st.integers(1, 60)),
+        st.tuples(
+            st.sampled_from(["publish", "take", "take_racing", "expire", "delete"]),
+            st.integers(1, 60),
+        ),
         max_size=30,
     ),
     seed=st.integers(0, 2**32),
@@ -50,16 +62,22 @@ def test_cursor_hands_out_the_oldest_visible_messages_first(
     stored: set[int] = set()
     leased: set[int] = set()
     walk = Cursor(part, stored)
+
+    def publish(n: int) -> None:
+        # One batch (one stripe), or single messages in random stripes
+        drawn = gen.many(n * 4) if n % 2 else [gen.next() for _ in range(n * 4)]
+        fresh = [i for i in drawn if i in part]
+        stored.update(fresh)
+        walk.cursor.touch(sorted(fresh))
+
     for op, n in script:
         if op == "publish":
-            # One batch (one stripe), or single messages in random stripes
-            drawn = gen.many(n * 4) if n % 2 else [gen.next() for _ in range(n * 4)]
-            fresh = [i for i in drawn if i in part]
-            stored.update(fresh)
-            walk.cursor.touch(sorted(fresh))
-        elif op == "take":
-            # When a receive takes from the cursor
-            got = walk.take(n, leased)
+            publish(n)
+        elif op in ("take", "take_racing"):
+            # When a receive takes from the cursor (while a publish lands
+            # between its scans reading the store and their results arriving)
+            racing = functools.partial(publish, n if op == "take_racing" else 0)
+            got = walk.take(n, leased, racing)
             # Then it gets exactly the oldest visible ones, oldest first
             visible = sorted((i for i in stored if i not in leased), key=seq_of)
             assert got == visible[:n]
