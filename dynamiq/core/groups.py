@@ -24,7 +24,7 @@ otherwise hand out a later message of the group first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from dynamiq.core.ids import stripe_for
 from dynamiq.models import Message
@@ -143,6 +143,18 @@ class Groups:
         behind.discard(message_id)
         if not behind:
             del self._behind[group]
+
+    def forget(self, gone: Callable[[str], bool]) -> None:
+        """Forget the groups ``gone`` names: their owner is another node now, and
+        what this one knew of them would be stale if they came back to it."""
+        for group in [g for g in self._heads if gone(g)]:
+            head = self._heads.pop(group)
+            self._group_of.pop(head, None)
+            self._unsent.discard(head)
+        for group in [g for g in self._behind if gone(g)]:
+            for message_id in self._behind.pop(group):
+                del self._behind_of[message_id]
+                self._blocked.discard(message_id)
 
     def clear(self) -> None:
         """Forget every head and every message behind one."""

@@ -18,7 +18,8 @@ from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.dedup import claims_of, store_once
 from dynamiq.core.expiry import Expiry
-from dynamiq.core.ids import EPOCH_US, SEQ_MASK, STRIPES, IdGenerator, stripes_within
+from dynamiq.core.groups import group_stripe
+from dynamiq.core.ids import EPOCH_US, SEQ_BITS, SEQ_MASK, STRIPES, IdGenerator, stripes_within
 from dynamiq.core.journal import LeaseJournal
 from dynamiq.core.lifecycle import Lifecycle
 from dynamiq.core.outgoing import by_bucket, outgoing_rows
@@ -87,18 +88,20 @@ class QueueService:
 
         Leases already granted stay (a delete or an extension through this
         node still finds them) but ids outside the new slice are not offered
-        again when they end; publishes go into the new slice.
+        again when they end; publishes go into the new slice; what this node
+        knew of the groups outside it is forgotten (it would be stale if they
+        came back).
         """
         if keyspace == self._keyspace:
             return
         self._keyspace, self._moves = keyspace, self._moves + 1
         self._stripes = stripes_within(*keyspace) if keyspace else (0, STRIPES - 1)
-        now = self._clock.now()
         for state in self._states.values():
-            state.cursors.clear()
-            if keyspace is not None:
-                state.partitions.set_slice(*keyspace, now)
-            state.notify()
+            state.slice_moved(keyspace, self._clock.now(), self._owns_group)
+
+    def _owns_group(self, group: str) -> bool:
+        """Whether this node serves a group's messages (those published now)."""
+        return self.serves(group_stripe(group) << SEQ_BITS | self._due_seq())
 
     def export_leases(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
         """Return the live leases on ids in ``[lo, hi]``, per queue."""
@@ -320,8 +323,7 @@ class QueueService:
         existed = await self._store.delete(record.uid, ids)
         self._recent.discard(record.uid, ids)
         self._metrics.deleted(queue, sum(existed))
-        state = self._states.get(record.uid)
-        if state is not None:
+        if (state := self._states.get(record.uid)) is not None:
             state.deleted_per_s.add(sum(existed), self._clock.now())
             state.release(ids)
         return existed
@@ -413,14 +415,12 @@ class QueueService:
 
     def arrived(self, uid: str, ids: Sequence[int]) -> None:
         """Note messages stored in bucket ``uid`` elsewhere: walks meet them, polls wake."""
-        state = self._states.get(uid)
-        if state is not None and ids:
+        if (state := self._states.get(uid)) is not None and ids:
             state.published(list(ids))
 
     def count_redriven(self, queue: str, count: int) -> None:
         """Note ``count`` messages redriven out of ``queue``."""
-        record = self._catalog.find(queue)
-        if record is not None:
+        if (record := self._catalog.find(queue)) is not None:
             self._life.note(record, self._state(record), "redriven", count)
 
     async def expire_due(self, budget: int = EXPIRY_BATCH) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
 from dynamiq.core.catalog import QueueRecord
@@ -14,6 +14,7 @@ from dynamiq.core.groups import Groups
 from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
+from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease, LocalQueueStats
 
 __all__ = ["QueueState", "QueueStats"]
@@ -87,6 +88,17 @@ class QueueState:
             moved_on["expired"],
             moved_on["redriven"],
         )
+
+    def slice_moved(
+        self, keyspace: KeyRange | None, now: float, owns: Callable[[str], bool]
+    ) -> None:
+        """The node's slice moved: walks start afresh over the new one, and the groups
+        it no longer ``owns`` are forgotten."""
+        self.cursors.clear()
+        if keyspace is not None:
+            self.partitions.set_slice(*keyspace, now)
+        self.groups.forget(lambda group: not owns(group))
+        self.notify()
 
     def cursor(self, part: Partition, now: float) -> PartitionCursor:
         cursor = self.cursors.get(part.index)

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.groups import Groups, group_stripe
+from dynamiq.core.ids import SEQ_BITS
 from dynamiq.core.queues import QueueService
+from dynamiq.keyspace import ID_MAX, WHOLE
 from dynamiq.models import HeldLease, Message, Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
 from tests.core.fresh import on_fresh_store, one_queue
@@ -219,3 +221,29 @@ def test_a_group_hands_out_the_oldest_message_it_has_met(
             head = None
         elif op == "expire" and alive and alive[skip % len(alive)] != head:
             groups.ended([alive.pop(skip % len(alive))])
+
+
+async def test_a_group_served_elsewhere_meanwhile_does_not_wait_for_what_was_known(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    one, two = (QueueService(store, catalog, fake_clock) for _ in range(2))
+    await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
+    fake_clock.advance(0.001)
+    # Given a node whose walk met a group's head (leased here) and two behind it
+    (first,) = await one.receive("q", 10)
+    assert first.body == b"1"
+    # When its slice moves away from the group, the other serves all three
+    stripe = group_stripe("g")
+    elsewhere = ((stripe + 1) << SEQ_BITS, ID_MAX) if stripe == 0 else (0, (stripe << SEQ_BITS) - 1)
+    one.set_keyspace(elsewhere)
+    for _ in range(3):
+        got = await two.receive("q", 10)
+        assert await two.delete("q", [m.id for m in got]) == [True]
+    # and the slice comes back with a new message of the group
+    (fourth,) = await two.publish("q", [Outgoing(b"4", group="g")])
+    fake_clock.advance(0.001)
+    one.set_keyspace(WHOLE)
+    # Then it is handed out: nothing waits behind what the node knew before
+    assert [m.id for m in await one.receive("q", 10)] == [fourth]
