@@ -353,12 +353,6 @@ class Published(list[T]):
         self.duplicate: list[bool] = flags if any(flags) else []
         """Per message, whether it was a duplicate; empty when none was."""
 
-    def stored(self) -> list[T]:
-        """Return the ids of the messages this publish stored: all but the duplicates."""
-        if not self.duplicate:
-            return self
-        return [i for i, dup in zip(self, self.duplicate, strict=True) if not dup]
-
 
 @dataclass(frozen=True, slots=True)
 class ReceiveRequest:

@@ -99,9 +99,14 @@ class Stored(NamedTuple):
     rows: Rows
     stored: list[int]
 
-    def duplicates(self) -> list[int]:
-        """Return the indices of the messages that were duplicates."""
-        return [i for i, dup in enumerate(self.duplicate) if dup]
+    def firsts(self, buckets: Sequence[str]) -> dict[str, list[int]]:
+        """Per bucket (``buckets``: each message's), the ids the duplicates were
+        answered with: their first copies."""
+        out: dict[str, list[int]] = {}
+        for i, dup in enumerate(self.duplicate):
+            if dup:
+                out.setdefault(buckets[i], []).append(self.ids[i])
+        return out
 
 
 async def store_once(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import replace
 
@@ -167,8 +166,12 @@ class QueueService:
             state = self._state(queues[uid])
             state.published(mids)
             state.published_per_s.add(len(mids), now)
-        for uid, count in Counter(items[i][0].uid for i in done.duplicates()).items():
-            self._life.note(queues[uid], self._state(queues[uid]), "deduplicated", count)
+        # A duplicate's first copy may be from an attempt that failed after storing
+        # it, before telling the walks: they are told now.
+        for uid, firsts in done.firsts([record.uid for record, _ in items]).items():
+            state = self._state(queues[uid])
+            state.published(firsts)
+            self._life.note(queues[uid], state, "deduplicated", len(firsts))
         return Published(done.ids, done.duplicate)
 
     # -- receiving -----------------------------------------------------------
@@ -208,12 +211,8 @@ class QueueService:
         self, queue: str, state: QueueState, got: list[Message], asked: int
     ) -> None:
         self._metrics.received(queue, len(got), asked)
-        state.received_per_s.add(len(got), self._clock.now())
-        if state.lapsed:
-            again = [m.id for m in got if m.id in state.lapsed]
-            if again:
-                state.lapsed.difference_update(again)
-                self._metrics.redelivered(queue, len(again))
+        if again := state.delivered(got, self._clock.now()):
+            self._metrics.redelivered(queue, again)
 
     async def _receive_once(
         self, record: QueueRecord, state: QueueState, want: int, lease_seconds: float

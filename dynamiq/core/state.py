@@ -15,7 +15,7 @@ from dynamiq.core.leases import LeaseTable
 from dynamiq.core.partitions import Partition, PartitionSet
 from dynamiq.core.rates import RateCounter
 from dynamiq.keyspace import KeyRange
-from dynamiq.models import HeldLease, LocalQueueStats
+from dynamiq.models import HeldLease, LocalQueueStats, Message
 
 __all__ = ["QueueState", "QueueStats"]
 
@@ -99,6 +99,15 @@ class QueueState:
             self.partitions.set_slice(*keyspace, now)
         self.groups.forget(lambda group: not owns(group))
         self.notify()
+
+    def delivered(self, got: Sequence[Message], now: float) -> int:
+        """Count a receive's messages; return how many came again after a lease lapsed."""
+        self.received_per_s.add(len(got), now)
+        if not self.lapsed:
+            return 0
+        again = [m.id for m in got if m.id in self.lapsed]
+        self.lapsed.difference_update(again)
+        return len(again)
 
     def cursor(self, part: Partition, now: float) -> PartitionCursor:
         cursor = self.cursors.get(part.index)

@@ -300,14 +300,16 @@ class Coordinator:
         return existed
 
     async def published(self, queue: str, ids: Sequence[int]) -> None:
-        """Tell the members whose slices hold some of ``ids`` (just stored here) about
+        """Tell the members whose slices hold some of ``ids`` (a publish's answer) about
         them, before the publish is answered.
 
         Only a message pinned to a stripe (an ordered group's, a dedup id's)
         lands outside this node's slice. Its owner's walks would meet it only
         at their next fresh start, and could hand out a later message of its
-        group, published through the owner itself, first. A member that does
-        not answer is passed by: the next owner of its slice walks afresh.
+        group, published through the owner itself, first. A duplicate is told
+        too: its first copy may be from an attempt that failed after storing
+        it, before telling. A member that does not answer is passed by: the
+        next owner of its slice walks afresh.
         """
         if self._peers is None or not ids:
             return

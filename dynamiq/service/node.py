@@ -219,7 +219,7 @@ class Node:
         self._check_outgoing(messages)
         self._janitor.idle.used((queue,))
         ids = await self._queues.publish(queue, messages)
-        await self._cluster.published(queue, ids.stored())
+        await self._cluster.published(queue, ids)
         return ids
 
     async def publish_topic(
@@ -235,7 +235,7 @@ class Node:
         placed = await self._topics.publish(topic, messages)
         self._janitor.idle.used(placed)
         for queue, ids in placed.items():
-            await self._cluster.published(queue, [i for i in ids.stored() if i is not None])
+            await self._cluster.published(queue, [i for i in ids if i is not None])
         return placed
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:

@@ -130,3 +130,22 @@ async def test_a_purged_queue_forgets_its_dedup_ids(
     await queues.purge("q", fake_clock.wall_ms())
     again = await queues.publish("q", [Outgoing(b"x", dedup_id="d")])
     assert not again.duplicate and again[0] != first
+
+
+async def test_a_duplicate_tells_the_walks_of_its_first_copy(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    one, two = (QueueService(store, catalog, fake_clock) for _ in range(2))
+    assert await one.receive("q", 10) == []  # its walk read every stripe to the end
+    # Given a first copy stored by an attempt that never told this engine's walks
+    # (it failed after storing, on another node)
+    (first,) = await two.publish("q", [Outgoing(b"1", group="g", dedup_id="d1")])
+    # When the retry comes here (a duplicate), and the group's next message after it
+    again = await one.publish("q", [Outgoing(b"1", group="g", dedup_id="d1")])
+    assert again == [first] and again.duplicate == [True]
+    await one.publish("q", [Outgoing(b"2", group="g", dedup_id="d2")])
+    fake_clock.advance(0.001)
+    # Then the first copy comes first, before any fresh walk would have found it
+    assert [m.body for m in await one.receive("q", 10)] == [b"1"]
