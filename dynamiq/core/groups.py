@@ -24,7 +24,7 @@ otherwise hand out a later message of the group first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from dynamiq.core.ids import stripe_for
 from dynamiq.models import Message
@@ -144,10 +144,11 @@ class Groups:
         if not behind:
             del self._behind[group]
 
-    def forget(self, gone: Callable[[str], bool]) -> None:
-        """Forget the groups ``gone`` names: their owner is another node now, and
-        what this one knew of them would be stale if they came back to it."""
-        for group in [g for g in self._heads if gone(g)]:
+    def forget(self, gone: Callable[[str], bool], leased: Container[int]) -> None:
+        """Forget the groups ``gone`` names (their owner is another node now, and what
+        this one knew of them would be stale if they came back to it), but for their
+        heads ``leased`` here: a handoff tells the new owner of them."""
+        for group in [g for g, head in self._heads.items() if gone(g) and head not in leased]:
             head = self._heads.pop(group)
             self._group_of.pop(head, None)
             self._unsent.discard(head)

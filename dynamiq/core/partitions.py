@@ -118,13 +118,15 @@ class PartitionSet:
             return
         self._busy[i] = max(0, self._busy[i] - 1)
         self._last_used[i] = now
+        woken = i in self._woken  # told of messages while this receive looked
+        self._woken.discard(i)
         if part.generation == self._generation:  # else its ranges changed: no hint
             hint = (
                 now + EMPTY_HINT_SECONDS
                 if due_at is None
                 else min(due_at, now + EMPTY_HINT_SECONDS)
             )
-            self._empty_until[i] = 0.0 if found else hint
+            self._empty_until[i] = 0.0 if found or woken else hint
 
     def next_hint_end(self, now: float) -> float | None:
         """When the first empty hint still running ends (a delayed message comes due,
@@ -137,7 +139,10 @@ class PartitionSet:
         first, owner = stripe_of(self._parts[0].lo), self._owner
         for stripe in {stripe_of(message_id) for message_id in ids}:
             if 0 <= stripe - first < len(owner):
-                self._empty_until[owner[stripe - first]] = 0.0
+                index = owner[stripe - first]
+                self._empty_until[index] = 0.0
+                if self._busy[index]:  # its receive's "found nothing" is stale
+                    self._woken.add(index)
 
     def _max_count(self) -> int:
         return min(self._settings.max_partitions, stripe_of(self._hi) - stripe_of(self._lo) + 1)
@@ -164,6 +169,7 @@ class PartitionSet:
         self._busy = (old_busy + [0] * n)[:n]
         self._last_used = (old_used + [now] * n)[:n]
         self._empty_until = [0.0] * n
+        self._woken: set[int] = set()  # busy partitions told of messages meanwhile
         if grown:
             self._last_used[n - 1] = -math.inf
 

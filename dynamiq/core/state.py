@@ -93,11 +93,11 @@ class QueueState:
         self, keyspace: KeyRange | None, now: float, owns: Callable[[str], bool]
     ) -> None:
         """The node's slice moved: walks start afresh over the new one, and the groups
-        it no longer ``owns`` are forgotten."""
+        it no longer ``owns`` are forgotten (but for their heads leased here)."""
         self.cursors.clear()
         if keyspace is not None:
             self.partitions.set_slice(*keyspace, now)
-        self.groups.forget(lambda group: not owns(group))
+        self.groups.forget(lambda group: not owns(group), self.leases)
         self.notify()
 
     def delivered(self, got: Sequence[Message], now: float) -> int:

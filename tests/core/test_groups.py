@@ -238,12 +238,26 @@ async def test_a_group_served_elsewhere_meanwhile_does_not_wait_for_what_was_kno
     stripe = group_stripe("g")
     elsewhere = ((stripe + 1) << SEQ_BITS, ID_MAX) if stripe == 0 else (0, (stripe << SEQ_BITS) - 1)
     one.set_keyspace(elsewhere)
+    # (the head leased here still names its group: a handoff gives it to the new owner)
+    assert [lease.group for lease in one.export_leases(0, ID_MAX)["q"]] == ["g"]
     for _ in range(3):
         got = await two.receive("q", 10)
         assert await two.delete("q", [m.id for m in got]) == [True]
-    # and the slice comes back with a new message of the group
+    # and the slice comes back with a new message of the group, after the head's
+    # lease here lapsed (a delete through another node is told to the owner only)
     (fourth,) = await two.publish("q", [Outgoing(b"4", group="g")])
-    fake_clock.advance(0.001)
     one.set_keyspace(WHOLE)
-    # Then it is handed out: nothing waits behind what the node knew before
-    assert [m.id for m in await one.receive("q", 10)] == [fourth]
+    fake_clock.advance(31.0)
+    # Then it is handed out: the head is found gone, and nothing else was kept
+    got = await one.receive("q", 10) or await one.receive("q", 10)
+    assert [m.id for m in got] == [fourth]
+
+
+def test_a_group_no_longer_owned_keeps_only_a_head_leased_here() -> None:
+    groups = Groups()
+    msgs = [Message(i, b"", group="g" if i < 4 else "h") for i in range(1, 7)]
+    groups.admit(msgs)  # heads 1 and 4; 2, 3, 5, 6 behind them
+    groups.forget(lambda group: True, leased={1})
+    assert groups.head_of(msgs[1]) == 1 and groups.head_of(msgs[4]) is None
+    assert not any(i in groups for i in range(1, 7))
+    assert groups.ended([1]) == [] and not groups

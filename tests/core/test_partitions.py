@@ -65,6 +65,22 @@ def test_an_empty_partition_is_skipped_until_woken_or_its_hint_expires(
     assert parts.acquire(fake_clock.now()) is not None
 
 
+def test_a_partition_woken_while_a_receive_looks_is_not_hinted_empty_after(
+    fake_clock: FakeClock,
+) -> None:
+    parts = PartitionSet(0, ID_MAX, _settings(min_partitions=1, max_partitions=1), fake_clock.now())
+    part = parts.acquire(fake_clock.now())
+    assert part is not None
+    # A receive looks; meanwhile a message is published (or offered again) there
+    parts.wake([part.lo])
+    # Its "found nothing" is stale: the next receive looks at once
+    parts.release(part, fake_clock.now(), found=False)
+    again = parts.acquire(fake_clock.now())
+    assert again is not None and again.index == part.index
+    parts.release(again, fake_clock.now(), found=False)
+    assert parts.acquire(fake_clock.now()) is None  # the next "found nothing" holds
+
+
 def test_the_next_hint_end_is_when_a_skipped_partition_is_worth_a_look(
     fake_clock: FakeClock,
 ) -> None:
