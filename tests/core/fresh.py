@@ -43,3 +43,10 @@ async def restarted(store: LmdbBackend, clock: Clock) -> QueueService:
     catalog = Catalog(store)
     await catalog.reload()
     return QueueService(store, catalog, clock)
+
+
+async def two_engines(store: LmdbBackend, clock: Clock) -> tuple[QueueService, QueueService]:
+    """Create the queue ``q`` on ``store``; return two engines serving it (two nodes)."""
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    return QueueService(store, catalog, clock), QueueService(store, catalog, clock)

@@ -15,7 +15,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.core.fresh import on_fresh_store, one_queue, restarted
+from tests.core.fresh import on_fresh_store, one_queue, restarted, two_engines
 
 WINDOW = 100.0
 
@@ -135,9 +135,7 @@ async def test_a_purged_queue_forgets_its_dedup_ids(
 async def test_a_duplicate_tells_the_walks_of_its_first_copy(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    catalog = Catalog(store)
-    await catalog.create_queue("q")
-    one, two = (QueueService(store, catalog, fake_clock) for _ in range(2))
+    one, two = await two_engines(store, fake_clock)
     assert await one.receive("q", 10) == []  # its walk read every stripe to the end
     # Given a first copy stored by an attempt that never told this engine's walks
     # (it failed after storing, on another node)

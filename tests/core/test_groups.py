@@ -6,15 +6,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.groups import Groups, group_stripe
 from dynamiq.core.ids import SEQ_BITS
-from dynamiq.core.queues import QueueService
 from dynamiq.keyspace import ID_MAX, WHOLE
 from dynamiq.models import HeldLease, Message, Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.core.fresh import on_fresh_store, one_queue
+from tests.core.fresh import on_fresh_store, one_queue, two_engines
 
 LEASE = 10.0
 GROUPS = ["a", "b", "c"]
@@ -146,9 +144,7 @@ async def test_a_groups_messages_share_one_stripe(
 async def test_a_handed_over_lease_keeps_its_group_waiting(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    catalog = Catalog(store)
-    await catalog.create_queue("q")
-    one, two = (QueueService(store, catalog, fake_clock) for _ in range(2))
+    one, two = await two_engines(store, fake_clock)
     await one.publish("q", [Outgoing(b"1", group="g"), Outgoing(b"2", group="g")])
     fake_clock.advance(0.001)  # both due for the other engine too (a burst draws ahead)
     (first,) = await one.receive("q", 10)
@@ -226,9 +222,7 @@ def test_a_group_hands_out_the_oldest_message_it_has_met(
 async def test_a_group_served_elsewhere_meanwhile_does_not_wait_for_what_was_known(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    catalog = Catalog(store)
-    await catalog.create_queue("q")
-    one, two = (QueueService(store, catalog, fake_clock) for _ in range(2))
+    one, two = await two_engines(store, fake_clock)
     await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
     fake_clock.advance(0.001)
     # Given a node whose walk met a group's head (leased here) and two behind it
