@@ -140,7 +140,13 @@ def create_app(
     clock = clock or MonotonicClock()
     journal = LeaseJournal(Path(settings.storage.path) / "journal", settings.core.name, clock)
     queues = QueueService(
-        store, catalog, clock, keyspace=keyspace, metrics=metrics, journal=journal
+        store,
+        catalog,
+        clock,
+        keyspace=keyspace,
+        metrics=metrics,
+        journal=journal,
+        awake=membership.awake,
     )
     janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000, clock)
     reporter = Reporter(

@@ -77,6 +77,11 @@ class Membership(Protocol):
         """Return the slice ``(lo, hi)`` a live member serves, inclusive."""
         ...
 
+    def awake(self) -> bool:
+        """Whether this node's view is current: False after this process was paused
+        (the others may have served its slice) until its listeners heard of it."""
+        ...
+
     def states(self) -> list[MemberState]:
         """Return every member heard of, live or not, with its state."""
         ...
@@ -118,6 +123,10 @@ class StaticMembership:
     def slice_of(self, name: str) -> KeyRange:
         """Return the slice of ``name`` among the live members."""
         return slices(m.name for m in self.members())[name]
+
+    def awake(self) -> bool:
+        """A node alone: no one else serves its slice."""
+        return True
 
     def states(self) -> list[MemberState]:
         """Return this node, online."""

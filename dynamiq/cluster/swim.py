@@ -133,6 +133,7 @@ class SwimMembership:
         self._stack = AsyncExitStack()
         self._loop_task: asyncio.Task[None] | None = None
         self._worker_task: asyncio.Task[NoReturn] | None = None
+        self._checked = time.monotonic()  # when the view loop last ran
         self._fatal: FatalHandler = _raise
         self._set_view((self._local,))
 
@@ -159,6 +160,11 @@ class SwimMembership:
     def slice_of(self, name: str) -> KeyRange:
         """Return the slice of a live member."""
         return self._slices[name]
+
+    def awake(self) -> bool:
+        """Whether the view was checked within the suspect timeout: False after a pause
+        of this process until the listeners have heard of it."""
+        return time.monotonic() - self._checked <= self._suspect_timeout
 
     def states(self) -> list[MemberState]:
         """Return every member heard of, live or not, with its gossip state."""
@@ -274,6 +280,7 @@ class SwimMembership:
                 self._fatal(self._duplicate(twin))
                 return
             self._refresh(stalled)
+            self._checked = time.monotonic()
 
     def _refresh(self, stalled: bool = False) -> None:
         live = [self._local]

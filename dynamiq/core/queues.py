@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Container, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.census import waiting
@@ -52,8 +51,11 @@ class QueueService:
         keyspace: KeyRange | None = WHOLE,
         metrics: Metrics | None = None,
         journal: LeaseJournal | None = None,
+        awake: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = store
+        # False while this node's view may be stale after a pause of the process.
+        self._awake = awake
         self._catalog = catalog
         self._clock = clock
         self._ids = ids or IdGenerator(clock.wall_us)
@@ -279,6 +281,9 @@ class QueueService:
                 if mid in present and (not moved or self.serves(mid))
             }
             got = await self._life.deliver(record, state, kept)
+            if got and not self._awake():  # paused meanwhile: others may hand them out
+                state.offer_again(sorted(m.id for m in got))
+                got = []
         except BaseException:
             state.leases.release(ids)
             raise
@@ -386,18 +391,7 @@ class QueueService:
         if not detailed:
             return basic
         oldest_age, delayed = await waiting(self._store, record.uid, self._due_seq())
-        mine = state.local_stats(self._clock.now())
-        return replace(
-            basic,
-            oldest_age=oldest_age,
-            publish_rate=mine.publish,
-            receive_rate=mine.receive,
-            delete_rate=mine.delete,
-            delayed=delayed,
-            dead_lettered=mine.dead_lettered,
-            expired=mine.expired,
-            redriven=mine.redriven,
-        )
+        return basic.with_detail(oldest_age, delayed, state.local_stats(self._clock.now()))
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue it has state for."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.clock import Clock
@@ -41,6 +41,23 @@ class QueueStats:
     dead_lettered: int = 0
     expired: int = 0
     redriven: int = 0
+
+    def with_detail(
+        self, oldest_age: float | None, delayed: int, mine: LocalQueueStats
+    ) -> QueueStats:
+        """Return these stats with the age of the oldest message, the delayed count,
+        and what only this node knows (``mine``)."""
+        return replace(
+            self,
+            oldest_age=oldest_age,
+            publish_rate=mine.publish,
+            receive_rate=mine.receive,
+            delete_rate=mine.delete,
+            delayed=delayed,
+            dead_lettered=mine.dead_lettered,
+            expired=mine.expired,
+            redriven=mine.redriven,
+        )
 
     @property
     def visible(self) -> int:

@@ -349,6 +349,24 @@ async def test_a_failed_read_is_an_error_not_an_empty_queue(
     assert [m.id for m in await queues.receive("q", 1)] == [mid]
 
 
+async def test_a_receive_paused_under_way_answers_nothing_and_leases_nothing(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    awake = True
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    queues = QueueService(store, catalog, fake_clock, awake=lambda: awake)
+    (mid,) = await queues.publish("q", [b"m"])
+    fake_clock.advance(0.001)
+    # Given a node whose process stood still while it leased (its view is stale:
+    # the others may be handing the message out now)
+    awake = False
+    assert await queues.receive("q", 10) == []
+    # Then the message is not leased here: once the node is itself again, it comes
+    awake = True
+    assert [m.id for m in await queues.receive("q", 10)] == [mid]
+
+
 async def test_a_purge_drops_what_came_before_once_every_node_can_have_left_it(
     engine: Engine, store: LmdbBackend
 ) -> None:
