@@ -249,8 +249,17 @@ class Coordinator:
                 got += await self._from_peers(queue, want - len(got), lease)
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
-                return got
+                return await self._unless_paused(queue, got)
             got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
+
+    async def _unless_paused(self, queue: str, got: list[Message]) -> list[Message]:
+        """Return ``got``, unless this process stood still since it leased them (asking
+        the peers): its view is stale until the pause is handled, and another node may
+        be handing the same messages out. Then they are given back, and nothing is."""
+        if not got or self._membership.awake():
+            return got
+        await self.change_visibility(queue, [m.id for m in got], 0.0)
+        return []
 
     async def _from_peers(
         self, queue: str, want: int, visibility_timeout: float | None

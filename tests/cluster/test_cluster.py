@@ -287,31 +287,42 @@ def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) 
     assert took is not None and took < 5.0  # the dead node's slice is served again
 
 
-def test_kill_9_under_grouped_deduplicated_load_keeps_order_and_stores_once(
-    cluster: LocalCluster,
+def pause_and_resume(cluster: LocalCluster, name: str) -> None:
+    """SIGSTOP a node until the others serve its slice, a second more, then SIGCONT it
+    and wait for the cluster to settle."""
+    victim = cluster.nodes[name]
+    others = [n for n in cluster.nodes if n != name]
+    victim.signal(signal.SIGSTOP)
+    until(lambda: covered_by(cluster, others), 10.0, step=0.05)
+    time.sleep(1.0)
+    victim.signal(signal.SIGCONT)
+    cluster.wait_converged(30)
+    time.sleep(1.0)
+
+
+@pytest.mark.parametrize("fault", ["kill -9", "SIGSTOP"])
+def test_a_fault_under_grouped_deduplicated_load_keeps_order_and_stores_once(
+    cluster: LocalCluster, fault: str
 ) -> None:
     shape = {"groups": 20, "dedup": True, "repeat_every": 5}
     with steady_load(cluster, "ordered", **shape) as load:
         time.sleep(2.0)
-        kill_9_and_restart(cluster, "n2", lambda: time.sleep(1.0))
+        if fault == "kill -9":
+            kill_9_and_restart(cluster, "n2", lambda: time.sleep(1.0))
+        else:
+            pause_and_resume(cluster, "n2")
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.order_violations, report.stored_twice) == (0, 0, 0), report
 
 
 def test_sigstop_then_sigcont_under_load(cluster: LocalCluster) -> None:
-    victim = cluster.nodes["n2"]
     with steady_load(cluster, "paused") as load:
         time.sleep(1.5)
-        victim.signal(signal.SIGSTOP)
-        until(lambda: covered_by(cluster, ["n1", "n3"]), 10.0, step=0.05)
-        time.sleep(1.0)
-        victim.signal(signal.SIGCONT)
-        cluster.wait_converged(30)
-        time.sleep(1.0)
+        pause_and_resume(cluster, "n2")
     report = load.ledger.report()
     assert report.acked > 1000 and report.lost == 0, report
-    assert "paused" in victim.log_path.read_text()  # it noticed and dropped its leases
+    assert "paused" in cluster.nodes["n2"].log_path.read_text()  # it noticed and dropped its leases
 
 
 def test_a_fourth_node_joins_under_load_without_loss_or_double_lease(
