@@ -74,6 +74,7 @@ class Coordinator:
         self._announcement: asyncio.Task[None] | None = None  # the last catalog change told
         self._leaving = False
         self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
+        self._pauses = 0  # pauses of this process noticed so far
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -119,6 +120,7 @@ class Coordinator:
         if stalled:
             # Paused past the suspect timeout: the others may have served this
             # slice and leased its messages; ours are void.
+            self._pauses += 1
             self._queues.set_keyspace(None)
             dropped = self._queues.drop_leases()
             log.warning("dropped %d leases after a pause; asking for the slice again", dropped)
@@ -242,21 +244,21 @@ class Coordinator:
         queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
         if self._peers is None or self._leaving:
             return await self._queues.receive(queue, want, lease, ask.wait_seconds)
-        deadline = time.monotonic() + ask.wait_seconds
+        deadline, pauses = time.monotonic() + ask.wait_seconds, self._pauses
         got = await self._queues.receive(queue, want, lease)
         while True:
             if len(got) < want:
                 got += await self._from_peers(queue, want - len(got), lease)
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
-                return await self._unless_paused(queue, got)
+                return await self._unless_paused(queue, got, pauses)
             got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
 
-    async def _unless_paused(self, queue: str, got: list[Message]) -> list[Message]:
-        """Return ``got``, unless this process stood still since it leased them (asking
-        the peers): its view is stale until the pause is handled, and another node may
-        be handing the same messages out. Then they are given back, and nothing is."""
-        if not got or self._membership.awake():
+    async def _unless_paused(self, queue: str, got: list[Message], pauses: int) -> list[Message]:
+        """Return ``got``, unless this process stood still since it leased them (while it
+        asked the peers, say): its leases are void, and another node may be handing
+        the same messages out. Then they are given back, and nothing is."""
+        if not got or (self._membership.awake() and self._pauses == pauses):
             return got
         await self.change_visibility(queue, [m.id for m in got], 0.0)
         return []
