@@ -99,13 +99,13 @@ class Stored(NamedTuple):
     rows: Rows
     stored: list[int]
 
-    def firsts(self, buckets: Sequence[str]) -> dict[str, list[int]]:
-        """Per bucket (``buckets``: each message's), the ids the duplicates were
-        answered with: their first copies."""
+    def firsts(self, items: Sequence[tuple[QueueRecord, bytes | Outgoing]]) -> dict[str, list[int]]:
+        """Per bucket (of ``items``, the publish's messages), the ids the duplicates
+        were answered with: their first copies."""
         out: dict[str, list[int]] = {}
         for i, dup in enumerate(self.duplicate):
             if dup:
-                out.setdefault(buckets[i], []).append(self.ids[i])
+                out.setdefault(items[i][0].uid, []).append(self.ids[i])
         return out
 
 

@@ -144,15 +144,15 @@ class Groups:
         if not behind:
             del self._behind[group]
 
-    def forget(self, gone: Callable[[str], bool], leased: Container[int]) -> None:
-        """Forget the groups ``gone`` names (their owner is another node now, and what
+    def forget(self, owned: Callable[[str], bool], leased: Container[int]) -> None:
+        """Forget the groups not ``owned`` (their owner is another node now, and what
         this one knew of them would be stale if they came back to it), but for their
         heads ``leased`` here: a handoff tells the new owner of them."""
-        for group in [g for g, head in self._heads.items() if gone(g) and head not in leased]:
+        for group in [g for g, h in self._heads.items() if not owned(g) and h not in leased]:
             head = self._heads.pop(group)
             self._group_of.pop(head, None)
             self._unsent.discard(head)
-        for group in [g for g in self._behind if gone(g)]:
+        for group in [g for g in self._behind if not owned(g)]:
             for message_id in self._behind.pop(group):
                 del self._behind_of[message_id]
                 self._blocked.discard(message_id)

@@ -23,8 +23,8 @@ INSERT_ATTEMPTS = 5
 class Rows(NamedTuple):
     """A publish's messages: ``(bucket, record)``, due time (wall microseconds, 0:
     now) and expiry (wall milliseconds, 0: never), one entry per message; and, by
-    index, the stripe a message is pinned to: its ordered group's (``groups``),
-    or its dedup claim's (``dedup``)."""
+    index, the stripe a message is pinned to (``pinned``): its ordered group's,
+    or its dedup claim's."""
 
     rows: list[tuple[str, bytes]]
     due: list[int]

@@ -170,7 +170,7 @@ class QueueService:
             state.published_per_s.add(len(mids), now)
         # A duplicate's first copy may be from an attempt that failed after storing
         # it, before telling the walks: they are told now.
-        for uid, firsts in done.firsts([record.uid for record, _ in items]).items():
+        for uid, firsts in done.firsts(items).items():
             state = self._state(queues[uid])
             state.published(firsts)
             self._life.note(queues[uid], state, "deduplicated", len(firsts))

@@ -114,7 +114,7 @@ class QueueState:
         self.cursors.clear()
         if keyspace is not None:
             self.partitions.set_slice(*keyspace, now)
-        self.groups.forget(lambda group: not owns(group), self.leases)
+        self.groups.forget(owns, self.leases)
         self.notify()
 
     def delivered(self, got: Sequence[Message], now: float) -> int:

@@ -251,7 +251,7 @@ def test_a_group_no_longer_owned_keeps_only_a_head_leased_here() -> None:
     groups = Groups()
     msgs = [Message(i, b"", group="g" if i < 4 else "h") for i in range(1, 7)]
     groups.admit(msgs)  # heads 1 and 4; 2, 3, 5, 6 behind them
-    groups.forget(lambda group: True, leased={1})
+    groups.forget(lambda group: False, leased={1})
     assert groups.head_of(msgs[1]) == 1 and groups.head_of(msgs[4]) is None
     assert not any(i in groups for i in range(1, 7))
     assert groups.ended([1]) == [] and not groups
