@@ -10,7 +10,6 @@ partition that is not known to be empty.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
@@ -63,6 +62,9 @@ class PartitionSet:
         self._lo, self._hi = lo, hi
         self._settings = settings
         self._generation = 0
+        # Partitions given out and not back yet: one of an earlier layout keeps its
+        # stripes from every partition of the current one that overlaps it.
+        self._out: list[Partition] = []
         self._relayout(settings.min_partitions, now)
 
     @property
@@ -87,23 +89,33 @@ class PartitionSet:
         """Take the least-recently-used free partition that may hold messages.
 
         Opens a new partition when every partition is busy and the maximum
-        allows it; returns None when nothing is worth scanning.
+        allows it; returns None when nothing is worth scanning. No two receives
+        walk one stripe at once (an ordered group's messages are met in order
+        by one walk): a partition that overlaps one of an earlier layout still
+        given out waits for it to come back.
         """
         self._retire(now)
-        free = [
-            i
-            for i in range(len(self._parts))
-            if i not in skip and not self._busy[i] and self._empty_until[i] <= now
-        ]
+        free = self._free(now, skip)
+        if not free and all(self._busy) and len(self._parts) < self._max_count():
+            self._relayout(len(self._parts) + 1, now)
+            free = self._free(now, skip)
         if not free:
-            if all(self._busy) and len(self._parts) < self._max_count():
-                self._relayout(len(self._parts) + 1, now, grown=True)
-                free = [len(self._parts) - 1]
-            else:
-                return None
+            return None
         index = min(free, key=self._last_used.__getitem__)
         self._busy[index] += 1
+        self._out.append(self._parts[index])
         return self._parts[index]
+
+    def _free(self, now: float, skip: Container[int]) -> list[int]:
+        earlier = [p for p in self._out if p.generation != self._generation]
+        return [
+            i
+            for i, part in enumerate(self._parts)
+            if i not in skip
+            and not self._busy[i]
+            and self._empty_until[i] <= now
+            and not any(p.lo <= part.hi and part.lo <= p.hi for p in earlier)
+        ]
 
     def release(
         self, part: Partition, now: float, found: bool, due_at: float | None = None
@@ -113,6 +125,7 @@ class PartitionSet:
         ``due_at`` is when its next delayed message is due: an empty hint
         ends then.
         """
+        self._out.remove(part)
         i = part.index
         if i >= len(self._parts):
             return
@@ -156,7 +169,7 @@ class PartitionSet:
         if idle:
             self._relayout(max(minimum, len(self._parts) - idle), now)
 
-    def _relayout(self, count: int, now: float, grown: bool = False) -> None:
+    def _relayout(self, count: int, now: float) -> None:
         old_busy = list(getattr(self, "_busy", []))
         old_used = list(getattr(self, "_last_used", []))
         self._generation += 1
@@ -164,14 +177,11 @@ class PartitionSet:
         n = len(self._parts)
         self._owner = [p.index for p in self._parts for _ in p.ranges]  # stripe -> partition
         # Receives in progress keep their partition by index: busy counts carry
-        # over (a retired index is simply dropped). A grown partition is new,
-        # so it is the least recently used.
+        # over (a retired index is simply dropped); a new one counts as used now.
         self._busy = (old_busy + [0] * n)[:n]
         self._last_used = (old_used + [now] * n)[:n]
         self._empty_until = [0.0] * n
         self._woken: set[int] = set()  # busy partitions told of messages meanwhile
-        if grown:
-            self._last_used[n - 1] = -math.inf
 
 
 assert STRIPE_BITS <= 16  # layout() walks stripes one by one

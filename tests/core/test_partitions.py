@@ -100,20 +100,32 @@ def test_the_next_hint_end_is_when_a_skipped_partition_is_worth_a_look(
     assert parts.next_hint_end(fake_clock.now()) is None
 
 
+def _grow(parts: PartitionSet, count: int, now: float) -> None:
+    """Grow ``parts`` to ``count`` partitions, as concurrent receives do."""
+    while len(parts.partitions) < count:
+        size = len(parts.partitions)
+        held = [parts.acquire(now) for _ in range(size)]
+        # Every partition busy: the layout grows by one, but none of the new
+        # partitions is walked while one of the old layout (same stripes) is out
+        assert parts.acquire(now) is None and len(parts.partitions) == size + 1
+        for part in held:
+            assert part is not None
+            parts.release(part, now, found=True)
+
+
 def test_a_partition_opens_when_all_are_busy_up_to_the_maximum(fake_clock: FakeClock) -> None:
     parts = PartitionSet(0, ID_MAX, _settings(min_partitions=1, max_partitions=3), fake_clock.now())
-    held = [parts.acquire(fake_clock.now()) for _ in range(4)]
-    assert [p.index if p else None for p in held] == [0, 1, 2, None]
+    now = fake_clock.now()
+    _grow(parts, 3, now)
+    held = [parts.acquire(now) for _ in range(4)]
+    assert sorted(p.index for p in held if p) == [0, 1, 2] and held[3] is None
     assert len(parts.partitions) == 3
 
 
 def test_idle_partitions_retire_down_to_the_minimum(fake_clock: FakeClock) -> None:
     s = _settings(min_partitions=1, max_partitions=4, max_partition_age=60)
     parts = PartitionSet(0, ID_MAX, s, fake_clock.now())
-    held = [parts.acquire(fake_clock.now()) for _ in range(3)]
-    for p in held:
-        assert p is not None
-        parts.release(p, fake_clock.now(), found=True)
+    _grow(parts, 3, fake_clock.now())
     assert len(parts.partitions) == 3
     # One partition keeps serving; the other two go idle.
     fake_clock.advance(59)
