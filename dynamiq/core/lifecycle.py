@@ -23,7 +23,9 @@ again. The hold lives in that node's memory (like the lease it follows): a
 node that dies while holding it lets the message be offered at once.
 
 Groups: a message of an ordered group is handed out only while no other of
-its group is (``groups``); one that waits is not counted as received.
+its group is (``groups``); one that waits is not counted as received. A
+head whose lease ends is read first: deleted through a node whose word did
+not reach this one, its group moves on then.
 
 Expiry: a message past its ``ttl_seconds`` or its queue's
 ``retention_seconds`` is never delivered: a receive that reaches one removes
@@ -34,7 +36,7 @@ background rounds of ``expiry`` do the same without a receive.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
@@ -122,10 +124,21 @@ class Lifecycle:
         through a process that did not hold its lease): a head neither leased nor
         held is read, and released when it is not there."""
         heads = {state.groups.head_of(m) for m in held}
-        loose = sorted(h for h in heads if h is not None and h not in state.leases)
-        if loose:
-            records = await self._store.get(record.uid, loose)
-            state.release([h for h, raw in zip(loose, records, strict=True) if raw is None])
+        await self._release_gone(
+            record, state, (h for h in heads if h is not None and h not in state.leases)
+        )
+
+    async def _release_gone(
+        self, record: QueueRecord, state: QueueState, heads: Iterable[int]
+    ) -> set[int]:
+        """Read group heads; release those gone (their groups move on), and return them."""
+        ids = sorted(heads)
+        if not ids:
+            return set()
+        records = await self._store.get(record.uid, ids)
+        gone = [h for h, raw in zip(ids, records, strict=True) if raw is None]
+        state.release(gone)
+        return set(gone)
 
     async def lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> list[int]:
         """Decide what becomes of messages whose lease ended without a delete; return
@@ -138,6 +151,13 @@ class Lifecycle:
         """
         if not ids:
             return ids
+        if state.groups:
+            # A head deleted through a node whose word did not reach this one (its
+            # view of the owner was a moment old): gone, its group moves on now,
+            # or the messages waiting behind it would wait for good.
+            heads = (mid for mid in ids if state.groups.group_of(mid) is not None)
+            if gone := await self._release_gone(record, state, heads):
+                ids = [mid for mid in ids if mid not in gone]
         settings = record.settings
         ended = [(mid, state.counts.pop(mid, None)) for mid in ids]
         if not settings.counts_receives:

@@ -255,3 +255,21 @@ def test_a_group_no_longer_owned_keeps_only_a_head_leased_here() -> None:
     assert groups.head_of(msgs[1]) == 1 and groups.head_of(msgs[4]) is None
     assert not any(i in groups for i in range(1, 7))
     assert groups.ended([1]) == [] and not groups
+
+
+async def test_a_head_deleted_unseen_lets_its_group_move_on_when_its_lease_ends(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    one, two = await two_engines(store, fake_clock)
+    await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
+    fake_clock.advance(0.001)
+    # Given a head leased here, with two messages waiting behind it
+    (first,) = await one.receive("q", 10)
+    assert await one.receive("q", 10) == []
+    # When it is deleted through another node whose word does not arrive (a view
+    # that changed meanwhile), and its lease here ends
+    assert await two.delete("q", [first.id]) == [True]
+    fake_clock.advance(31.0)
+    # Then the head is found gone, and the next message of the group comes
+    (second,) = await one.receive("q", 10)
+    assert second.body == b"2"
