@@ -20,6 +20,7 @@ from dynamiq.client.wire import (
     published,
     published_topic,
 )
+from dynamiq.client.worker import Handler, Worker, WorkerReport
 from dynamiq.errors import BackendUnavailable, error_for_code
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
@@ -273,6 +274,22 @@ class AsyncClient:
         """Read a message without leasing it."""
         result = await self._call("GET", f"/v2/queues/{queue}/messages/{message_id}")
         return message(result["message"])
+
+    # -- workers -------------------------------------------------------------
+
+    def worker(self, queue: str, handler: Handler, **options: Any) -> Worker:
+        """Return a worker for ``queue`` (options as ``Worker``); ``await worker.run()``
+        works until ``worker.stop()``."""
+        return Worker(self, queue, handler, **options)
+
+    async def consume(
+        self, queue: str, handler: Handler, *, handle_signals: bool = True, **options: Any
+    ) -> WorkerReport:
+        """Receive, handle and delete ``queue``'s messages until SIGINT or SIGTERM (when
+        ``handle_signals`` and in the main thread), the ``limit`` or the
+        ``idle_timeout``; return what was done. Options as ``Worker``: ``concurrency``,
+        ``batch``, ``max_in_flight``, ``visibility_timeout``, ``retry_delay``."""
+        return await self.worker(queue, handler, **options).run(handle_signals=handle_signals)
 
     # -- transport -----------------------------------------------------------
 

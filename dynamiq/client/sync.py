@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from dynamiq.client.aio import AsyncClient
 from dynamiq.client.wire import Body
+from dynamiq.client.worker import Worker as AsyncWorker
+from dynamiq.client.worker import WorkerReport
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
-__all__ = ["Client"]
+__all__ = ["Client", "Worker"]
 
 T = TypeVar("T")
 
@@ -203,3 +205,41 @@ class Client:
     def peek(self, queue: str, message_id: int) -> Message:
         """Read a message without leasing it."""
         return self._run(self._client.peek(queue, message_id))
+
+    def worker(self, queue: str, handler: Callable[[Message], object], **options: Any) -> Worker:
+        """Return a blocking worker for ``queue`` (options as ``dynamiq.client.worker.Worker``):
+        ``worker.run()`` works until ``worker.stop()``, which any thread may call."""
+        return Worker(self, self._client.worker(queue, handler, **options))
+
+    def consume(
+        self,
+        queue: str,
+        handler: Callable[[Message], object],
+        *,
+        handle_signals: bool = True,
+        **options: Any,
+    ) -> WorkerReport:
+        """Receive, handle (in a pool of ``concurrency`` threads) and delete ``queue``'s
+        messages until SIGINT or SIGTERM, the ``limit`` or the ``idle_timeout``
+        (see ``AsyncClient.consume``); return what was done."""
+        return self.worker(queue, handler, **options).run(handle_signals=handle_signals)
+
+
+class Worker:
+    """A worker run on a blocking client's loop."""
+
+    def __init__(self, client: Client, worker: AsyncWorker) -> None:
+        self._client, self._worker = client, worker
+
+    @property
+    def report(self) -> WorkerReport:
+        """What the worker did so far."""
+        return self._worker.report
+
+    def run(self, *, handle_signals: bool = False) -> WorkerReport:
+        """Work until stopped (by SIGINT/SIGTERM too, with ``handle_signals``)."""
+        return self._client._run(self._worker.run(handle_signals=handle_signals))
+
+    def stop(self) -> None:
+        """Stop receiving; finish what runs and release the rest (any thread)."""
+        self._worker.stop()

@@ -346,7 +346,8 @@ class QueueService:
 
         Returns the ids whose lease was live on this node; a message whose
         lease ended (or that was deleted) is not leased again by this call.
-        A lease the consumer set itself ends without a retry backoff; one
+        A lease the consumer extended ends without a retry backoff; one ended
+        with 0 gets the queue's backoff (extended before or not), and one
         ended after the message's last allowed receive goes to the dead letters.
         """
         record = self._catalog.queue(queue)
@@ -358,6 +359,7 @@ class QueueService:
                 state.nacked.update(live)
             return live
         live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
+        state.nacked.difference_update(live)
         await self._offer_lapsed(record, state, state.leases.expire(now))
         state.notify()
         return live

@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dynamiq.models import Message
 
-__all__ = ["MAX_BATCH", "SCHEMA", "Options", "batches", "live_nodes", "node_urls", "row_of"]
-
-T = TypeVar("T")
+__all__ = ["SCHEMA", "Options", "live_nodes", "node_urls", "row_of"]
 
 # One row per message. ``text`` is the body decoded as UTF-8, null when it is not.
 SCHEMA = "id LONG, body BINARY, text STRING, queue STRING, published_at TIMESTAMP"
-# Most ids or messages one request carries (a node's default ``limits.maxbatch``).
-MAX_BATCH = 1000
-
-
-def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """Yield ``items`` in lists of ``size`` (the last may be shorter)."""
-    it = iter(items)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
-
-
 def node_urls(url: str | Sequence[str] | None) -> list[str]:
     """Return node URLs from a comma list or a list, else from ``DYNAMIQ_HOSTS``.
 

@@ -24,8 +24,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from dynamiq.client import Client
+from dynamiq.client.batches import MAX_BATCH, batches
 from dynamiq.models import Message
-from dynamiq.spark.common import MAX_BATCH, batches, live_nodes, node_urls
+from dynamiq.spark.common import live_nodes, node_urls
 
 __all__ = ["Processed", "delete", "process"]
 

@@ -26,7 +26,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import Row, StructType
 
 from dynamiq.client import Client
-from dynamiq.spark.common import SCHEMA, Options, batches, live_nodes, row_of
+from dynamiq.client.batches import batches
+from dynamiq.spark.common import SCHEMA, Options, live_nodes, row_of
 
 __all__ = ["DynamiqDataSource"]
 

@@ -17,7 +17,8 @@ empty batch to let that commit happen instead of leaving it leased.
 
 from __future__ import annotations
 
-import logging
+import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,14 +27,13 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 
-from dynamiq.client import Client
-from dynamiq.errors import DynamiqError
+from dynamiq.client import AsyncClient, Client
+from dynamiq.client.batches import MAX_BATCH, batches
+from dynamiq.client.leases import LeaseKeeper
 from dynamiq.models import Message
-from dynamiq.spark.common import MAX_BATCH, Options, batches, row_of
+from dynamiq.spark.common import Options, row_of
 
 __all__ = ["StreamReader"]
-
-log = logging.getLogger("dynamiq.spark")
 
 # Rows per task of a micro-batch.
 ROWS_PER_TASK = 500
@@ -145,15 +145,19 @@ class StreamReader(DataSourceStreamReader):
         return [row_of(self.queue, m) for m in got]
 
     def _keep_leases(self) -> None:
-        """Extend the leases of every uncommitted batch, a third of the timeout apart."""
-        o = self.options
-        with Client(o.urls) as client:
-            while not self._stop.wait(o.visibility / 3):
-                with self._lock:
-                    ids = [i for batch in self._pending.values() for i in batch]
-                ids += [r[0] for rows in list(self._rows.values()) for r in rows]
-                try:
-                    for batch in batches(ids, MAX_BATCH):
-                        client.change_visibility(self.queue, batch, o.visibility)
-                except DynamiqError as exc:
-                    log.warning("could not extend leases: %s", exc)
+        """Extend the leases of every uncommitted batch until the query stops."""
+        asyncio.run(self._keep())
+
+    async def _keep(self) -> None:
+        async with AsyncClient(self.options.urls) as client:
+            keeper = LeaseKeeper(client, self.queue, self.options.visibility, self._held)
+            task = asyncio.create_task(keeper.run())
+            await asyncio.to_thread(self._stop.wait)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _held(self) -> list[int]:
+        with self._lock:
+            ids = [i for batch in self._pending.values() for i in batch]
+        return ids + [r[0] for rows in list(self._rows.values()) for r in rows]
