@@ -24,6 +24,7 @@ from dynamiq.core.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.records import RecentRecords, message
 from dynamiq.core.state import QueueState, QueueStats
+from dynamiq.core.walks import Walks
 from dynamiq.errors import DynamiqError, MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
@@ -66,6 +67,7 @@ class QueueService:
         self._keyspace: KeyRange | None = None
         self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self._moves = 0  # keyspace changes so far
+        self._walks = Walks()
         self.set_keyspace(keyspace)
         self._life = Lifecycle(
             store, catalog, clock, self._metrics, self.new_ids, self.arrived, journal
@@ -104,8 +106,10 @@ class QueueService:
         """Whether this node serves a group's messages (those published now)."""
         return self.serves(group_stripe(group) << SEQ_BITS | self._due_seq())
 
-    def export_leases(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
-        """Return the live leases on ids in ``[lo, hi]``, per queue."""
+    async def export_leases(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
+        """Return the live leases on ids in ``[lo, hi]``, per queue, once the receives
+        that started before the slice last moved ended (``Walks``)."""
+        await self._walks.done_before(self._moves)
         now = self._clock.now()
         held = {state.name: state.held_leases(lo, hi, now) for state in self._states.values()}
         return {name: leases for name, leases in held.items() if leases}
@@ -232,8 +236,9 @@ class QueueService:
             if part is None:
                 break
             tried.add(part.index)
+            take = self._take(record, state, part, want - len(out), lease_seconds)
             try:
-                got, due_at = await self._take(record, state, part, want - len(out), lease_seconds)
+                got, due_at = await self._walks.run(self._moves, take)
             except BaseException:
                 # A read that failed says nothing of the partition: no empty hint,
                 # or the next receives would answer "nothing" instead of 503.
@@ -468,8 +473,7 @@ class QueueService:
         """Report every queue's real depth and its messages in flight on this node."""
         for name in self._catalog.queues():
             record = self._catalog.queue(name)
-            state = self._states.get(record.uid)
-            in_flight = len(state.leases) if state else 0
+            in_flight = len(state.leases) if (state := self._states.get(record.uid)) else 0
             self._metrics.queue_level(name, await self._store.count(record.uid), in_flight)
 
     def tidy(self) -> None:

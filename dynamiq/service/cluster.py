@@ -200,7 +200,8 @@ class Coordinator:
             if time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(0.02)
-        return self._queues.export_leases(lo, hi)
+        leases = await self._queues.export_leases(lo, hi)
+        return leases if self._lets_go(lo, hi, owner) else None  # else the view moved on
 
     def _lets_go(self, lo: int, hi: int, owner: str) -> bool:
         """Whether this node serves none of ``[lo, hi]`` and its view gives it to ``owner``."""

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.ids import STRIPES, stripe_of, stripes_within
 from dynamiq.core.queues import QueueService
 from dynamiq.keyspace import ID_MAX
-from dynamiq.models import HeldLease
+from dynamiq.models import HeldLease, Outgoing
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.core.fresh import two_engines
 
 HALF = 1 << 62  # two members: [0, HALF-1] and [HALF, ID_MAX]
 
@@ -61,7 +66,7 @@ async def test_leases_handed_over_keep_a_message_from_a_second_lease(
     fake_clock.advance(10)
     # The low slice moves to the high node: the low node lets it go, hands over.
     low.set_keyspace(None)
-    handed = low.export_leases(0, HALF - 1)
+    handed = await low.export_leases(0, HALF - 1)
     at = leased[0].first_received_ms
     assert handed == {"q": [HeldLease(m.id, 20.0, 1, at) for m in leased]}
     high.import_leases("q", handed["q"])
@@ -95,3 +100,45 @@ async def test_dropped_leases_make_messages_visible(
     assert len(await low.receive("q", 2, visibility_timeout=300)) == 2
     assert low.drop_leases() == 2
     assert stripe_of((await low.receive("q", 2))[0].id) < STRIPES // 2
+
+
+class HeldReads(LmdbBackend):
+    """The embedded store, whose reads can be held at the door (a slow store)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, map_size=1 << 26)
+        self.door = asyncio.Event()
+        self.door.set()
+        self.knocked = asyncio.Event()
+
+    async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
+        if not self.door.is_set():
+            self.knocked.set()
+            await self.door.wait()
+        return await super().get(bucket, keys)
+
+
+async def test_a_handoff_waits_for_a_receive_that_started_before_the_move(
+    tmp_path: Path, fake_clock: FakeClock
+) -> None:
+    store = HeldReads(tmp_path / "data")
+    try:
+        one, two = await two_engines(store, fake_clock)
+        await two.publish("q", [Outgoing(b"1", group="g"), Outgoing(b"2", group="g")])
+        fake_clock.advance(0.001)
+        # Given a receive that leased what its walk found and is reading it
+        store.door.clear()
+        receiving = asyncio.create_task(one.receive("q", 10))
+        await store.knocked.wait()
+        # When the slice moves away and the new owner asks for the leases there
+        one.set_keyspace(None)
+        exporting = asyncio.create_task(one.export_leases(0, ID_MAX))
+        await asyncio.sleep(0.05)
+        # Then the answer waits for that receive, which delivers nothing (not this
+        # node's to lease now), and holds no lease on a message nobody got
+        assert not exporting.done()
+        store.door.set()
+        assert await receiving == []
+        assert await exporting == {}
+    finally:
+        await store.close()
