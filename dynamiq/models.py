@@ -345,13 +345,17 @@ class Published(list[T]):
     a duplicate: a message whose dedup id its queue had seen within the window,
     answered with the first message's id (nothing stored)."""
 
-    __slots__ = ("duplicate",)
+    __slots__ = ("duplicate", "spooled")
 
-    def __init__(self, ids: Iterable[T] = (), duplicate: Iterable[bool] = ()) -> None:
+    def __init__(
+        self, ids: Iterable[T] = (), duplicate: Iterable[bool] = (), spooled: bool = False
+    ) -> None:
         super().__init__(ids)
         flags = list(duplicate)
         self.duplicate: list[bool] = flags if any(flags) else []
         """Per message, whether it was a duplicate; empty when none was."""
+        self.spooled = spooled
+        """No node took the publish: the client's spool keeps it to send later (no ids)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 import msgspec
 
+from dynamiq.client.spool import DEFAULT_MAX_BYTES, Spool, send_waiting
 from dynamiq.client.wire import (
     Body,
     Extras,
+    PublishedTopic,
     message,
     publish_request,
     published,
@@ -25,6 +29,8 @@ from dynamiq.errors import BackendUnavailable, error_for_code
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
 __all__ = ["AsyncClient", "Body"]
+
+log = logging.getLogger("dynamiq.client")
 
 DEFAULT_URL = "http://127.0.0.1:8081"
 MAX_BACKOFF = 5.0
@@ -46,6 +52,9 @@ class AsyncClient:
         timeout: float = 60.0,
         rounds: int = 3,
         backoff: float = 0.1,
+        spool: str | os.PathLike[str] | Spool | None = None,
+        spool_max_bytes: int = DEFAULT_MAX_BYTES,
+        spool_sender: bool = True,
     ) -> None:
         """Prepare a client for one node or several.
 
@@ -58,6 +67,16 @@ class AsyncClient:
             rounds: how many times every node is tried before an error is raised.
             backoff: seconds to wait after the first round in which every node
                 failed; doubled after each further round (at most 5 s).
+            spool: a directory (or an open ``Spool``) where a publish no node
+                takes is kept, fsynced, instead of raising: the call returns
+                ``spooled`` and no ids. Publishes made while some wait there go
+                there too, behind them; a background task sends them in order
+                as soon as a node takes them (and at start, what a previous
+                process left). One process per spool.
+            spool_max_bytes: the spool's size limit: beyond it a publish raises
+                ``SpoolFull``.
+            spool_sender: send from a background task (the blocking client
+                sends from a thread instead).
 
         A request that cannot reach a node, or that a node answers with 503,
         goes to the next node. A retried publish may store its messages twice
@@ -76,14 +95,36 @@ class AsyncClient:
         self._rounds = max(1, rounds)
         self._backoff = backoff
         self._session: aiohttp.ClientSession | None = None
+        # Opened on first use, in a thread (as every spool file operation is).
+        self._spool: Spool | None = spool if isinstance(spool, Spool) else None
+        self._own_spool = spool is not None and self._spool is None
+        self._spool_to_open = (
+            None if spool is None or isinstance(spool, Spool) else (spool, spool_max_bytes)
+        )
+        self._spool_sender = spool_sender
+        self._sender: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
         """The node requests go to now."""
         return self._urls[self._current]
 
+    @property
+    def urls(self) -> list[str]:
+        """Every node this client may send to."""
+        return list(self._urls)
+
     async def __aenter__(self) -> AsyncClient:
+        if await self._open_spool() and self.spool_pending:  # left by a previous process
+            self._send_later()
         return self
+
+    async def _open_spool(self) -> Spool | None:
+        if self._spool_to_open is not None:
+            path, max_bytes = self._spool_to_open
+            self._spool = await asyncio.to_thread(Spool, path, max_bytes)
+            self._spool_to_open = None
+        return self._spool
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
@@ -91,7 +132,14 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection pool; idempotent."""
+        """Close the connection pool (and the spool: what waits there stays); idempotent."""
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            self._sender = None
+        if self._own_spool and self._spool is not None:
+            await asyncio.to_thread(self._spool.close)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -209,8 +257,8 @@ class AsyncClient:
         installed) each message also carries the span's ``traceparent``.
         """
         extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
-        payload = publish_request(bodies, extras)
-        return published(await self._call("POST", f"/v2/queues/{queue}/messages", payload))
+        answer = await self._publish(f"/v2/queues/{queue}/messages", bodies, extras)
+        return Published(spooled=True) if answer is None else published(answer)
 
     async def publish_topic(
         self,
@@ -221,15 +269,15 @@ class AsyncClient:
         ttl_seconds: float | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         routing_key: str | None = None,
-    ) -> dict[str, Published[int | None]]:
+    ) -> PublishedTopic:
         """Publish to the queues subscribed to ``topic`` that take each message; return,
         per queue that took any, its copies' ids in order (None: not taken).
 
         A message without a delay of its own gets each queue's ``delay_seconds``.
         """
         extras = Extras(delay_seconds, ttl_seconds, attributes, routing_key)
-        payload = publish_request(bodies, extras)
-        return published_topic(await self._call("POST", f"/v2/topics/{topic}/messages", payload))
+        answer = await self._publish(f"/v2/topics/{topic}/messages", bodies, extras)
+        return PublishedTopic({}, spooled=True) if answer is None else published_topic(answer)
 
     async def receive(
         self,
@@ -274,6 +322,52 @@ class AsyncClient:
         """Read a message without leasing it."""
         result = await self._call("GET", f"/v2/queues/{queue}/messages/{message_id}")
         return message(result["message"])
+
+    # -- the spool -----------------------------------------------------------
+
+    async def _publish(self, path: str, bodies: Sequence[Body | Outgoing], extras: Extras) -> Any:
+        """Send a publish; with a spool, keep it there instead (None) when no node takes
+        it, or when earlier ones wait there (they go first)."""
+        payload = publish_request(bodies, extras)
+        spool = await self._open_spool()
+        if spool is None:
+            return await self._call("POST", path, payload)
+        if not spool.pending:
+            try:
+                return await self._call("POST", path, payload)
+            except BackendUnavailable as exc:
+                log.warning("no node took a publish (%s); spooled in %s", exc, spool.path)
+        await asyncio.to_thread(spool.append, path, payload)
+        self._send_later()
+        return None
+
+    def _send_later(self) -> None:
+        if self._spool_sender and (self._sender is None or self._sender.done()):
+            self._sender = asyncio.create_task(self.send_spooled())
+
+    @property
+    def spool_pending(self) -> bool:
+        """Whether publishes wait in the spool (once it is open: on first use)."""
+        return self._spool is not None and self._spool.pending
+
+    async def flush_spool(self, progress: Callable[[int], None] | None = None) -> int:
+        """Send what the spool keeps, in order; return how many messages went. Raises
+        ``BackendUnavailable`` when no node takes them (they stay)."""
+        spool = await self._open_spool()
+        if spool is None:
+            return 0
+        return await send_waiting(spool, lambda p, b: self._call("POST", p, b), progress)
+
+    async def send_spooled(self) -> None:
+        """Send the spool's publishes as soon as a node takes them; return when it is
+        empty."""
+        pause = self._backoff
+        while self._spool is not None and self._spool.pending:
+            try:
+                await self.flush_spool()
+            except BackendUnavailable:
+                await asyncio.sleep(pause)
+                pause = min(MAX_BACKOFF, pause * 2)
 
     # -- workers -------------------------------------------------------------
 

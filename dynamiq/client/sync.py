@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from dynamiq.client.aio import AsyncClient
+from dynamiq.client.spool import DEFAULT_MAX_BYTES, Spool
 from dynamiq.client.wire import Body
 from dynamiq.client.worker import Worker as AsyncWorker
 from dynamiq.client.worker import WorkerReport
@@ -32,10 +35,19 @@ class Client:
         timeout: float = 60.0,
         rounds: int = 3,
         backoff: float = 0.1,
+        spool: str | os.PathLike[str] | None = None,
+        spool_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        """Prepare a client for one node or several (see ``AsyncClient``)."""
+        """Prepare a client for one node or several (see ``AsyncClient``); spooled
+        publishes are sent from a thread."""
         self._loop = asyncio.new_event_loop()
-        self._client = AsyncClient(url, timeout=timeout, rounds=rounds, backoff=backoff)
+        self._spool = None if spool is None else Spool(spool, spool_max_bytes)
+        options: dict[str, Any] = {"timeout": timeout, "rounds": rounds, "backoff": backoff}
+        self._client = AsyncClient(url, spool=self._spool, spool_sender=False, **options)
+        self._sender = (
+            None if self._spool is None else _Sender(self._spool, self._client.urls, options)
+        )
+        self._keep_sending()
 
     @property
     def url(self) -> str:
@@ -51,13 +63,33 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Close the connection pool and the private loop; idempotent."""
+        """Close the connection pool, the private loop and the spool; idempotent."""
         if not self._loop.is_closed():
+            if self._sender is not None:
+                self._sender.stop()
             self._loop.run_until_complete(self._client.close())
             self._loop.close()
+            if self._spool is not None:
+                self._spool.close()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._loop.run_until_complete(coro)
+        try:
+            return self._loop.run_until_complete(coro)
+        finally:
+            self._keep_sending()
+
+    def _keep_sending(self) -> None:
+        if self._sender is not None and self._spool is not None and self._spool.pending:
+            self._sender.start()
+
+    @property
+    def spool_pending(self) -> bool:
+        """Whether publishes wait in the spool."""
+        return self._client.spool_pending
+
+    def flush_spool(self, progress: Callable[[int], None] | None = None) -> int:
+        """Send what the spool keeps, in order; return how many messages went."""
+        return self._run(self._client.flush_spool(progress))
 
     def create_queue(self, name: str, **settings: Any) -> dict[str, Any]:
         """Create a queue."""
@@ -243,3 +275,43 @@ class Worker:
     def stop(self) -> None:
         """Stop receiving; finish what runs and release the rest (any thread)."""
         self._worker.stop()
+
+
+class _Sender:
+    """A thread that sends a spool's publishes as soon as a node takes them."""
+
+    def __init__(self, spool: Spool, urls: list[str], options: dict[str, Any]) -> None:
+        self._spool, self._urls, self._options = spool, urls, options
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start sending unless a thread is at it already."""
+        if self._thread is None or not self._thread.is_alive():
+            started = threading.Event()
+            self._thread = threading.Thread(
+                target=self._main, args=(started,), name="dynamiq-spool", daemon=True
+            )
+            self._thread.start()
+            started.wait()
+
+    def stop(self) -> None:
+        """Stop sending (what waits stays in the spool) and wait for the thread."""
+        if self._thread is not None and self._thread.is_alive():
+            assert self._loop is not None and self._task is not None
+            self._loop.call_soon_threadsafe(self._task.cancel)
+            self._thread.join()
+
+    def _main(self, started: threading.Event) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        client = AsyncClient(self._urls, spool=self._spool, spool_sender=False, **self._options)
+        self._task = loop.create_task(client.send_spooled())
+        started.set()
+        try:
+            loop.run_until_complete(self._task)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            loop.run_until_complete(client.close())
+            loop.close()

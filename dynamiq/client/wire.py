@@ -13,6 +13,7 @@ from dynamiq.models import AttributeValue, DeadLetter, Message, Outgoing, Publis
 __all__ = [
     "Body",
     "Extras",
+    "PublishedTopic",
     "message",
     "outgoing",
     "publish_request",
@@ -73,13 +74,26 @@ def published(answer: dict[str, Any]) -> Published[int]:
     return Published([int(i) for i in answer["ids"]], answer.get("duplicate", ()))
 
 
-def published_topic(answer: dict[str, Any]) -> dict[str, Published[int | None]]:
+class PublishedTopic(dict[str, Published[int | None]]):
+    """A topic publish's ids per queue that took a message (None: one it did not take)."""
+
+    __slots__ = ("spooled",)
+
+    def __init__(self, ids: Mapping[str, Published[int | None]], spooled: bool = False) -> None:
+        super().__init__(ids)
+        self.spooled = spooled
+        """No node took the publish: the client's spool keeps it to send later."""
+
+
+def published_topic(answer: dict[str, Any]) -> PublishedTopic:
     """Return a topic publish's ids per queue, with which were duplicates."""
     duplicate = answer.get("duplicate") or {}
-    return {
-        q: Published([None if i is None else int(i) for i in ids], duplicate.get(q, ()))
-        for q, ids in answer["ids"].items()
-    }
+    return PublishedTopic(
+        {
+            q: Published([None if i is None else int(i) for i in ids], duplicate.get(q, ()))
+            for q, ids in answer["ids"].items()
+        }
+    )
 
 
 def _body(body: Body) -> dict[str, Any]:

@@ -16,6 +16,8 @@ __all__ = ["SCHEMA", "Options", "live_nodes", "node_urls", "row_of"]
 
 # One row per message. ``text`` is the body decoded as UTF-8, null when it is not.
 SCHEMA = "id LONG, body BINARY, text STRING, queue STRING, published_at TIMESTAMP"
+
+
 def node_urls(url: str | Sequence[str] | None) -> list[str]:
     """Return node URLs from a comma list or a list, else from ``DYNAMIQ_HOSTS``.
 
