@@ -31,7 +31,7 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     exit 1
 fi
 
-extras=${DYNAMIQ_EXTRAS:-test,dev,bench,spark}
+extras=${DYNAMIQ_EXTRAS:-test,dev,bench,spark,cli}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${extras//,/_}
 if [ ! -f "$stamp" ]; then

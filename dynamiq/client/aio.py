@@ -323,6 +323,23 @@ class AsyncClient:
         result = await self._call("GET", f"/v2/queues/{queue}/messages/{message_id}")
         return message(result["message"])
 
+    async def peek_oldest(self, queue: str, max_messages: int = 10) -> list[Message]:
+        """Read a queue's oldest messages, leased or not, without leasing them."""
+        result = await self._call("GET", f"/v2/queues/{queue}/peek?max={max_messages}")
+        return [message(m) for m in result["messages"]]
+
+    # -- the cluster ---------------------------------------------------------
+
+    async def stats(self) -> dict[str, Any]:
+        """Return every queue's stats (depth, in flight, rates, ...) and their sums."""
+        result: dict[str, Any] = await self._call("GET", "/v2/stats")
+        return result
+
+    async def status(self) -> dict[str, Any]:
+        """Return the node asked, the members it sees with their slices, what it serves."""
+        result: dict[str, Any] = await self._call("GET", "/v2/status")
+        return result
+
     # -- the spool -----------------------------------------------------------
 
     async def _publish(self, path: str, bodies: Sequence[Body | Outgoing], extras: Extras) -> Any:

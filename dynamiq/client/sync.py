@@ -82,6 +82,18 @@ class Client:
         if self._sender is not None and self._spool is not None and self._spool.pending:
             self._sender.start()
 
+    def peek_oldest(self, queue: str, max_messages: int = 10) -> list[Message]:
+        """Read a queue's oldest messages without leasing them."""
+        return self._run(self._client.peek_oldest(queue, max_messages))
+
+    def stats(self) -> dict[str, Any]:
+        """Return every queue's stats and their sums."""
+        return self._run(self._client.stats())
+
+    def status(self) -> dict[str, Any]:
+        """Return the node asked and the members it sees."""
+        return self._run(self._client.status())
+
     @property
     def spool_pending(self) -> bool:
         """Whether publishes wait in the spool."""

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dynamiq.client.batches import batches
 from dynamiq.client.leases import LeaseKeeper
@@ -42,7 +42,8 @@ __all__ = ["Handler", "Retry", "Worker", "WorkerReport"]
 
 log = logging.getLogger("dynamiq.client")
 
-Handler = Callable[[Message], Awaitable[object]] | Callable[[Message], object]
+# Called with a message (or, for a worker with ``batched``, a receive's list of them).
+Handler = Callable[[Any], Awaitable[object]] | Callable[[Any], object]
 
 # Longest a receive waits for messages: bounds how long stop() waits for one.
 POLL_SECONDS = 1.0
@@ -89,6 +90,9 @@ class Worker:
         retry_delay: float | None = None,
         limit: int | None = None,
         idle_timeout: float | None = None,
+        delete: bool = True,
+        batched: bool = False,
+        receivers: int = 1,
     ) -> None:
         """Prepare a worker; ``run()`` starts it.
 
@@ -102,6 +106,12 @@ class Worker:
                 retry backoff, or none).
             limit: stop after receiving this many messages.
             idle_timeout: stop after this many seconds without a message.
+            delete: delete what was handled (else it stays leased until its
+                visibility timeout ends, then comes again).
+            batched: call the handler once per receive with its list of
+                messages; they succeed or fail together.
+            receivers: receives in flight at once (more when handlers are
+                quicker than a receive's round trip).
         """
         if concurrency < 1 or batch < 1 or visibility_timeout <= 0:
             raise ValueError("concurrency and batch must be >= 1, visibility_timeout > 0")
@@ -109,7 +119,9 @@ class Worker:
         self._concurrency, self._batch = concurrency, batch
         self._max_in_flight = max(max_in_flight or concurrency + batch, 1)
         self._visibility, self._retry_delay = visibility_timeout, retry_delay
-        self._limit, self._idle_timeout = limit, idle_timeout
+        self._limit, self._idle_timeout, self._delete = limit, idle_timeout, delete
+        self._batched, self._receivers = batched, max(1, receivers)
+        self._asked = 0  # messages receives in flight asked for
         self._is_coroutine = inspect.iscoroutinefunction(handler)
         self._leased: set[int] = set()  # received and not settled
         self._settle: dict[int, float | None] = {}  # handled: id -> None (delete) or delay
@@ -138,7 +150,8 @@ class Worker:
         running: set[asyncio.Task[None]] = set()
         with _signals(self._loop, self.stop, handle_signals):
             try:
-                await self._receive_loop(slots, running, pool)
+                loops = (self._receive_loop(slots, running, pool) for _ in range(self._receivers))
+                await asyncio.gather(*loops)
             finally:
                 await asyncio.gather(*running, return_exceptions=True)
                 keeping.cancel()
@@ -159,16 +172,21 @@ class Worker:
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
         while not self._stopping.is_set():
-            room = self._max_in_flight - len(self._leased)
+            room = self._max_in_flight - len(self._leased) - self._asked
             if self._limit is not None:
-                room = min(room, self._limit - self.report.received)
-                if room <= 0 and not self._leased:
+                room = min(room, self._limit - self.report.received - self._asked)
+                if room <= 0 and not self._leased and not self._asked:
                     return
             if room <= 0:  # wait for a handler to finish
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            got = await self._receive(min(room, self._batch))
+            count = min(room, self._batch)
+            self._asked += count  # other receive loops leave room for these
+            try:
+                got = await self._receive(count)
+            finally:
+                self._asked -= count
             if not got:
                 idle = self._idle_timeout
                 if idle is not None and loop.time() - idle_since >= idle:
@@ -177,61 +195,60 @@ class Worker:
             idle_since = loop.time()
             self.report.received += len(got)
             self._leased.update(m.id for m in got)
-            for index, message in enumerate(got):
+            units = [got] if self._batched else [[m] for m in got]
+            for index, unit in enumerate(units):
                 await slots.acquire()
                 if self._stopping.is_set():
                     slots.release()
-                    self._release_unstarted(got[index:])
+                    self._release_unstarted([m for left in units[index:] for m in left])
                     return
-                task = asyncio.create_task(self._handle(message, slots, pool))
+                task = asyncio.create_task(self._handle(unit, slots, pool))
                 running.add(task)
                 task.add_done_callback(running.discard)
 
     async def _receive(self, count: int) -> list[Message]:
-        """Receive up to ``count``; [] when stopped meanwhile or no node answers."""
-        receiving = asyncio.ensure_future(
-            self._client.receive(
-                self._queue,
-                count,
-                wait_seconds=POLL_SECONDS,
-                visibility_timeout=self._visibility,
-            )
-        )
-        self._wake.clear()
-        waking = asyncio.ensure_future(self._wake.wait())
-        await asyncio.wait((receiving, waking), return_when=asyncio.FIRST_COMPLETED)
-        waking.cancel()
+        """Receive up to ``count``, waiting at most ``POLL_SECONDS`` (so that a stop is
+        seen soon); [] when no node answers."""
         try:
-            return await receiving  # a stop waits for the poll: what it leased is released
+            return await self._client.receive(
+                self._queue, count, wait_seconds=POLL_SECONDS, visibility_timeout=self._visibility
+            )
         except DynamiqError as exc:
             log.warning("receive from %s failed: %s", self._queue, exc)
             await asyncio.sleep(POLL_SECONDS)
             return []
 
     async def _handle(
-        self, message: Message, slots: asyncio.Semaphore, pool: ThreadPoolExecutor | None
+        self, unit: list[Message], slots: asyncio.Semaphore, pool: ThreadPoolExecutor | None
     ) -> None:
+        """Run the handler on a message (or a batch of them) and note how it went."""
+        arg: Any = unit if self._batched else unit[0]
         try:
             if pool is None:
-                await self._handler(message)  # type: ignore[misc]
+                await self._handler(arg)  # type: ignore[misc]
             else:
-                await asyncio.get_running_loop().run_in_executor(pool, self._handler, message)
+                await asyncio.get_running_loop().run_in_executor(pool, self._handler, arg)
         except Retry as retry:
-            self._failed(message, retry.seconds)
+            self._failed(unit, retry.seconds)
         except Exception:
-            log.exception("handler failed on message %d of %s", message.id, self._queue)
-            self._failed(message, self._retry_delay)
+            log.exception("handler failed on message %d of %s", unit[0].id, self._queue)
+            self._failed(unit, self._retry_delay)
         else:
-            self.report.succeeded += 1
-            self._settle[message.id] = None
+            self.report.succeeded += len(unit)
+            for message in unit:
+                if self._delete:
+                    self._settle[message.id] = None
+                else:  # left leased: no longer kept alive
+                    self._leased.discard(message.id)
         finally:
             slots.release()
             self._settled.set()
             self._wake.set()
 
-    def _failed(self, message: Message, delay: float | None) -> None:
-        self.report.failed += 1
-        self._settle[message.id] = delay if delay is not None else 0.0
+    def _failed(self, unit: list[Message], delay: float | None) -> None:
+        self.report.failed += len(unit)
+        for message in unit:
+            self._settle[message.id] = delay if delay is not None else 0.0
 
     def _release_unstarted(self, messages: list[Message]) -> None:
         self.report.released += len(messages)

@@ -1,4 +1,4 @@
-"""The ``dynamiq`` command."""
+"""``dynamiq serve`` and ``dynamiq cluster``: run a node, or a local cluster."""
 
 from __future__ import annotations
 
@@ -7,20 +7,17 @@ import asyncio
 import signal
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from dynamiq import __version__
 from dynamiq.config import keys, load_settings
 from dynamiq.errors import ConfigError, DynamiqError
 
-__all__ = ["main"]
+__all__ = ["register", "serve_node"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dynamiq", description="Dynamiq queue daemon")
-    parser.add_argument("--version", action="version", version=f"dynamiq {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: Any) -> None:
+    """Add ``serve`` and ``cluster`` to the ``dynamiq`` parser's subcommands."""
     serve = sub.add_parser(
         "serve",
         help="run a node",
@@ -32,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         serve.add_argument(
             f"--{key.replace('.', '-')}", dest=key, metavar="VALUE", help=f"override {key}"
         )
+    serve.set_defaults(main=serve_node)
     local = sub.add_parser(
         "cluster",
         help="run a local cluster on loopback, for trying it out",
@@ -43,14 +41,13 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--http-port", type=int, default=8081, help="first node's HTTP port; the next follow"
     )
-    return parser
+    local.set_defaults(
+        main=lambda args: _local_cluster(args.nodes, Path(args.data), args.http_port)
+    )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
-    args = _parser().parse_args(argv)
-    if args.command == "cluster":
-        return _local_cluster(args.nodes, Path(args.data), args.http_port)
+def serve_node(args: argparse.Namespace) -> int:
+    """Run a node until it is stopped; return the exit status."""
     flags = {k: v for k, v in vars(args).items() if k in keys() and v is not None}
     try:
         settings = load_settings(args.config, flags=flags)
@@ -111,7 +108,3 @@ def _run(coro: object) -> None:
         asyncio.run(coro)  # type: ignore[arg-type]
     else:
         uvloop.run(coro)  # type: ignore[arg-type]
-
-
-if __name__ == "__main__":
-    sys.exit(main())
