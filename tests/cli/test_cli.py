@@ -17,7 +17,6 @@ import pexpect
 import pytest
 
 from dynamiq.client import Client
-from dynamiq.testing.cluster import LocalCluster
 from tests.servers import free_port
 
 COMMANDS = [
@@ -34,16 +33,6 @@ COMMANDS = [
     "spool",
     "completion",
 ]
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("node"), 1)
-    cluster.start()
-    try:
-        yield cluster.nodes["n1"].url
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,56 @@
+"""The examples run as their docstrings say, against a live node."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dynamiq.client import Client
+from tests.servers import free_port
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def run(example: str, *args: str, url: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / example), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DYNAMIQ_HOSTS": url},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_worker_handles_the_good_and_dead_letters_the_poison(node: str) -> None:
+    out = run("worker.py", "--seed", "100", url=node)
+    # 90 handled once; 10 poison messages fail on each of their 3 receives
+    assert out.strip() == "handled 90, failed 30 times; 10 dead-lettered"
+
+
+def test_the_producer_spools_through_an_outage_and_stores_each_event_once(
+    node: str, tmp_path: Path
+) -> None:
+    spool = str(tmp_path / "spool")
+    down = f"http://127.0.0.1:{free_port()}"
+    out = run(
+        "producer.py",
+        "--queue",
+        "events",
+        "--count",
+        "300",
+        "--spool",
+        spool,
+        "--drain",
+        "0",
+        url=down,
+    )
+    assert out.strip() == "published 0, spooled 300; some still wait in the spool"
+    # A second run while they wait: its events go behind them, and all are sent
+    out = run("producer.py", "--queue", "events", "--count", "300", "--spool", spool, url=node)
+    assert out.strip() == "published 0, spooled 300; the spool is empty"
+    with Client(node) as client:  # both runs' copies of each event: stored once
+        assert client.queue("events")["stats"]["depth"] == 300
