@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import itertools
 import json
 import sys
@@ -26,6 +25,7 @@ from dynamiq.cli.usage import UsageError
 from dynamiq.client import AsyncClient
 from dynamiq.client.batches import MAX_BATCH
 from dynamiq.client.spool import Spool
+from dynamiq.client.wire import attributes_field, attributes_of, body_field, body_of
 from dynamiq.models import Message, Outgoing
 
 __all__ = ["message_line", "outgoing_of", "register"]
@@ -108,17 +108,10 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def message_line(m: Message) -> str:
     """A received message as a JSON line (the API's form)."""
-    try:
-        body: dict[str, Any] = {"body": m.body.decode()}
-    except UnicodeDecodeError:
-        body = {"body": base64.b64encode(m.body).decode(), "encoding": "base64"}
-    line: dict[str, Any] = {"id": str(m.id), **body, "receive_count": m.receive_count}
+    line: dict[str, Any] = {"id": str(m.id), **body_field(m.body), "receive_count": m.receive_count}
     line["published_at"] = m.published_ms
     if m.attributes:
-        line["attributes"] = {
-            k: {"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
-            for k, v in m.attributes.items()
-        }
+        line["attributes"] = attributes_field(m.attributes)
     for name in ("group", "routing_key"):
         if (value := getattr(m, name)) is not None:
             line[name] = value
@@ -129,19 +122,11 @@ def outgoing_of(line: str, number: int) -> Outgoing:
     """A message to publish from a JSON line (``number`` names it in errors)."""
     try:
         data = json.loads(line)
-        text = data["body"]
-        body = base64.b64decode(text) if data.get("encoding") == "base64" else text.encode()
-        attributes = data.get("attributes")
         return Outgoing(
-            body,
+            body_of(data),
             delay_seconds=data.get("delay_seconds"),
             ttl_seconds=data.get("ttl_seconds"),
-            attributes=None
-            if attributes is None
-            else {
-                k: base64.b64decode(v["base64"]) if isinstance(v, dict) else v
-                for k, v in attributes.items()
-            },
+            attributes=attributes_of(data.get("attributes")),
             routing_key=data.get("routing_key"),
             dedup_id=data.get("dedup_id"),
             group=data.get("group"),

@@ -14,6 +14,10 @@ __all__ = [
     "Body",
     "Extras",
     "PublishedTopic",
+    "attributes_field",
+    "attributes_of",
+    "body_field",
+    "body_of",
     "message",
     "outgoing",
     "publish_request",
@@ -51,7 +55,7 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
     else:
         delay, ttl = extras.delay_seconds, extras.ttl_seconds
         attributes, key = extras.attributes, extras.routing_key
-    out = _body(body)
+    out = body_field(body)
     if delay is not None:
         out["delay_seconds"] = delay
     if ttl is not None:
@@ -59,7 +63,7 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
     if trace is not None and (attributes is None or "traceparent" not in attributes):
         attributes = {**(attributes or {}), "traceparent": trace}
     if attributes:
-        out["attributes"] = {name: _value(v) for name, v in attributes.items()}
+        out["attributes"] = attributes_field(attributes)
     if key is not None:
         out["routing_key"] = key
     if dedup_id is not None:
@@ -96,7 +100,29 @@ def published_topic(answer: dict[str, Any]) -> PublishedTopic:
     )
 
 
-def _body(body: Body) -> dict[str, Any]:
+def attributes_field(attributes: Mapping[str, AttributeValue]) -> dict[str, Any]:
+    """Return attributes in their v2 form (bytes as ``{"base64": ...}``)."""
+    return {name: _value(v) for name, v in attributes.items()}
+
+
+def attributes_of(field: Mapping[str, Any] | None) -> dict[str, AttributeValue] | None:
+    """Return attributes from their v2 form."""
+    if field is None:
+        return None
+    return {
+        name: base64.b64decode(v["base64"]) if isinstance(v, dict) else v
+        for name, v in field.items()
+    }
+
+
+def body_of(data: Mapping[str, Any]) -> bytes:
+    """Return a message's body from its v2 form (``body``, and ``encoding``)."""
+    text: str = data["body"]
+    return base64.b64decode(text) if data.get("encoding") == "base64" else text.encode()
+
+
+def body_field(body: Body) -> dict[str, Any]:
+    """Return a body in its v2 form: text, or base64 with ``"encoding": "base64"``."""
     if isinstance(body, str):
         return {"body": body}
     try:
@@ -115,13 +141,10 @@ def _epoch_ms(text: str | None) -> int:
 
 def message(data: dict[str, Any]) -> Message:
     """Return a received or peeked message."""
-    text: str = data["body"]
-    raw = base64.b64decode(text) if data["encoding"] == "base64" else text.encode()
     note = data.get("dead_letter")
-    attributes = data.get("attributes")
     return Message(
         int(data["id"]),
-        raw,
+        body_of(data),
         int(data["published_at"]),
         int(data.get("receive_count", 0)),
         _epoch_ms(data.get("first_received_at")),
@@ -133,12 +156,7 @@ def message(data: dict[str, Any]) -> Message:
             int(note["receive_count"]),
             _epoch_ms(note["dead_lettered_at"]),
         ),
-        attributes=None
-        if attributes is None
-        else {
-            name: base64.b64decode(v["base64"]) if isinstance(v, dict) else v
-            for name, v in attributes.items()
-        },
+        attributes=attributes_of(data.get("attributes")),
         routing_key=data.get("routing_key"),
         group=data.get("group"),
     )

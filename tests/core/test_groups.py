@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.groups import Groups, group_stripe
 from dynamiq.core.ids import SEQ_BITS
+from dynamiq.core.queues import QueueService
 from dynamiq.keyspace import ID_MAX, WHOLE
 from dynamiq.models import HeldLease, Message, Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
@@ -219,15 +220,24 @@ def test_a_group_hands_out_the_oldest_message_it_has_met(
             groups.ended([alive.pop(skip % len(alive))])
 
 
+async def a_head_and_two_behind(
+    store: LmdbBackend, clock: FakeClock
+) -> tuple[QueueService, QueueService, Message]:
+    """Two engines on ``store``; three messages of group ``g``, the first leased by the
+    first engine (the group's head there), the others met behind it."""
+    one, two = await two_engines(store, clock)
+    await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
+    clock.advance(0.001)  # due for the other engine too (a burst draws ahead)
+    (first,) = await one.receive("q", 10)
+    assert first.body == b"1"
+    return one, two, first
+
+
 async def test_a_group_served_elsewhere_meanwhile_does_not_wait_for_what_was_known(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    one, two = await two_engines(store, fake_clock)
-    await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
-    fake_clock.advance(0.001)
     # Given a node whose walk met a group's head (leased here) and two behind it
-    (first,) = await one.receive("q", 10)
-    assert first.body == b"1"
+    one, two, _ = await a_head_and_two_behind(store, fake_clock)
     # When its slice moves away from the group, the other serves all three
     stripe = group_stripe("g")
     elsewhere = ((stripe + 1) << SEQ_BITS, ID_MAX) if stripe == 0 else (0, (stripe << SEQ_BITS) - 1)
@@ -260,11 +270,8 @@ def test_a_group_no_longer_owned_keeps_only_a_head_leased_here() -> None:
 async def test_a_head_deleted_unseen_lets_its_group_move_on_when_its_lease_ends(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    one, two = await two_engines(store, fake_clock)
-    await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
-    fake_clock.advance(0.001)
     # Given a head leased here, with two messages waiting behind it
-    (first,) = await one.receive("q", 10)
+    one, two, first = await a_head_and_two_behind(store, fake_clock)
     assert await one.receive("q", 10) == []
     # When it is deleted through another node whose word does not arrive (a view
     # that changed meanwhile), and its lease here ends
