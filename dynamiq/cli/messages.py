@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -23,7 +22,7 @@ import msgspec
 from dynamiq.cli.output import Output
 from dynamiq.cli.usage import UsageError
 from dynamiq.client import AsyncClient
-from dynamiq.client.batches import MAX_BATCH
+from dynamiq.client.batches import MAX_BATCH, batches
 from dynamiq.client.spool import Spool
 from dynamiq.client.wire import attributes_field, attributes_of, body_field, body_of
 from dynamiq.models import Message, Outgoing
@@ -169,7 +168,7 @@ async def publish_messages(args: argparse.Namespace, client: AsyncClient, out: O
 
     pending: set[asyncio.Task[None]] = set()
     try:
-        for batch in _chunks(messages, args.batch):
+        for batch in batches(messages, args.batch):
             await slots.acquire()
             for task in [t for t in pending if t.done()]:
                 pending.discard(task)
@@ -212,12 +211,6 @@ def _from_lines(lines: IO[str]) -> Iterator[Outgoing]:
         for number, line in enumerate(lines, 1):
             if line.strip():
                 yield outgoing_of(line, number)
-
-
-def _chunks(messages: Iterable[Outgoing], size: int) -> Iterator[list[Outgoing]]:
-    it = iter(messages)
-    while batch := list(itertools.islice(it, size)):
-        yield batch
 
 
 # -- consume and peek -----------------------------------------------------------------
@@ -300,12 +293,11 @@ def _short(body: bytes, width: int = 60) -> str:
 async def spool_show(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
     spool = await asyncio.to_thread(Spool, args.path)
     try:
-        waiting = await asyncio.to_thread(lambda: list(spool.waiting()))
-        messages = sum(len(p.get("messages", ())) for _, _, p in waiting)
+        requests, messages = await asyncio.to_thread(spool.backlog)
         out.result(
             {
                 "path": str(args.path),
-                "requests": len(waiting),
+                "requests": requests,
                 "messages": messages,
                 "bytes": spool.size,
             }
@@ -318,9 +310,7 @@ async def spool_show(args: argparse.Namespace, client: AsyncClient, out: Output)
 async def spool_flush(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
     spool = await asyncio.to_thread(Spool, args.path)
     try:
-        total = await asyncio.to_thread(
-            lambda: sum(len(p.get("messages", ())) for _, _, p in spool.waiting())
-        )
+        _, total = await asyncio.to_thread(spool.backlog)
         progress = out.progress(f"spool {args.path}", total)
         async with AsyncClient(client.urls, spool=spool, spool_sender=False) as sender:
             try:

@@ -51,17 +51,11 @@ class LeaseKeeper:
             await asyncio.sleep(self._visibility / 3)
             await self.extend()
 
-    async def extend(self) -> list[int]:
-        """Extend every held lease now; return the ids whose lease had ended."""
-        ids = list(self._held())
-        lost: list[int] = []
+    async def extend(self) -> None:
+        """Extend every held lease now, counting those that had ended in ``lost``."""
         try:
-            for batch in batches(ids):
-                changed = set(
-                    await self._client.change_visibility(self._queue, batch, self._visibility)
-                )
-                lost += [i for i in batch if i not in changed]
+            for batch in batches(list(self._held())):
+                changed = await self._client.change_visibility(self._queue, batch, self._visibility)
+                self.lost += len(batch) - len(changed)
         except DynamiqError as exc:  # tried again a third of a timeout later
             log.warning("could not extend leases on %s: %s", self._queue, exc)
-        self.lost += len(lost)
-        return lost

@@ -128,6 +128,11 @@ class Spool:
             entry, offset = record
             yield offset, entry.path, entry.payload
 
+    def backlog(self) -> tuple[int, int]:
+        """Return how many requests wait, and how many messages they carry."""
+        waiting = [payload for _, _, payload in self.waiting()]
+        return len(waiting), sum(map(_messages_in, waiting))
+
     def acknowledge(self, offset: int) -> None:
         """Note that every request before ``offset`` was taken; truncate ``data`` when
         nothing waits any more."""
@@ -182,6 +187,11 @@ class Spool:
         return offset
 
 
+def _messages_in(payload: Any) -> int:
+    """How many messages a publish request carries."""
+    return len(payload.get("messages", ())) if isinstance(payload, dict) else 0
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -211,7 +221,7 @@ async def send_waiting(
         # The files are read and written in a thread: fsyncs do not stall the loop.
         while chunk := await asyncio.to_thread(lambda: list(itertools.islice(spool.waiting(), 64))):
             for offset, path, payload in chunk:
-                count = len(payload.get("messages", ())) if isinstance(payload, dict) else 0
+                count = _messages_in(payload)
                 try:
                     await post(path, payload)
                 except ClientError as exc:  # never taken: set aside, not retried for ever

@@ -79,7 +79,7 @@ class Client:
             self._keep_sending()
 
     def _keep_sending(self) -> None:
-        if self._sender is not None and self._spool is not None and self._spool.pending:
+        if self._sender is not None and self._client.spool_pending:
             self._sender.start()
 
     def peek_oldest(self, queue: str, max_messages: int = 10) -> list[Message]:

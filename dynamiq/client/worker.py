@@ -269,6 +269,7 @@ class Worker:
     async def _settle_now(self) -> None:
         """Delete what succeeded and release what failed, in batches."""
         settle, self._settle = self._settle, {}
+        self._leased.difference_update(settle)  # not kept alive while they are settled
         deletes = [i for i, delay in settle.items() if delay is None]
         delays: dict[float, list[int]] = {}
         for i, delay in settle.items():
@@ -287,7 +288,6 @@ class Worker:
                 log.warning("could not settle %d messages of %s: %s", unsettled, self._queue, exc)
                 self.report.unsettled += unsettled
                 break
-        self._leased.difference_update(settle)
         self._wake.set()
 
 
