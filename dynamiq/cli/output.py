@@ -68,10 +68,10 @@ class Output:
             self.err.write(text + "\n")
             self.err.flush()
 
-    def fields(self, value: Mapping[str, Any], prefix: str = "") -> None:
+    def fields(self, value: Mapping[str, Any]) -> None:
         """Print a mapping as ``name  value`` lines, nested names joined by dots."""
         rows: list[tuple[str, Any]] = []
-        _flatten(value, prefix, rows)
+        _flatten(value, "", rows)
         self.table(("field", "value"), rows, header=False)
 
     def table(
