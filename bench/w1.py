@@ -47,7 +47,7 @@ def _print_ceiling(levels: dict[str, Rates]) -> None:
         print(f"  {name:<28} {r.pub:>11,.0f} {r.cons:>12,.0f} {r.e2e:>12,.0f}")
 
 
-def _run_peers(args: argparse.Namespace, out: Path) -> dict[str, dict[str, float]]:
+def run_driver(args: argparse.Namespace, out: Path) -> dict[str, dict[str, float]]:
     systems = ["dynamiq"] + [p for p in args.peers.split(",") if p and p != "none"]
     cmd = [
         sys.executable,
@@ -87,7 +87,7 @@ def main() -> None:
     levels = _ceiling(args.n, 1024, 100, 1000)
     _print_ceiling(levels)
     with tempfile.TemporaryDirectory() as tmp:
-        results = _run_peers(args, Path(tmp) / "w1.json")
+        results = run_driver(args, Path(tmp) / "w1.json")
     ours = results["dynamiq"]
     print("\ndaemon / in-process ceiling:")
     for phase in ("pub", "cons", "e2e"):

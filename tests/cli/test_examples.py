@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from dynamiq.client import Client
 from tests.servers import free_port
@@ -23,6 +26,26 @@ def run(example: str, *args: str, url: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def load(example: str) -> ModuleType:
+    """Import an example as a module, to reckon what it should print."""
+    spec = importlib.util.spec_from_file_location(example.removesuffix(".py"), EXAMPLES / example)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fan_out_gives_each_queue_the_orders_its_subscription_takes(node: str) -> None:
+    fanout = load("fanout.py")
+    rng = random.Random(11)
+    orders = [fanout.order(n, rng) for n in range(150)]
+    eu = sum(1 for o in orders if o.routing_key.startswith("orders.eu."))
+    big = sum(1 for o in orders if o.attributes["amount"] >= 100)
+    assert 0 < eu < 150 and 0 < big < 150  # each subscription leaves some out
+    out = run("fanout.py", "--orders", "150", url=node)
+    assert out.strip() == f"audit 150, eu-shipping {eu}, big-orders {big}"
 
 
 def test_the_worker_handles_the_good_and_dead_letters_the_poison(node: str) -> None:
