@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "CoreSettings",
     "LimitsSettings",
     "Settings",
+    "SqsSettings",
     "StatsSettings",
     "StorageSettings",
     "load_settings",
@@ -218,6 +220,26 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SqsSettings:
+    """``[sqs]``: what the SQS-compatible endpoint puts in ARNs and queue URLs."""
+
+    region: str = "us-east-1"
+    account: str = "000000000000"
+
+    def __post_init__(self) -> None:
+        _require(
+            re.fullmatch(r"[a-z]{2}(-[a-z0-9]+)+", self.region) is not None,
+            "sqs.region",
+            "must look like an AWS region (us-east-1)",
+        )
+        _require(
+            re.fullmatch(r"[0-9]{12}", self.account) is not None,
+            "sqs.account",
+            "must be 12 digits",
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a node is configured with."""
 
@@ -226,6 +248,7 @@ class Settings:
     storage: StorageSettings = field(default_factory=StorageSettings)
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    sqs: SqsSettings = field(default_factory=SqsSettings)
 
     def __post_init__(self) -> None:
         _require(

@@ -132,12 +132,12 @@ def create_app(
     store = open_store(
         settings.storage, settings.core.backendconnectionpool, settings.core.riak_nodes()
     )
-    catalog = Catalog(store)
+    clock = clock or MonotonicClock()
+    catalog = Catalog(store, clock)
     metrics, prometheus = open_metrics(settings.stats)
     membership = open_membership(settings, url_of(sock))
     # With gossip, nothing is served until the cluster hands this node its slice.
     keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
-    clock = clock or MonotonicClock()
     journal = LeaseJournal(Path(settings.storage.path) / "journal", settings.core.name, clock)
     queues = QueueService(
         store,
@@ -174,7 +174,9 @@ def create_app(
     node = Node(
         catalog, queues, topics, coordinator, membership, janitor, settings.limits, redriver
     )
-    services = Services(node, metrics, prometheus.render, reporter.report_queues, token)
+    services = Services(
+        node, metrics, prometheus.render, reporter.report_queues, token, settings.sqs
+    )
     app = build_app(services, settings.limits.maxbodybytes)
 
     async def stop_serving(_: web.Application) -> None:

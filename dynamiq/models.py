@@ -47,6 +47,8 @@ TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")
 TOKEN_RULE = "1-128 printable ASCII characters, no spaces"
 MAX_DEDUP_WINDOW_SECONDS = 86400.0
 MIN_EXPIRES_AFTER_SECONDS = 60.0
+MAX_WAIT_SECONDS = 3600.0  # a node's limits.maxwaitseconds is at most this
+MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES = 1024, 64 << 20
 
 
 def _at_most(limit: int) -> str:
@@ -136,6 +138,9 @@ class QueueSettings:
     ``max_receives`` needs a ``dead_letter_queue`` (where a message goes after
     its last receive); that the dead-letter queue exists and is not the queue
     itself is checked by the catalog, which knows the other queues.
+    ``receive_wait_seconds`` is the wait of a receive that names none;
+    ``max_message_bytes`` caps a message (body and attributes) below the
+    node's limit; a ``fifo`` queue takes only messages with a ``group``.
     """
 
     visibility_timeout: float = 30.0
@@ -152,6 +157,9 @@ class QueueSettings:
     dedup_window_seconds: float = 300.0
     content_dedup: bool = False
     expires_after_seconds: float | None = None
+    receive_wait_seconds: float = 0.0
+    max_message_bytes: int | None = None
+    fifo: bool = False
 
     def __post_init__(self) -> None:
         _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
@@ -186,6 +194,14 @@ class QueueSettings:
             _check_number(name, self.expires_after_seconds, MAX_RETENTION_SECONDS)
             if self.expires_after_seconds < MIN_EXPIRES_AFTER_SECONDS:
                 raise Invalid(f"{name} must be >= {MIN_EXPIRES_AFTER_SECONDS:g}", name)
+        _check_number("receive_wait_seconds", self.receive_wait_seconds, MAX_WAIT_SECONDS, True)
+        if self.max_message_bytes is not None:
+            _check_int("max_message_bytes", self.max_message_bytes, MAX_MESSAGE_BYTES)
+            if self.max_message_bytes < MIN_MESSAGE_BYTES:
+                raise Invalid(
+                    f"max_message_bytes must be >= {MIN_MESSAGE_BYTES}", "max_message_bytes"
+                )
+        _check_bool("fifo", self.fifo)
 
     @property
     def counts_receives(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynamiq.api import console, internal, observe, v1, v2
+from dynamiq.api import console, internal, observe, sqs, v1, v2
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.errors import error_middleware, render_v2
 
@@ -12,7 +12,8 @@ __all__ = ["build_app"]
 
 
 def build_app(services: Services, max_body_bytes: int) -> web.Application:
-    """Return the HTTP application: ``/v1`` (its own error shape), ``/v2`` and the rest."""
+    """Return the HTTP application: ``/v1`` (its own error shape), ``/v2``, SQS's
+    ``POST /`` (its own too) and the rest."""
     app = web.Application(
         # The metrics middleware sees every answer, errors rendered included.
         middlewares=[observe.metrics_middleware, error_middleware(render_v2)],
@@ -24,4 +25,5 @@ def build_app(services: Services, max_body_bytes: int) -> web.Application:
     app.add_routes(internal.routes())
     app.add_routes(observe.routes())
     app.add_routes(console.routes())
+    app.add_routes(sqs.routes())
     return app

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from dynamiq.config import SqsSettings
 from dynamiq.metrics.base import Metrics
 from dynamiq.service.node import Node
 
@@ -22,6 +23,9 @@ class Services:
     render_metrics: Callable[[], bytes]  # the Prometheus text exposition
     read_levels: Callable[[], Awaitable[None]]  # queue depths into the sinks, before a scrape
     peer_token: str | None = None  # what members show on internal routes; None: no gossip
+    sqs: SqsSettings = field(
+        default_factory=SqsSettings
+    )  # the region and account of the SQS endpoint's ARNs
 
 
 SERVICES = web.AppKey("services", Services)

@@ -28,7 +28,7 @@ from dynamiq.errors import (
     ServerError,
 )
 
-__all__ = ["Renderer", "error_middleware", "render_v1", "render_v2"]
+__all__ = ["Renderer", "error_middleware", "error_response", "render_v1", "render_v2"]
 
 log = logging.getLogger("dynamiq.api")
 
@@ -94,7 +94,7 @@ def error_middleware(render: Renderer) -> Middleware:
             log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
             _forget_frames(exc)
             error = ServerError("internal error; see the node's log")
-        return _respond(request, render, error)
+        return error_response(request, render, error)
 
     return errors
 
@@ -104,7 +104,8 @@ def _forget_frames(exc: BaseException) -> None:
     exc.__traceback__ = None
 
 
-def _respond(request: web.Request, render: Renderer, error: DynamiqError) -> web.Response:
+def error_response(request: web.Request, render: Renderer, error: DynamiqError) -> web.Response:
+    """Render ``error`` and count it (for an API whose handler renders its own errors)."""
     response = render(error)
     if isinstance(error, BackendUnavailable):
         response.headers["Retry-After"] = str(error.retry_after)

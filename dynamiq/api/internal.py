@@ -19,6 +19,7 @@ from dynamiq.cluster.wire import (
     Handoff,
     HandoffLeases,
     Leave,
+    PeerCounts,
     PeerIds,
     PeerMessages,
     PeerReceive,
@@ -68,6 +69,13 @@ async def change_visibility(request: web.Request) -> web.Response:
     return _msgpack(PeerIds(changed))
 
 
+async def deliveries(request: web.Request) -> web.Response:
+    """Per id, the receive count this node last delivered it with (0: never)."""
+    here, body = await _read(request, PeerIds)
+    counts = here.cluster.deliveries_here(request.match_info["queue"], body.ids)
+    return _msgpack(PeerCounts(counts))
+
+
 async def release(request: web.Request) -> web.Response:
     """Messages were deleted through another node: end the leases held here."""
     here, body = await _read(request, PeerIds)
@@ -115,6 +123,7 @@ P = "/internal/v1"
 ROUTES: tuple[Route, ...] = (
     Route("POST", f"{P}/queues/{{queue}}/receive", receive),
     Route("POST", f"{P}/queues/{{queue}}/visibility", change_visibility),
+    Route("POST", f"{P}/queues/{{queue}}/deliveries", deliveries),
     Route("POST", f"{P}/queues/{{queue}}/release", release),
     Route("POST", f"{P}/queues/{{queue}}/published", published),
     Route("POST", f"{P}/stats", stats),

@@ -16,13 +16,16 @@ from dynamiq.models import (
     MAX_ATTRIBUTES,
     MAX_DEDUP_WINDOW_SECONDS,
     MAX_DELAY_SECONDS,
+    MAX_MESSAGE_BYTES,
     MAX_PARTITION_AGE,
     MAX_PARTITIONS_LIMIT,
     MAX_RECEIVES_LIMIT,
     MAX_RETENTION_SECONDS,
     MAX_ROUTING_KEY,
     MAX_VISIBILITY_TIMEOUT,
+    MAX_WAIT_SECONDS,
     MIN_EXPIRES_AFTER_SECONDS,
+    MIN_MESSAGE_BYTES,
     TOKEN,
     TOKEN_RULE,
     DeadLetterReason,
@@ -143,7 +146,7 @@ class ReceiveRequest(_Body):
     """Lease up to ``max_messages`` messages."""
 
     max_messages: Annotated[int, msgspec.Meta(ge=1)] = 1
-    wait_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    wait_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None  # None: the queue's
     visibility_timeout: Seconds | None = None
     encoding: Literal["auto", "base64"] = "auto"
 
@@ -242,8 +245,12 @@ class QueueSettingsBody(_Body):
     """A queue's settings; in a create or update request every field is optional.
 
     ``max_receives``, ``dead_letter_queue``, ``retry_backoff``,
-    ``retention_seconds`` and ``expires_after_seconds`` are turned off with null;
-    a missing field is left as is.
+    ``retention_seconds``, ``expires_after_seconds`` and ``max_message_bytes``
+    are turned off with null; a missing field is left as is.
+    ``receive_wait_seconds`` is how long a receive that names no
+    ``wait_seconds`` waits; ``max_message_bytes`` caps a message's body and
+    attributes below the node's ``limits.maxbodybytes``; a ``fifo`` queue
+    takes only messages with a ``group`` (SQS's FIFO queues).
     """
 
     visibility_timeout: Seconds | None = None
@@ -268,6 +275,13 @@ class QueueSettingsBody(_Body):
         | msgspec.UnsetType
         | None
     ) = msgspec.UNSET
+    receive_wait_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_WAIT_SECONDS)] | None = None
+    max_message_bytes: (
+        Annotated[int, msgspec.Meta(ge=MIN_MESSAGE_BYTES, le=MAX_MESSAGE_BYTES)]
+        | msgspec.UnsetType
+        | None
+    ) = msgspec.UNSET
+    fifo: bool | None = None
 
 
 # Settings a null turns off: those that tell null from absent (UNSET); in the

@@ -131,7 +131,8 @@ async def receive(request: web.Request) -> web.Response:
     def render(messages: list[Message]) -> web.Response:
         return json_response(s.ReceiveResponse([encode_message(m, force) for m in messages]))
 
-    ask = ReceiveRequest(name, body.max_messages, body.visibility_timeout, body.wait_seconds)
+    wait = node(request).wait_of(name, body.wait_seconds)
+    ask = ReceiveRequest(name, body.max_messages, body.visibility_timeout, wait)
     return await deliver(request, ask, render)
 
 

@@ -13,6 +13,7 @@ from dynamiq.cluster.wire import (
     Handoff,
     HandoffLeases,
     Leave,
+    PeerCounts,
     PeerIds,
     PeerMessages,
     PeerReceive,
@@ -66,6 +67,11 @@ class PeerClient:
             member, f"queues/{queue}/visibility", PeerVisibility(ids, seconds), PeerIds
         )
         return got.ids
+
+    async def deliveries(self, member: Member, queue: str, ids: list[int]) -> list[int]:
+        """Per id, the receive count ``member`` last delivered it with (0: never)."""
+        got = await self._post(member, f"queues/{queue}/deliveries", PeerIds(ids), PeerCounts)
+        return got.counts
 
     async def release(self, member: Member, queue: str, ids: list[int]) -> None:
         """Tell ``member`` that ``ids`` were deleted: end its leases on them."""

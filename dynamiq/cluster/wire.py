@@ -18,6 +18,7 @@ __all__ = [
     "Handoff",
     "HandoffLeases",
     "Leave",
+    "PeerCounts",
     "PeerIds",
     "PeerMessages",
     "PeerReceive",
@@ -59,6 +60,12 @@ class PeerIds(msgspec.Struct):
     """Ids the request applied to."""
 
     ids: list[int]
+
+
+class PeerCounts(msgspec.Struct):
+    """Per id asked, the receive count it was last delivered with here (0: not here)."""
+
+    counts: list[int]
 
 
 class Handoff(msgspec.Struct):

@@ -15,9 +15,10 @@ import json
 import logging
 import secrets
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
@@ -42,15 +43,30 @@ class QueueRecord:
     name: str
     uid: str
     settings: QueueSettings
+    created_ms: int = 0  # epoch ms; 0 for a queue created before they were kept
+    modified_ms: int = 0  # when its settings last changed (created, configured)
 
 
 def _encode_queue(record: QueueRecord) -> bytes:
-    return json.dumps({"uid": record.uid, "settings": record.settings.to_dict()}).encode()
+    return json.dumps(
+        {
+            "uid": record.uid,
+            "settings": record.settings.to_dict(),
+            "created_ms": record.created_ms,
+            "modified_ms": record.modified_ms,
+        }
+    ).encode()
 
 
 def _decode_queue(name: str, raw: bytes) -> QueueRecord:
     data: dict[str, Any] = json.loads(raw)
-    return QueueRecord(name, data["uid"], QueueSettings(**data["settings"]))
+    return QueueRecord(
+        name,
+        data["uid"],
+        QueueSettings(**data["settings"]),
+        data.get("created_ms", 0),
+        data.get("modified_ms", 0),
+    )
 
 
 P = ParamSpec("P")
@@ -75,8 +91,9 @@ def _change(
 class Catalog:
     """The names this node knows, read through to the store on every change."""
 
-    def __init__(self, store: StorageBackend) -> None:
+    def __init__(self, store: StorageBackend, clock: Clock | None = None) -> None:
         self._store = store
+        self._clock = clock or MonotonicClock()
         self._queues: dict[str, QueueRecord] = {}
         self._topics: dict[str, Topic] = {}
         # Bumped by every change made here, before it reaches the store: a
@@ -191,7 +208,10 @@ class Catalog:
     async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueRecord:
         """Create a queue; raise ``QueueExists`` if the name is taken."""
         validate_name("queue", name)
-        record = QueueRecord(name, secrets.token_hex(8), settings or QueueSettings())
+        now_ms = self._clock.wall_ms()
+        record = QueueRecord(
+            name, secrets.token_hex(8), settings or QueueSettings(), now_ms, now_ms
+        )
         self._check_references(record)
         if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
             raise QueueExists(name)
@@ -202,7 +222,9 @@ class Catalog:
     async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """Change some settings of a queue, validated; effective at once."""
         current = self.queue(name)
-        record = QueueRecord(name, current.uid, current.settings.updated(changes))
+        record = replace(
+            current, settings=current.settings.updated(changes), modified_ms=self._clock.wall_ms()
+        )
         self._check_references(record)
         await self._store.meta_put({f"q/{name}": _encode_queue(record)})
         self._queues[name] = record
@@ -231,7 +253,7 @@ class Catalog:
         stores meanwhile is dropped with it unseen.
         """
         current = self.queue(name)
-        record = QueueRecord(name, secrets.token_hex(8), current.settings)
+        record = replace(current, uid=secrets.token_hex(8))
         await self._store.meta_put(
             {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": _encode_queue(record)}
         )

@@ -87,14 +87,10 @@ class QueueService:
         return ks is not None and ks[0] <= message_id <= ks[1]
 
     def set_keyspace(self, keyspace: KeyRange | None) -> None:
-        """Serve ``keyspace`` from now on (None: serve nothing).
-
-        Leases already granted stay (a delete or an extension through this
-        node still finds them) but ids outside the new slice are not offered
-        again when they end; publishes go into the new slice; what this node
-        knew of the groups outside it is forgotten (it would be stale if they
-        came back).
-        """
+        """Serve ``keyspace`` from now on (None: serve nothing). Leases already granted
+        stay (a delete or an extension through this node still finds them), but ids
+        outside the new slice are not offered again when they end; publishes go into
+        the new slice; what was known of the groups outside it is forgotten (stale)."""
         if keyspace == self._keyspace:
             return
         self._keyspace, self._moves = keyspace, self._moves + 1
@@ -342,6 +338,11 @@ class QueueService:
         if state := self._states.get(self._catalog.queue(queue).uid):
             state.release(ids)
 
+    def deliveries(self, queue: str, ids: Sequence[int]) -> list[int]:
+        """Per id, the receive count this node last delivered it with (0: never, or deleted)."""
+        state = self._states.get(self._catalog.queue(queue).uid)
+        return state.delivery_counts(ids) if state is not None else [0] * len(ids)
+
     def published_elsewhere(self, queue: str, ids: Sequence[int]) -> None:
         """Let the walks meet ``ids``, stored in this node's slice through another node."""
         self.arrived(self._catalog.queue(queue).uid, ids)
@@ -471,10 +472,9 @@ class QueueService:
 
     async def report(self) -> None:
         """Report every queue's real depth and its messages in flight on this node."""
-        for name in self._catalog.queues():
-            record = self._catalog.queue(name)
+        for record in map(self._catalog.queue, self._catalog.queues()):
             in_flight = len(state.leases) if (state := self._states.get(record.uid)) else 0
-            self._metrics.queue_level(name, await self._store.count(record.uid), in_flight)
+            self._metrics.queue_level(record.name, await self._store.count(record.uid), in_flight)
 
     def tidy(self) -> None:
         """Let go of recent records that are too old to be trusted (an upkeep round)."""

@@ -155,6 +155,12 @@ class QueueState:
         if self.nacked:
             self.nacked.difference_update(ids)
 
+    def delivery_counts(self, ids: Sequence[int]) -> list[int]:
+        """Per id, the receive count it was last delivered with here (0: not since it was
+        deleted, or since this node took its slice)."""
+        counts = self.counts
+        return [counts[i][0] if i in counts else 0 for i in ids]
+
     def held_leases(self, lo: int, hi: int, now: float) -> list[HeldLease]:
         """Return the live leases on ids in ``[lo, hi]``, to hand them over."""
         return [

@@ -226,6 +226,10 @@ class Coordinator:
         """Change leases this node holds (a peer forwards them)."""
         return await self._queues.change_visibility(queue, ids, seconds)
 
+    def deliveries_here(self, queue: str, ids: Sequence[int]) -> list[int]:
+        """Per id, the receive count this node last delivered it with (a peer asks)."""
+        return self._queues.deliveries(queue, ids)
+
     def release(self, queue: str, ids: Sequence[int]) -> None:
         """End the leases on ``ids``: they were deleted through another node."""
         self._queues.release(queue, ids)
@@ -300,6 +304,22 @@ class Coordinator:
             except PeerUnavailable as exc:
                 log.debug("visibility at %s: %s", member.name, exc)
         return changed
+
+    async def still_current(self, queue: str, deliveries: Sequence[tuple[int, int]]) -> list[int]:
+        """Of ``(id, receive count)`` deliveries, the ids not delivered again since: the
+        member serving each id last delivered it with that count, or never did
+        (it restarted since, or does not answer: the delivery is taken as current)."""
+        ids = [i for i, _ in deliveries]
+        mine, theirs = self._by_owner(ids) if self._peers is not None else (ids, [])
+        counts = dict(zip(mine, self._queues.deliveries(queue, mine), strict=True))
+        for member, owned in theirs:
+            assert self._peers is not None
+            try:
+                got = await self._peers.deliveries(member, queue, owned)
+                counts.update(zip(owned, got, strict=True))
+            except PeerUnavailable as exc:
+                log.debug("deliveries at %s: %s", member.name, exc)
+        return [i for i, count in deliveries if counts.get(i, 0) in (0, count)]
 
     async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
         """Delete from the store; tell the members holding leases on the ids to let them go."""

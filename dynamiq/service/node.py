@@ -216,7 +216,7 @@ class Node:
 
     async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> Published[int]:
         """Store messages durably; return their ids in order (and which were duplicates)."""
-        self._check_outgoing(messages)
+        self._check_outgoing(messages, self._catalog.queue(queue).settings)
         self._janitor.idle.used((queue,))
         ids = await self._queues.publish(queue, messages)
         await self._cluster.published(queue, ids)
@@ -244,6 +244,10 @@ class Node:
         self._janitor.idle.used((ask.queue,))
         return await self._cluster.receive(ask)
 
+    def wait_of(self, queue: str, asked: float | None) -> float:
+        """How long a receive waits: what it asked, else its queue's ``receive_wait_seconds``."""
+        return self._catalog.queue(queue).settings.receive_wait_seconds if asked is None else asked
+
     def check_receive(self, ask: ReceiveRequest) -> None:
         """Raise ``Invalid`` for a batch or a wait beyond this node's limits."""
         self._check_batch(ask.max_messages)
@@ -256,10 +260,38 @@ class Node:
             await self._cluster.change_visibility(queue, [m.id for m in messages], 0.0)
             log.debug("gave back %d messages of %s: the consumer was gone", len(messages), queue)
 
+    def dead_letter_sources(self, queue: str) -> list[str]:
+        """Return the queues whose dead-letter queue is ``queue``, sorted."""
+        self._catalog.queue(queue)
+        return self._catalog.dead_letter_users(queue)
+
     async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
         """Delete messages by id, from any node; per id, whether it existed."""
         self._check_batch(len(ids))
         return await self._cluster.delete(queue, ids)
+
+    async def delete_delivered(
+        self, queue: str, deliveries: Sequence[tuple[int, int]]
+    ) -> list[int]:
+        """Delete messages as one delivery of each names them, ``(id, receive count)``:
+        one received again since is left alone. Return the ids that were current.
+
+        The check and the delete are two steps: a receive between them (the
+        lease lapsed just then) can lose its message to the older delivery.
+        """
+        self._check_batch(len(deliveries))
+        current = await self._cluster.still_current(queue, deliveries)
+        if current:
+            await self._cluster.delete(queue, current)
+        return current
+
+    async def change_visibility_delivered(
+        self, queue: str, deliveries: Sequence[tuple[int, int]], seconds: float
+    ) -> list[int]:
+        """``change_visibility`` of the deliveries still current (``delete_delivered``)."""
+        self._check_batch(len(deliveries))
+        current = await self._cluster.still_current(queue, deliveries)
+        return await self._cluster.change_visibility(queue, current, seconds) if current else []
 
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend leases by ``seconds`` from now, or end them (0); return the ids leased."""
@@ -309,16 +341,29 @@ class Node:
         self._queues.close()
         await self._cluster.leave()
 
-    def _check_outgoing(self, messages: Sequence[bytes | Outgoing]) -> None:
+    def _check_outgoing(
+        self, messages: Sequence[bytes | Outgoing], queue: QueueSettings | None = None
+    ) -> None:
+        """Check a publish's messages against this node's limits and, published to one
+        queue, that queue's (its ``max_message_bytes``, a ``fifo`` queue's groups)."""
         self._check_batch(len(messages))
+        limit, what = self.limits.maxbodybytes, "limits.maxbodybytes"
+        if queue is not None and queue.max_message_bytes is not None:
+            limit, what = min(limit, queue.max_message_bytes), "the queue's max_message_bytes"
+        fifo = queue is not None and queue.fifo
         for m in messages:
-            if isinstance(m, Outgoing):
-                size = len(m.body) + attributes_size(m.attributes)
-                if size > self.limits.maxbodybytes:
+            if isinstance(m, bytes):
+                if len(m) > limit:
+                    raise Invalid(f"a message's body is larger than {what}", "body")
+                if fifo:
+                    raise Invalid("a fifo queue takes only messages with a group", "group")
+            else:
+                if len(m.body) + attributes_size(m.attributes) > limit:
                     raise Invalid(
-                        "a message's body and attributes are larger than limits.maxbodybytes",
-                        "attributes",
+                        f"a message's body and attributes are larger than {what}", "attributes"
                     )
+                if fifo and m.group is None:
+                    raise Invalid("a fifo queue takes only messages with a group", "group")
                 if m.delay_seconds is not None:
                     self._check_delay(m.delay_seconds, "delay_seconds")
                 if m.ttl_seconds is not None and not 0 < m.ttl_seconds <= MAX_RETENTION_SECONDS:

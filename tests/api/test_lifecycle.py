@@ -46,6 +46,9 @@ async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
         "dedup_window_seconds": 300.0,
         "content_dedup": False,
         "expires_after_seconds": None,
+        "receive_wait_seconds": 0.0,
+        "max_message_bytes": None,
+        "fifo": False,
         **settings,
     }
     off = {"max_receives": None, "retry_backoff": None, "retention_seconds": None}

@@ -144,6 +144,35 @@ async def test_long_poll_wakes_on_publish(http: Http, spec: dict[str, Any]) -> N
     assert empty == {"messages": []}
 
 
+async def test_a_queue_s_own_limits_wait_and_groups(http: Http, spec: dict[str, Any]) -> None:
+    settings = {"receive_wait_seconds": 3, "max_message_bytes": 1024, "fifo": True}
+    created = await call(http, spec, "PUT", "/v2/queues/own", 201, settings)
+    assert {k: created["settings"][k] for k in settings} == settings
+    for message, reason in (
+        ({"body": "no group"}, "only messages with a group"),
+        ({"body": "x" * 1025, "group": "g"}, "larger than the queue's max_message_bytes"),
+    ):
+        refused = await call(
+            http, spec, "POST", "/v2/queues/own/messages", 422, {"messages": [message]}
+        )
+        assert refused["error"] == "INVALID" and reason in refused["message"]
+    # A receive that names no wait waits the queue's; one that names 0 does not
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert (await call(http, spec, "POST", "/v2/queues/own/receive", 200, {"wait_seconds": 0}))[
+        "messages"
+    ] == []
+    assert loop.time() - start < 2
+    poll = asyncio.create_task(call(http, spec, "POST", "/v2/queues/own/receive", 200, {}))
+    await asyncio.sleep(0.5)
+    assert not poll.done()  # still waiting, as the queue says
+    body = {"messages": [{"body": "in order", "group": "g"}]}
+    await call(http, spec, "POST", "/v2/queues/own/messages", 200, body)
+    assert [m["body"] for m in (await asyncio.wait_for(poll, 5))["messages"]] == ["in order"]
+    cleared = await call(http, spec, "PATCH", "/v2/queues/own", 200, {"max_message_bytes": None})
+    assert cleared["settings"]["max_message_bytes"] is None
+
+
 async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
     for q in ("a", "b"):
         await call(http, spec, "PUT", f"/v2/queues/{q}", 201)

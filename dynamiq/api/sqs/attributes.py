@@ -1,0 +1,137 @@
+"""SQS message attributes as Dynamiq's, and back (pure).
+
+``String`` values are kept as text, ``Binary`` as bytes, and ``Number`` as a
+number when the text is its canonical form (``12``, ``-3.5``): so filter
+policies compare them as numbers. A number written otherwise (``1.50``,
+``1e3``, more digits than a double holds) is kept as its text, as is a custom
+type's value (``String.json``): those come back as ``String``. What a receive
+answers and its digest agree, whatever was sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from dynamiq.api.sqs.digests import TypedValue
+from dynamiq.api.sqs.errors import SqsError
+from dynamiq.models import Attributes
+
+__all__ = ["MAX_MESSAGE_ATTRIBUTES", "received_attributes", "sent_attributes", "valid_body"]
+
+MAX_MESSAGE_ATTRIBUTES = 10
+_NAME = re.compile(r"^(?!\.)(?!.*\.\.)(?!.*\.$)[A-Za-z0-9_.-]{1,256}$")
+_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,250})?$")
+# Characters SQS allows in a body: #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF
+_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def valid_body(body: str) -> str:
+    """The body, unless it has characters SQS refuses."""
+    if not body:
+        raise SqsError("InvalidParameterValue", "The message body must be at least 1 character.")
+    if _FORBIDDEN.search(body):
+        raise SqsError(
+            "InvalidMessageContents",
+            "Invalid binary character in the message body: only Unicode characters of "
+            "XML 1.0 are allowed.",
+        )
+    return body
+
+
+def sent_attributes(given: object) -> tuple[dict[str, TypedValue], Attributes]:
+    """A send's ``MessageAttributes``: as SQS typed them (for the digest), and as kept."""
+    if given is None:
+        return {}, {}
+    if not isinstance(given, dict):
+        raise _invalid("MessageAttributes must be an object")
+    if len(given) > MAX_MESSAGE_ATTRIBUTES:
+        raise _invalid(
+            f"Number of message attributes [{len(given)}] exceeds the allowed maximum [10]."
+        )
+    typed: dict[str, TypedValue] = {}
+    kept: Attributes = {}
+    for name, spec in given.items():
+        if not _NAME.match(name) or name.lower().startswith(("aws.", "amazon.")):
+            raise _invalid(f"Message attribute name '{name}' is invalid.")
+        data_type = spec.get("DataType") if isinstance(spec, dict) else None
+        if not isinstance(data_type, str) or not _TYPE.match(data_type):
+            raise _invalid(f"The message attribute '{name}' has an invalid message attribute type.")
+        typed[name] = value = _value(name, data_type, spec)
+        kept[name] = _kept(data_type, value[1])
+    return typed, kept
+
+
+def _value(name: str, data_type: str, spec: dict[str, Any]) -> TypedValue:
+    if data_type.startswith("Binary"):
+        raw = spec.get("BinaryValue")
+        if isinstance(raw, str):
+            try:
+                raw = base64.b64decode(raw, validate=True)
+            except (binascii.Error, ValueError):
+                raise _invalid(f"Message attribute '{name}' is not valid base64.") from None
+        if not isinstance(raw, bytes) or not raw:
+            raise _invalid(f"Message attribute '{name}' must contain a non-empty value.")
+        return data_type, raw
+    text = spec.get("StringValue")
+    if not isinstance(text, str) or not text:
+        raise _invalid(f"Message attribute '{name}' must contain a non-empty value.")
+    if data_type.startswith("Number") and _number(text) is None:
+        raise _invalid(f"Can't cast the value of message (user) attribute '{name}' to a number.")
+    return data_type, text
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _kept(data_type: str, value: str | bytes) -> Any:
+    if isinstance(value, bytes) or data_type != "Number":
+        return value
+    number = _number(value)
+    return number if str(number) == value else value
+
+
+def received_attributes(attributes: Attributes | None, wanted: list[str]) -> dict[str, TypedValue]:
+    """The attributes a receive asked for (``All``, ``.*``, names, ``prefix.*``), typed."""
+    if not attributes or not wanted:
+        return {}
+    every = "All" in wanted or ".*" in wanted
+    prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*"))
+    chosen = {n: v for n, v in attributes.items() if every or n in wanted or n.startswith(prefixes)}
+    return {name: _typed(value) for name, value in chosen.items()}
+
+
+def _typed(value: Any) -> TypedValue:
+    if isinstance(value, bytes):
+        return "Binary", value
+    if isinstance(value, bool):
+        return "String", str(value).lower()
+    if isinstance(value, int | float):
+        return "Number", str(value)
+    return "String", str(value)
+
+
+def rendered(typed: Mapping[str, TypedValue]) -> dict[str, dict[str, str]]:
+    """Attributes in the wire's form."""
+    out: dict[str, dict[str, str]] = {}
+    for name, (data_type, value) in typed.items():
+        if isinstance(value, bytes):
+            out[name] = {"DataType": data_type, "BinaryValue": base64.b64encode(value).decode()}
+        else:
+            out[name] = {"DataType": data_type, "StringValue": value}
+    return out
+
+
+def _invalid(message: str) -> SqsError:
+    return SqsError("InvalidParameterValue", message)

@@ -1,0 +1,309 @@
+"""SQS's message actions: send, receive, delete and change visibility, one or a batch.
+
+Message ids are Dynamiq's ids as text; a receipt handle names the delivery
+(``receipts``), so a handle from an earlier receive deletes nothing and
+changes nothing once the message was received again, as SQS documents.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dynamiq.api.sqs.attributes import received_attributes, rendered, sent_attributes, valid_body
+from dynamiq.api.sqs.call import Call
+from dynamiq.api.sqs.digests import attributes_md5, body_md5
+from dynamiq.api.sqs.errors import SqsError
+from dynamiq.api.sqs.params import Params, batch_entries
+from dynamiq.api.sqs.receipts import Receipt, read_receipt
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.models import Message, Outgoing, ReceiveRequest, attributes_size
+
+__all__ = ["MESSAGE_ACTIONS"]
+
+MAX_RECEIVE = 10
+MAX_WAIT = 20
+MAX_VISIBILITY = 43_200
+SYSTEM_ATTRIBUTES = frozenset(
+    {
+        "SenderId",
+        "SentTimestamp",
+        "ApproximateReceiveCount",
+        "ApproximateFirstReceiveTimestamp",
+        "SequenceNumber",
+        "MessageDeduplicationId",
+        "MessageGroupId",
+        "AWSTraceHeader",
+        "DeadLetterQueueSourceArn",
+    }
+)
+
+
+class _Sent:
+    """One message to send, checked, with the digests its answer carries."""
+
+    def __init__(self, call: Call, record: QueueRecord, entry: Params) -> None:
+        settings = record.settings
+        body = valid_body(entry.text("MessageBody"))
+        typed, kept = sent_attributes(entry.data.get("MessageAttributes"))
+        system, _ = sent_attributes(entry.data.get("MessageSystemAttributes"))
+        delay = entry.integer("DelaySeconds", None, 0, 900)
+        group = entry.optional_text("MessageGroupId")
+        dedup_id = entry.optional_text("MessageDeduplicationId")
+        if settings.fifo:
+            if delay is not None:
+                raise SqsError(
+                    "InvalidParameterValue",
+                    "Value for parameter DelaySeconds is invalid. Reason: The request include "
+                    "parameter that is not valid for this queue type.",
+                )
+            if group is None:
+                raise SqsError(
+                    "MissingParameter", "The request must contain the parameter MessageGroupId."
+                )
+            if dedup_id is None and not settings.content_dedup:
+                raise SqsError(
+                    "InvalidParameterValue",
+                    "The queue should either have ContentBasedDeduplication enabled or "
+                    "MessageDeduplicationId provided explicitly",
+                )
+        encoded = body.encode()
+        limit = settings.max_message_bytes or call.node.limits.maxbodybytes
+        if len(encoded) + attributes_size(kept) > limit:
+            raise SqsError(
+                "InvalidParameterValue",
+                f"One or more parameters are invalid. Reason: Message must be shorter than "
+                f"{limit} bytes.",
+            )
+        self.message = Outgoing(
+            encoded,
+            delay_seconds=delay,
+            attributes=kept or None,
+            dedup_id=dedup_id,
+            group=group,
+        )
+        self.answer: dict[str, Any] = {"MD5OfMessageBody": body_md5(encoded)}
+        if typed:
+            self.answer["MD5OfMessageAttributes"] = attributes_md5(typed)
+        if system:
+            self.answer["MD5OfMessageSystemAttributes"] = attributes_md5(system)
+
+    def sent(self, message_id: int, fifo: bool) -> dict[str, Any]:
+        answer = {"MessageId": str(message_id), **self.answer}
+        if fifo:
+            answer["SequenceNumber"] = f"{message_id:020d}"
+        return answer
+
+
+async def send_message(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    sent = _Sent(call, record, call.params)
+    (message_id,) = await call.node.publish(record.name, [sent.message])
+    return sent.sent(message_id, record.settings.fifo)
+
+
+async def send_message_batch(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    entries = batch_entries(call.params)
+    total = sum(len(str(e.get("MessageBody", ""))) for e in entries)
+    limit = record.settings.max_message_bytes or call.node.limits.maxbodybytes
+    if total > limit:
+        raise SqsError(
+            "BatchRequestTooLong",
+            f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.",
+        )
+    ok: list[tuple[str, _Sent]] = []
+    failed: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            ok.append((entry["Id"], _Sent(call, record, Params(entry))))
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+    successful: list[dict[str, Any]] = []
+    if ok:
+        ids = await call.node.publish(record.name, [sent.message for _, sent in ok])
+        fifo = record.settings.fifo
+        successful = [
+            {"Id": entry_id, **sent.sent(mid, fifo)}
+            for (entry_id, sent), mid in zip(ok, ids, strict=True)
+        ]
+    return {"Successful": successful, "Failed": failed}
+
+
+async def receive_message(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    settings, params = record.settings, call.params
+    want = params.integer("MaxNumberOfMessages", 1, 1, MAX_RECEIVE)
+    wait = params.integer("WaitTimeSeconds", round(settings.receive_wait_seconds), 0, MAX_WAIT)
+    lease = params.integer("VisibilityTimeout", None, 0, MAX_VISIBILITY)
+    system = set(params.strings("AttributeNames")) | set(
+        params.strings("MessageSystemAttributeNames")
+    )
+    if "All" in system:
+        system = set(SYSTEM_ATTRIBUTES)
+    wanted = params.strings("MessageAttributeNames")
+    assert want is not None and wait is not None
+    got = await call.node.receive(
+        ReceiveRequest(record.name, want, None if lease is None else float(lease), float(wait))
+    )
+    if not got:
+        return {}
+    now_ms = int(time.time() * 1000)
+    return {"Messages": [_received(call, record, m, now_ms, system, wanted) for m in got]}
+
+
+def _received(
+    call: Call, record: QueueRecord, m: Message, now_ms: int, system: set[str], wanted: list[str]
+) -> dict[str, Any]:
+    body = m.body.decode(errors="replace")
+    out: dict[str, Any] = {
+        "MessageId": str(m.id),
+        "ReceiptHandle": Receipt(m.id, m.receive_count, now_ms).handle(record.uid),
+        "MD5OfBody": body_md5(body),
+        "Body": body,
+    }
+    shown = _system_attributes(call, record, m)
+    if system:
+        out["Attributes"] = {k: v for k, v in shown.items() if k in system}
+    typed = received_attributes(m.attributes, wanted)
+    if typed:
+        out["MessageAttributes"] = rendered(typed)
+        out["MD5OfMessageAttributes"] = attributes_md5(typed)
+    return out
+
+
+def _system_attributes(call: Call, record: QueueRecord, m: Message) -> dict[str, str]:
+    shown = {
+        "SenderId": call.settings.account,
+        "SentTimestamp": str(m.published_ms),
+        "ApproximateReceiveCount": str(m.receive_count),
+        "ApproximateFirstReceiveTimestamp": str(m.first_received_ms),
+    }
+    if m.group is not None:
+        shown["MessageGroupId"] = m.group
+    if record.settings.fifo:
+        shown["SequenceNumber"] = f"{m.id:020d}"
+    if m.dead_letter is not None:
+        shown["DeadLetterQueueSourceArn"] = call.queue_arn(m.dead_letter.source_queue)
+    return shown
+
+
+# -- delete and visibility ---------------------------------------------------------------
+
+
+def _receipt(record: QueueRecord, handle: str) -> Receipt:
+    receipt = read_receipt(handle, record.uid)
+    if receipt is None:
+        raise SqsError(
+            "ReceiptHandleIsInvalid",
+            f'The input receipt handle "{handle}" is not a valid receipt handle.',
+        )
+    return receipt
+
+
+async def delete_message(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    receipt = _receipt(record, call.params.text("ReceiptHandle"))
+    await call.node.delete_delivered(record.name, [(receipt.message_id, receipt.receive_count)])
+    return {}
+
+
+async def change_message_visibility(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    receipt = _receipt(record, call.params.text("ReceiptHandle"))
+    delivery = [(receipt.message_id, receipt.receive_count)]
+    seconds = _visibility(call.params)
+    if not await call.node.change_visibility_delivered(record.name, delivery, seconds):
+        raise _not_in_flight(call.params.text("ReceiptHandle"))
+    return {}
+
+
+def _not_in_flight(handle: str) -> SqsError:
+    return SqsError(
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
+        "exist or is not available for visibility timeout change.",
+    )
+
+
+Delivery = tuple[int, int]  # (message id, receive count): what a receipt names
+
+
+async def _settle_batch(
+    call: Call,
+    read: Callable[[Params], float | None],
+    settle: Callable[[str, list[tuple[Delivery, float | None]]], Awaitable[set[int] | None]],
+) -> dict[str, Any]:
+    """Delete or change a batch of receipts: an entry that does not ``read`` fails alone,
+    the rest are settled together. When ``settle`` answers which messages it
+    settled, an entry whose message is not among them fails as not in flight."""
+    record = call.queue()
+    failed: list[dict[str, Any]] = []
+    good: list[tuple[str, str, Delivery, float | None]] = []
+    for entry in batch_entries(call.params):
+        params = Params(entry)
+        try:
+            handle = params.text("ReceiptHandle")
+            receipt, extra = _receipt(record, handle), read(params)
+        except SqsError as exc:
+            failed.append(_failure(entry["Id"], exc))
+            continue
+        good.append((entry["Id"], handle, (receipt.message_id, receipt.receive_count), extra))
+    done = await settle(record.name, [(d, extra) for _, _, d, extra in good]) if good else None
+    successful = []
+    for entry_id, handle, (message_id, _), _ in good:
+        if done is None or message_id in done:
+            successful.append({"Id": entry_id})
+        else:
+            failed.append(_failure(entry_id, _not_in_flight(handle)))
+    return {"Successful": successful, "Failed": failed}
+
+
+async def delete_message_batch(call: Call) -> dict[str, Any]:
+    async def delete(queue: str, deliveries: list[tuple[Delivery, float | None]]) -> None:
+        await call.node.delete_delivered(queue, [d for d, _ in deliveries])
+
+    return await _settle_batch(call, lambda _: None, delete)
+
+
+async def change_message_visibility_batch(call: Call) -> dict[str, Any]:
+    async def change(queue: str, deliveries: list[tuple[Delivery, float | None]]) -> set[int]:
+        by_seconds: dict[float, list[Delivery]] = {}
+        for delivery, seconds in deliveries:
+            by_seconds.setdefault(seconds or 0.0, []).append(delivery)
+        changed: set[int] = set()
+        for seconds, same in by_seconds.items():
+            changed.update(await call.node.change_visibility_delivered(queue, same, seconds))
+        return changed
+
+    return await _settle_batch(call, _visibility, change)
+
+
+def _visibility(params: Params) -> float:
+    seconds = params.integer("VisibilityTimeout", None, 0, MAX_VISIBILITY)
+    if seconds is None:
+        raise SqsError(
+            "MissingParameter", "The request must contain the parameter VisibilityTimeout."
+        )
+    return float(seconds)
+
+
+def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
+    return {
+        "Id": entry_id,
+        "SenderFault": error.sender,
+        "Code": error.shape,
+        "Message": error.message,
+    }
+
+
+MESSAGE_ACTIONS: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
+    "SendMessage": send_message,
+    "SendMessageBatch": send_message_batch,
+    "ReceiveMessage": receive_message,
+    "DeleteMessage": delete_message,
+    "DeleteMessageBatch": delete_message_batch,
+    "ChangeMessageVisibility": change_message_visibility,
+    "ChangeMessageVisibilityBatch": change_message_visibility_batch,
+}

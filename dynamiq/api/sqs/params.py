@@ -1,0 +1,99 @@
+"""An action's parameters, read with SQS's own errors for what is missing or wrong (pure)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from dynamiq.api.sqs.errors import SqsError
+
+__all__ = ["MAX_BATCH_ENTRIES", "Params", "batch_entries"]
+
+MAX_BATCH_ENTRIES = 10
+_ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+
+
+class Params:
+    """The JSON object an action was called with."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+
+    def __contains__(self, name: str) -> bool:
+        return self.data.get(name) is not None
+
+    def text(self, name: str) -> str:
+        """A required string."""
+        value = self.data.get(name)
+        if value is None:
+            raise SqsError("MissingParameter", f"The request must contain the parameter {name}.")
+        if not isinstance(value, str):
+            raise invalid(name, value)
+        return value
+
+    def optional_text(self, name: str) -> str | None:
+        return None if name not in self else self.text(name)
+
+    def integer(self, name: str, default: int | None, lo: int, hi: int) -> int | None:
+        """An integer in ``[lo, hi]``, or ``default`` when absent."""
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            value = int(value)  # the query protocol sends every value as text
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise SqsError(
+                "InvalidParameterValue",
+                f"Value {value!r} for parameter {name} is invalid. "
+                f"Reason: must be between {lo} and {hi}.",
+            )
+        return value
+
+    def strings(self, name: str) -> list[str]:
+        """A list of strings (empty when absent)."""
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise invalid(name, value)
+        return value
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        """An object (empty when absent)."""
+        value = self.data.get(name)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise invalid(name, value)
+        return value
+
+
+def invalid(name: str, value: object) -> SqsError:
+    return SqsError("InvalidParameterValue", f"Value {value!r} for parameter {name} is invalid.")
+
+
+def batch_entries(params: Params) -> list[dict[str, Any]]:
+    """A batch's ``Entries``: 1 to 10 objects with distinct, well-formed ``Id`` s."""
+    entries = params.data.get("Entries")
+    if entries is None or entries == []:
+        raise SqsError("EmptyBatchRequest", "There should be at least one entry in the request.")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise invalid("Entries", entries)
+    if len(entries) > MAX_BATCH_ENTRIES:
+        raise SqsError(
+            "TooManyEntriesInBatchRequest",
+            f"Maximum number of entries per request are {MAX_BATCH_ENTRIES}. "
+            f"You have sent {len(entries)}.",
+        )
+    ids = [e.get("Id") for e in entries]
+    for entry_id in ids:
+        if not isinstance(entry_id, str) or not _ENTRY_ID.match(entry_id):
+            raise SqsError(
+                "InvalidBatchEntryId",
+                "A batch entry id can only contain alphanumeric characters, hyphens and "
+                "underscores. It can be at most 80 letters long.",
+            )
+    if len(set(ids)) != len(ids):
+        raise SqsError("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
+    return entries

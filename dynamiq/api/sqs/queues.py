@@ -1,0 +1,265 @@
+"""SQS's queue actions, and its queue attributes as Dynamiq's queue settings.
+
+| SQS attribute | setting |
+| --- | --- |
+| VisibilityTimeout | visibility_timeout |
+| DelaySeconds | delay_seconds |
+| MessageRetentionPeriod | retention_seconds |
+| ReceiveMessageWaitTimeSeconds | receive_wait_seconds |
+| MaximumMessageSize | max_message_bytes |
+| RedrivePolicy | dead_letter_queue, max_receives |
+| FifoQueue | fifo |
+| ContentBasedDeduplication | content_dedup |
+
+A queue created here gets SQS's defaults where Dynamiq's differ (messages
+kept four days, at most 256 KiB each); one created through another API keeps
+its own, and shows them here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from dynamiq.api.sqs.call import Call
+from dynamiq.api.sqs.errors import SqsError
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.errors import Invalid, QueueExists
+from dynamiq.models import QueueSettings
+
+__all__ = ["QUEUE_ACTIONS"]
+
+DEFAULT_RETENTION = 345_600
+DEFAULT_MAX_MESSAGE = 262_144
+FIFO_SUFFIX = ".fifo"
+QUEUE_NAME = re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$")
+# Attributes SQS takes that mean nothing here (no IAM policies, no server-side keys):
+# accepted and not kept.
+IGNORED = frozenset(
+    {
+        "Policy",
+        "RedriveAllowPolicy",
+        "KmsMasterKeyId",
+        "KmsDataKeyReusePeriodSeconds",
+        "SqsManagedSseEnabled",
+        "DeduplicationScope",
+        "FifoThroughputLimit",
+    }
+)
+READ_ONLY = frozenset(
+    {
+        "QueueArn",
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+        "CreatedTimestamp",
+        "LastModifiedTimestamp",
+    }
+)
+
+
+def _seconds(lo: int, hi: int) -> Callable[[str, object], int]:
+    def parse(name: str, value: object) -> int:
+        text = str(value)
+        if not text.isdigit() or not lo <= int(text) <= hi:
+            raise _bad_value(name, f"must be an integer from {lo} to {hi}")
+        return int(text)
+
+    return parse
+
+
+def _boolean(name: str, value: object) -> bool:
+    text = str(value).lower()
+    if text not in ("true", "false"):
+        raise _bad_value(name, "must be true or false")
+    return text == "true"
+
+
+# attribute: (setting, parser)
+_SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
+    "VisibilityTimeout": ("visibility_timeout", _seconds(1, 43_200)),
+    "DelaySeconds": ("delay_seconds", _seconds(0, 900)),
+    "MessageRetentionPeriod": ("retention_seconds", _seconds(60, 1_209_600)),
+    "ReceiveMessageWaitTimeSeconds": ("receive_wait_seconds", _seconds(0, 20)),
+    "MaximumMessageSize": ("max_message_bytes", _seconds(1024, 1_048_576)),
+    "ContentBasedDeduplication": ("content_dedup", _boolean),
+}
+
+
+def _bad_value(name: str, reason: str) -> SqsError:
+    return SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: {reason}.")
+
+
+def settings_of(call: Call, attributes: dict[str, Any], fifo: bool) -> dict[str, Any]:
+    """The setting changes SQS attributes ask for."""
+    changes: dict[str, Any] = {}
+    for name, value in attributes.items():
+        if name in _SIMPLE:
+            setting, parse = _SIMPLE[name]
+            changes[setting] = parse(name, value)
+        elif name == "RedrivePolicy":
+            changes.update(_redrive_policy(call, value))
+        elif name in IGNORED or name == "FifoQueue":
+            continue
+        else:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+    if "content_dedup" in changes and not fifo:
+        raise SqsError("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication.")
+    return changes
+
+
+def _redrive_policy(call: Call, value: object) -> dict[str, Any]:
+    if value in ("", None, "{}"):
+        return {"dead_letter_queue": None, "max_receives": None}
+    try:
+        policy = json.loads(str(value))
+        target = call.name_of_arn(policy["deadLetterTargetArn"], "deadLetterTargetArn")
+        receives = int(policy["maxReceiveCount"])
+    except (ValueError, TypeError, KeyError):
+        raise _bad_value(
+            "RedrivePolicy", "needs deadLetterTargetArn and an integer maxReceiveCount"
+        ) from None
+    if not 1 <= receives <= 1000:
+        raise _bad_value("RedrivePolicy", "maxReceiveCount must be from 1 to 1000")
+    return {"dead_letter_queue": target, "max_receives": receives}
+
+
+def attributes_of(call: Call, record: QueueRecord, stats: Any) -> dict[str, str]:
+    """Every attribute SQS would show of a queue."""
+    s = record.settings
+    shown = {
+        "QueueArn": call.queue_arn(record.name),
+        "ApproximateNumberOfMessages": str(stats.visible),
+        "ApproximateNumberOfMessagesNotVisible": str(stats.in_flight),
+        "ApproximateNumberOfMessagesDelayed": str(stats.delayed),
+        "CreatedTimestamp": str(record.created_ms // 1000),
+        "LastModifiedTimestamp": str(record.modified_ms // 1000),
+        "VisibilityTimeout": str(round(s.visibility_timeout)),
+        "MaximumMessageSize": str(s.max_message_bytes or call.node.limits.maxbodybytes),
+        "DelaySeconds": str(round(s.delay_seconds)),
+        "ReceiveMessageWaitTimeSeconds": str(round(s.receive_wait_seconds)),
+        "SqsManagedSseEnabled": "false",
+    }
+    if s.retention_seconds is not None:
+        shown["MessageRetentionPeriod"] = str(round(s.retention_seconds))
+    if s.dead_letter_queue is not None and s.max_receives is not None:
+        shown["RedrivePolicy"] = json.dumps(
+            {
+                "deadLetterTargetArn": call.queue_arn(s.dead_letter_queue),
+                "maxReceiveCount": s.max_receives,
+            },
+            separators=(",", ":"),
+        )
+    if s.fifo:
+        shown["FifoQueue"] = "true"
+        shown["ContentBasedDeduplication"] = str(s.content_dedup).lower()
+    return shown
+
+
+# -- actions ----------------------------------------------------------------------------
+
+
+async def create_queue(call: Call) -> dict[str, Any]:
+    name = call.params.text("QueueName")
+    attributes = call.params.mapping("Attributes")
+    fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
+    if fifo != name.endswith(FIFO_SUFFIX) or not QUEUE_NAME.match(name):
+        raise SqsError(
+            "InvalidParameterValue",
+            "Can only include alphanumeric characters, hyphens, or underscores. "
+            "1 to 80 in length; a FIFO queue's name ends in .fifo, and only a FIFO queue's.",
+        )
+    changes = {
+        "retention_seconds": DEFAULT_RETENTION,
+        "max_message_bytes": DEFAULT_MAX_MESSAGE,
+        **settings_of(call, attributes, fifo),
+        "fifo": fifo,
+    }
+    try:
+        await call.node.create_queue(name, changes)
+    except QueueExists:
+        current = call.node.require_queue(name)
+        if current.settings != QueueSettings().updated(changes):
+            raise SqsError(
+                "QueueNameExists", "A queue already exists with the same name and other attributes."
+            ) from None
+    except Invalid as exc:
+        raise SqsError("InvalidAttributeValue", exc.message) from None
+    return {"QueueUrl": call.queue_url(name)}
+
+
+async def get_queue_url(call: Call) -> dict[str, Any]:
+    record = call.queue("QueueName")
+    return {"QueueUrl": call.queue_url(record.name)}
+
+
+async def list_queues(call: Call) -> dict[str, Any]:
+    prefix = call.params.optional_text("QueueNamePrefix") or ""
+    limit = call.params.integer("MaxResults", None, 1, 1000)
+    after = call.params.optional_text("NextToken") or ""
+    names = [n for n in call.node.queue_names() if n.startswith(prefix) and n > after]
+    if limit is None:  # without MaxResults, SQS answers at most 1,000 and no token
+        return {"QueueUrls": [call.queue_url(n) for n in names[:1000]]} if names else {}
+    page = names[:limit]
+    answer: dict[str, Any] = {"QueueUrls": [call.queue_url(n) for n in page]}
+    if len(names) > limit:
+        answer["NextToken"] = page[-1]
+    return answer
+
+
+async def delete_queue(call: Call) -> dict[str, Any]:
+    await call.node.delete_queue(call.queue().name)
+    return {}
+
+
+async def purge_queue(call: Call) -> dict[str, Any]:
+    await call.node.purge_queue(call.queue().name)
+    return {}
+
+
+async def get_queue_attributes(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    wanted = set(call.params.strings("AttributeNames"))
+    if not wanted:
+        return {}
+    known = READ_ONLY | _SIMPLE.keys() | IGNORED | {"RedrivePolicy", "FifoQueue", "All"}
+    for name in wanted - known:
+        raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+    (stats,) = await call.node.queue_stats([record.name])
+    shown = attributes_of(call, record, stats)
+    if "All" not in wanted:
+        shown = {k: v for k, v in shown.items() if k in wanted}
+    return {"Attributes": shown} if shown else {}
+
+
+async def set_queue_attributes(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    attributes = call.params.mapping("Attributes")
+    for name in attributes.keys() & (READ_ONLY | {"FifoQueue"}):
+        raise SqsError("InvalidAttributeName", f"Attribute {name} cannot be changed.")
+    changes = settings_of(call, attributes, record.settings.fifo)
+    try:
+        await call.node.configure_queue(record.name, changes)
+    except Invalid as exc:
+        raise SqsError("InvalidAttributeValue", exc.message) from None
+    return {}
+
+
+async def list_dead_letter_source_queues(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    sources = call.node.dead_letter_sources(record.name)
+    return {"queueUrls": [call.queue_url(n) for n in sources]}
+
+
+QUEUE_ACTIONS = {
+    "CreateQueue": create_queue,
+    "GetQueueUrl": get_queue_url,
+    "ListQueues": list_queues,
+    "DeleteQueue": delete_queue,
+    "PurgeQueue": purge_queue,
+    "GetQueueAttributes": get_queue_attributes,
+    "SetQueueAttributes": set_queue_attributes,
+    "ListDeadLetterSourceQueues": list_dead_letter_source_queues,
+}

@@ -1,0 +1,77 @@
+"""Live nodes for the SQS endpoint's tests, driven by boto3 as users drive AWS."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import NodeProcess
+from tests.servers import redis_server
+
+
+def require_boto3() -> None:
+    """Skip the calling module without boto3 (fail in CI); call it before importing it."""
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("boto3 is required in CI (setup.sh installs the test extra)")
+        pytest.skip("boto3 is not installed (pip install -e '.[test]')", allow_module_level=True)
+
+
+def sqs_client(url: str) -> Any:
+    """A boto3 SQS client on ``url``, configured as the AWS SDK guides say for emulators."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="key",
+        aws_secret_access_key="secret",
+        config=Config(read_timeout=30, retries={"mode": "standard", "max_attempts": 2}),
+    )
+
+
+@pytest.fixture(scope="module", params=["lmdb", "redis"])
+def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One node on each store."""
+    data = Path(tmp_path_factory.mktemp(f"sqs-{request.param}"))
+    if request.param == "lmdb":
+        started = NodeProcess(data).start()
+        try:
+            yield started.url
+        finally:
+            started.stop()
+        return
+    with redis_server(data / "redis") as redis_url:
+        started = NodeProcess(
+            data, "--storage-backend", "redis", "--storage-url", redis_url
+        ).start()
+        try:
+            yield started.url
+        finally:
+            started.stop()
+
+
+@pytest.fixture
+def sqs(node: str) -> Any:
+    require_boto3()
+    return sqs_client(node)
+
+
+@pytest.fixture
+def new_queue(sqs: Any) -> Callable[..., str]:
+    """Create a queue with a fresh name; return its URL."""
+
+    def create(suffix: str = "", **attributes: str) -> str:
+        name = f"q-{uuid.uuid4().hex[:12]}{suffix}"
+        return str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+
+    return create
