@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import shutil
@@ -55,6 +56,16 @@ def require(binary: str) -> str:
             pytest.fail(f"{binary} is required in CI (.ci/run installs it)", pytrace=False)
         pytest.skip(f"{binary} is not installed")
     return path
+
+
+def require_module(module: str, extra: str) -> None:
+    """Skip the calling test module without ``module`` (fail in CI); call it before importing it."""
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{module} is required in CI (setup.sh installs the {extra} extra)")
+        pytest.skip(
+            f"{module} is not installed (pip install -e '.[{extra}]')", allow_module_level=True
+        )
 
 
 def _redis_args(binary: str, port: int, data: Path) -> list[str]:

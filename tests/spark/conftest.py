@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,23 +9,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.servers import require
-
-
-def require_pyspark() -> None:
-    """Skip the calling test module without pyspark (fail in CI); call it before importing it."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("pyspark is required in CI (setup.sh installs the spark extra)")
-        pytest.skip("pyspark is not installed (pip install -e '.[spark]')", allow_module_level=True)
+from tests.servers import require, require_module
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     require("java")
-    require_pyspark()
+    require_module("pyspark", "spark")
     import dynamiq.spark
 
     # local[2,4]: two cores, and a failed task is tried up to four times.

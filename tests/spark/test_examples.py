@@ -14,8 +14,7 @@ import pytest
 
 from dynamiq.client import Client
 from tests.conftest import NodeProcess
-from tests.servers import require
-from tests.spark.conftest import require_pyspark
+from tests.servers import require, require_module
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "spark_pipeline.py"
 
@@ -23,7 +22,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "spark_pipeline.py"
 @pytest.fixture(autouse=True)
 def _spark_available() -> None:
     require("java")
-    require_pyspark()
+    require_module("pyspark", "spark")
 
 
 def test_the_spark_pipeline_totals_every_event_once_and_lets_them_go(node: NodeProcess) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.spark.conftest import require_pyspark
+from tests.servers import require_module
 
-require_pyspark()
+require_module("pyspark", "spark")
 
 import dynamiq.spark  # noqa: E402  (only once pyspark is known to be there)
 from dynamiq.client import Client  # noqa: E402

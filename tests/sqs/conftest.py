@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,17 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.servers import redis_server
-
-
-def require_boto3() -> None:
-    """Skip the calling module without boto3 (fail in CI); call it before importing it."""
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("boto3 is required in CI (setup.sh installs the test extra)")
-        pytest.skip("boto3 is not installed (pip install -e '.[test]')", allow_module_level=True)
+from tests.servers import redis_server, require_module
 
 
 def sqs_client(url: str) -> Any:
@@ -62,7 +51,7 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture
 def sqs(node: str) -> Any:
-    require_boto3()
+    require_module("boto3", "test")
     return sqs_client(node)
 
 

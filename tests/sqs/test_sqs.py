@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.sqs.conftest import require_boto3
+from tests.servers import require_module
 
-require_boto3()
+require_module("boto3", "test")
 
 from botocore.exceptions import ClientError  # noqa: E402
 
@@ -430,6 +430,11 @@ def test_any_node_of_a_cluster_serves_every_action(
     try:
         n1, n2, n3 = (sqs_client(cluster.nodes[n].url) for n in ("n1", "n2", "n3"))
         url = n1.create_queue(QueueName="everywhere")["QueueUrl"]
+        for other in (n2, n3):  # the catalog reaches the others within a sync round
+            deadline = time.monotonic() + 10
+            while "everywhere" not in str(other.list_queues(QueueNamePrefix="every")):
+                assert time.monotonic() < deadline, "the queue did not reach every node"
+                time.sleep(0.1)
         for start in range(0, 30, 10):
             n2.send_message_batch(
                 QueueUrl=url,
