@@ -244,9 +244,19 @@ class Node:
         self._janitor.idle.used((ask.queue,))
         return await self._cluster.receive(ask)
 
+    def message_limit(self, queue: QueueSettings) -> int:
+        """The most bytes (body and attributes) one message of a queue may have."""
+        own = queue.max_message_bytes
+        return self.limits.maxbodybytes if own is None else min(own, self.limits.maxbodybytes)
+
     def wait_of(self, queue: str, asked: float | None) -> float:
-        """How long a receive waits: what it asked, else its queue's ``receive_wait_seconds``."""
-        return self._catalog.queue(queue).settings.receive_wait_seconds if asked is None else asked
+        """How long a receive waits: what it asked, else its queue's ``receive_wait_seconds``
+        (at most this node's ``limits.maxwaitseconds``)."""
+        if asked is not None:
+            return asked
+        return min(
+            self._catalog.queue(queue).settings.receive_wait_seconds, self.limits.maxwaitseconds
+        )
 
     def check_receive(self, ask: ReceiveRequest) -> None:
         """Raise ``Invalid`` for a batch or a wait beyond this node's limits."""
@@ -348,8 +358,8 @@ class Node:
         queue, that queue's (its ``max_message_bytes``, a ``fifo`` queue's groups)."""
         self._check_batch(len(messages))
         limit, what = self.limits.maxbodybytes, "limits.maxbodybytes"
-        if queue is not None and queue.max_message_bytes is not None:
-            limit, what = min(limit, queue.max_message_bytes), "the queue's max_message_bytes"
+        if queue is not None and self.message_limit(queue) < limit:
+            limit, what = self.message_limit(queue), "the queue's max_message_bytes"
         fifo = queue is not None and queue.fifo
         for m in messages:
             if isinstance(m, bytes):

@@ -69,7 +69,7 @@ class _Sent:
                     "MessageDeduplicationId provided explicitly",
                 )
         encoded = body.encode()
-        limit = settings.max_message_bytes or call.node.limits.maxbodybytes
+        limit = call.node.message_limit(settings)
         if len(encoded) + attributes_size(kept) > limit:
             raise SqsError(
                 "InvalidParameterValue",
@@ -107,7 +107,7 @@ async def send_message_batch(call: Call) -> dict[str, Any]:
     record = call.queue()
     entries = batch_entries(call.params)
     total = sum(len(str(e.get("MessageBody", ""))) for e in entries)
-    limit = record.settings.max_message_bytes or call.node.limits.maxbodybytes
+    limit = call.node.message_limit(record.settings)
     if total > limit:
         raise SqsError(
             "BatchRequestTooLong",
@@ -133,9 +133,10 @@ async def send_message_batch(call: Call) -> dict[str, Any]:
 
 async def receive_message(call: Call) -> dict[str, Any]:
     record = call.queue()
-    settings, params = record.settings, call.params
+    params = call.params
     want = params.integer("MaxNumberOfMessages", 1, 1, MAX_RECEIVE)
-    wait = params.integer("WaitTimeSeconds", round(settings.receive_wait_seconds), 0, MAX_WAIT)
+    asked = params.integer("WaitTimeSeconds", None, 0, MAX_WAIT)
+    wait = call.node.wait_of(record.name, None if asked is None else float(asked))
     lease = params.integer("VisibilityTimeout", None, 0, MAX_VISIBILITY)
     system = set(params.strings("AttributeNames")) | set(
         params.strings("MessageSystemAttributeNames")
@@ -143,9 +144,9 @@ async def receive_message(call: Call) -> dict[str, Any]:
     if "All" in system:
         system = set(SYSTEM_ATTRIBUTES)
     wanted = params.strings("MessageAttributeNames")
-    assert want is not None and wait is not None
+    assert want is not None
     got = await call.node.receive(
-        ReceiveRequest(record.name, want, None if lease is None else float(lease), float(wait))
+        ReceiveRequest(record.name, want, None if lease is None else float(lease), wait)
     )
     if not got:
         return {}

@@ -60,7 +60,7 @@ READ_ONLY = frozenset(
 )
 
 
-def _seconds(lo: int, hi: int) -> Callable[[str, object], int]:
+def _integer(lo: int, hi: int) -> Callable[[str, object], int]:
     def parse(name: str, value: object) -> int:
         text = str(value)
         if not text.isdigit() or not lo <= int(text) <= hi:
@@ -79,11 +79,11 @@ def _boolean(name: str, value: object) -> bool:
 
 # attribute: (setting, parser)
 _SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
-    "VisibilityTimeout": ("visibility_timeout", _seconds(1, 43_200)),
-    "DelaySeconds": ("delay_seconds", _seconds(0, 900)),
-    "MessageRetentionPeriod": ("retention_seconds", _seconds(60, 1_209_600)),
-    "ReceiveMessageWaitTimeSeconds": ("receive_wait_seconds", _seconds(0, 20)),
-    "MaximumMessageSize": ("max_message_bytes", _seconds(1024, 1_048_576)),
+    "VisibilityTimeout": ("visibility_timeout", _integer(1, 43_200)),
+    "DelaySeconds": ("delay_seconds", _integer(0, 900)),
+    "MessageRetentionPeriod": ("retention_seconds", _integer(60, 1_209_600)),
+    "ReceiveMessageWaitTimeSeconds": ("receive_wait_seconds", _integer(0, 20)),
+    "MaximumMessageSize": ("max_message_bytes", _integer(1024, 1_048_576)),
     "ContentBasedDeduplication": ("content_dedup", _boolean),
 }
 
@@ -137,7 +137,7 @@ def attributes_of(call: Call, record: QueueRecord, stats: Any) -> dict[str, str]
         "CreatedTimestamp": str(record.created_ms // 1000),
         "LastModifiedTimestamp": str(record.modified_ms // 1000),
         "VisibilityTimeout": str(round(s.visibility_timeout)),
-        "MaximumMessageSize": str(s.max_message_bytes or call.node.limits.maxbodybytes),
+        "MaximumMessageSize": str(call.node.message_limit(s)),
         "DelaySeconds": str(round(s.delay_seconds)),
         "ReceiveMessageWaitTimeSeconds": str(round(s.receive_wait_seconds)),
         "SqsManagedSseEnabled": "false",
