@@ -23,9 +23,8 @@ class Services:
     render_metrics: Callable[[], bytes]  # the Prometheus text exposition
     read_levels: Callable[[], Awaitable[None]]  # queue depths into the sinks, before a scrape
     peer_token: str | None = None  # what members show on internal routes; None: no gossip
-    sqs: SqsSettings = field(
-        default_factory=SqsSettings
-    )  # the region and account of the SQS endpoint's ARNs
+    # The region and account the SQS endpoint puts in its ARNs.
+    sqs: SqsSettings = field(default_factory=SqsSettings)
 
 
 SERVICES = web.AppKey("services", Services)

@@ -357,33 +357,36 @@ class Node:
         """Check a publish's messages against this node's limits and, published to one
         queue, that queue's (its ``max_message_bytes``, a ``fifo`` queue's groups)."""
         self._check_batch(len(messages))
-        limit, what = self.limits.maxbodybytes, "limits.maxbodybytes"
-        if queue is not None and self.message_limit(queue) < limit:
-            limit, what = self.message_limit(queue), "the queue's max_message_bytes"
+        limit = self.limits.maxbodybytes if queue is None else self.message_limit(queue)
+        what = (
+            "limits.maxbodybytes"
+            if limit == self.limits.maxbodybytes
+            else "the queue's max_message_bytes"
+        )
         fifo = queue is not None and queue.fifo
         for m in messages:
-            if isinstance(m, bytes):
-                if len(m) > limit:
-                    raise Invalid(f"a message's body is larger than {what}", "body")
-                if fifo:
-                    raise Invalid("a fifo queue takes only messages with a group", "group")
-            else:
-                if len(m.body) + attributes_size(m.attributes) > limit:
-                    raise Invalid(
-                        f"a message's body and attributes are larger than {what}", "attributes"
-                    )
-                if fifo and m.group is None:
-                    raise Invalid("a fifo queue takes only messages with a group", "group")
-                if m.delay_seconds is not None:
-                    self._check_delay(m.delay_seconds, "delay_seconds")
-                if m.ttl_seconds is not None and not 0 < m.ttl_seconds <= MAX_RETENTION_SECONDS:
-                    raise Invalid(
-                        f"ttl_seconds must be > 0 and <= {MAX_RETENTION_SECONDS:g}", "ttl_seconds"
-                    )
-                if m.dedup_id is not None:
-                    check_token("dedup_id", m.dedup_id)
-                if m.group is not None:
-                    check_token("group", m.group)
+            body, extras = (m, None) if isinstance(m, bytes) else (m.body, m)
+            size = len(body) + (0 if extras is None else attributes_size(extras.attributes))
+            if size > limit:
+                raise Invalid(
+                    f"a message's body and attributes are larger than {what}", "attributes"
+                )
+            if fifo and (extras is None or extras.group is None):
+                raise Invalid("a fifo queue takes only messages with a group", "group")
+            if extras is not None:
+                self._check_extras(extras)
+
+    def _check_extras(self, m: Outgoing) -> None:
+        if m.delay_seconds is not None:
+            self._check_delay(m.delay_seconds, "delay_seconds")
+        if m.ttl_seconds is not None and not 0 < m.ttl_seconds <= MAX_RETENTION_SECONDS:
+            raise Invalid(
+                f"ttl_seconds must be > 0 and <= {MAX_RETENTION_SECONDS:g}", "ttl_seconds"
+            )
+        if m.dedup_id is not None:
+            check_token("dedup_id", m.dedup_id)
+        if m.group is not None:
+            check_token("group", m.group)
 
     def _check_delay(self, seconds: object, field: str) -> None:
         limit = self.limits.maxdelayseconds

@@ -20,7 +20,13 @@ from dynamiq.api.sqs.digests import TypedValue
 from dynamiq.api.sqs.errors import SqsError
 from dynamiq.models import Attributes
 
-__all__ = ["MAX_MESSAGE_ATTRIBUTES", "received_attributes", "sent_attributes", "valid_body"]
+__all__ = [
+    "MAX_MESSAGE_ATTRIBUTES",
+    "received_attributes",
+    "rendered",
+    "sent_attributes",
+    "valid_body",
+]
 
 MAX_MESSAGE_ATTRIBUTES = 10
 _NAME = re.compile(r"^(?!\.)(?!.*\.\.)(?!.*\.$)[A-Za-z0-9_.-]{1,256}$")

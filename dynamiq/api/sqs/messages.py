@@ -164,8 +164,8 @@ def _received(
         "MD5OfBody": body_md5(body),
         "Body": body,
     }
-    shown = _system_attributes(call, record, m)
     if system:
+        shown = _system_attributes(call, record, m)
         out["Attributes"] = {k: v for k, v in shown.items() if k in system}
     typed = received_attributes(m.attributes, wanted)
     if typed:
@@ -206,16 +206,15 @@ def _receipt(record: QueueRecord, handle: str) -> Receipt:
 async def delete_message(call: Call) -> dict[str, Any]:
     record = call.queue()
     receipt = _receipt(record, call.params.text("ReceiptHandle"))
-    await call.node.delete_delivered(record.name, [(receipt.message_id, receipt.receive_count)])
+    await call.node.delete_delivered(record.name, [receipt.delivery])
     return {}
 
 
 async def change_message_visibility(call: Call) -> dict[str, Any]:
     record = call.queue()
     receipt = _receipt(record, call.params.text("ReceiptHandle"))
-    delivery = [(receipt.message_id, receipt.receive_count)]
     seconds = _visibility(call.params)
-    if not await call.node.change_visibility_delivered(record.name, delivery, seconds):
+    if not await call.node.change_visibility_delivered(record.name, [receipt.delivery], seconds):
         raise _not_in_flight(call.params.text("ReceiptHandle"))
     return {}
 
@@ -250,7 +249,7 @@ async def _settle_batch(
         except SqsError as exc:
             failed.append(_failure(entry["Id"], exc))
             continue
-        good.append((entry["Id"], handle, (receipt.message_id, receipt.receive_count), extra))
+        good.append((entry["Id"], handle, receipt.delivery, extra))
     done = await settle(record.name, [(d, extra) for _, _, d, extra in good]) if good else None
     successful = []
     for entry_id, handle, (message_id, _), _ in good:

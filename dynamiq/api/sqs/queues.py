@@ -28,6 +28,7 @@ from dynamiq.api.sqs.errors import SqsError
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.errors import Invalid, QueueExists
 from dynamiq.models import QueueSettings
+from dynamiq.service.reports import QueueStatsDetail
 
 __all__ = ["QUEUE_ACTIONS"]
 
@@ -88,6 +89,9 @@ _SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
 }
 
 
+KNOWN = READ_ONLY | _SIMPLE.keys() | IGNORED | {"RedrivePolicy", "FifoQueue", "All"}
+
+
 def _bad_value(name: str, reason: str) -> SqsError:
     return SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: {reason}.")
 
@@ -126,7 +130,7 @@ def _redrive_policy(call: Call, value: object) -> dict[str, Any]:
     return {"dead_letter_queue": target, "max_receives": receives}
 
 
-def attributes_of(call: Call, record: QueueRecord, stats: Any) -> dict[str, str]:
+def attributes_of(call: Call, record: QueueRecord, stats: QueueStatsDetail) -> dict[str, str]:
     """Every attribute SQS would show of a queue."""
     s = record.settings
     shown = {
@@ -200,11 +204,11 @@ async def list_queues(call: Call) -> dict[str, Any]:
     limit = call.params.integer("MaxResults", None, 1, 1000)
     after = call.params.optional_text("NextToken") or ""
     names = [n for n in call.node.queue_names() if n.startswith(prefix) and n > after]
-    if limit is None:  # without MaxResults, SQS answers at most 1,000 and no token
-        return {"QueueUrls": [call.queue_url(n) for n in names[:1000]]} if names else {}
-    page = names[:limit]
+    page = names[: limit or 1000]  # without MaxResults: at most 1,000, and no token
+    if limit is None and not page:
+        return {}
     answer: dict[str, Any] = {"QueueUrls": [call.queue_url(n) for n in page]}
-    if len(names) > limit:
+    if limit is not None and len(names) > limit:
         answer["NextToken"] = page[-1]
     return answer
 
@@ -224,8 +228,7 @@ async def get_queue_attributes(call: Call) -> dict[str, Any]:
     wanted = set(call.params.strings("AttributeNames"))
     if not wanted:
         return {}
-    known = READ_ONLY | _SIMPLE.keys() | IGNORED | {"RedrivePolicy", "FifoQueue", "All"}
-    for name in wanted - known:
+    for name in wanted - KNOWN:
         raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     (stats,) = await call.node.queue_stats([record.name])
     shown = attributes_of(call, record, stats)

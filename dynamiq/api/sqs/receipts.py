@@ -31,6 +31,11 @@ class Receipt:
     receive_count: int
     received_ms: int
 
+    @property
+    def delivery(self) -> tuple[int, int]:
+        """``(message id, receive count)``: the delivery this receipt names."""
+        return self.message_id, self.receive_count
+
     def handle(self, queue_uid: str) -> str:
         """The opaque handle, bound to the queue's uid."""
         body = _BODY.pack(_VERSION, self.message_id, self.receive_count, self.received_ms)
