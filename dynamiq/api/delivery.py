@@ -42,6 +42,7 @@ async def deliver(
     """
     serving = node(request)
     serving.check_receive(ask)  # a refused request leases nothing
+    epoch = serving.lease_epoch()
     # What is visible now is taken at once; only a receive that has to wait
     # runs as a task watched for its client going away.
     messages = await serving.receive(ask.at_once())
@@ -49,6 +50,10 @@ async def deliver(
         waiting = asyncio.ensure_future(serving.receive(ask))
         messages = await _unless_gone(request, waiting, ask.queue)
     response = render(messages)
+    if messages and not serving.leases_hold(epoch):
+        # Looked at last, just before the answer is written: a process paused after
+        # leasing must not hand out what others may have leased meanwhile.
+        response = render([])
     try:
         if _gone(request):
             raise ClientGone("the client closed the connection")

@@ -55,10 +55,12 @@ def _msgpack(body: object) -> web.Response:
 async def receive(request: web.Request) -> web.Response:
     """Lease from this node's own slice only, without waiting."""
     here, body = await _read(request, PeerReceive)
+    epoch = here.lease_epoch()
     got = await here.cluster.receive_here(
         request.match_info["queue"], body.max_messages, body.visibility_timeout
     )
-    return _msgpack(PeerMessages(got))
+    response = _msgpack(PeerMessages(got))
+    return response if here.leases_hold(epoch) else _msgpack(PeerMessages([]))
 
 
 async def change_visibility(request: web.Request) -> web.Response:

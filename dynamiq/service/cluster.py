@@ -244,29 +244,34 @@ class Coordinator:
 
     # -- requests that reach the peers ---------------------------------------
 
+    def epoch(self) -> int:
+        """The pauses of this process noticed so far: leases made since hold while
+        ``holds(epoch)`` does."""
+        return self._pauses
+
+    def holds(self, epoch: int) -> bool:
+        """Whether leases made since ``epoch()`` returned ``epoch`` are still good: False
+        once this process stood still long enough that the others may have served its
+        slice and handed the same messages out."""
+        return self._pauses == epoch and self._membership.awake()
+
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
         """Lease from this node's slice, then from the peers' when that is not enough."""
         queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
         if self._peers is None or self._leaving:
             return await self._queues.receive(queue, want, lease, ask.wait_seconds)
-        deadline, pauses = time.monotonic() + ask.wait_seconds, self._pauses
+        deadline, epoch = time.monotonic() + ask.wait_seconds, self._pauses
         got = await self._queues.receive(queue, want, lease)
         while True:
             if len(got) < want:
                 got += await self._from_peers(queue, want - len(got), lease)
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
-                return await self._unless_paused(queue, got, pauses)
+                # Paused meanwhile (while asking the peers, say): the leases are void.
+                # They are not given back: the ids may be leased anew by whoever serves
+                # them now, and giving back would end that lease; they lapse instead.
+                return got if self.holds(epoch) else []
             got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
-
-    async def _unless_paused(self, queue: str, got: list[Message], pauses: int) -> list[Message]:
-        """Return ``got``, unless this process stood still since it leased them (while it
-        asked the peers, say): its leases are void, and another node may be handing
-        the same messages out. Then they are given back, and nothing is."""
-        if not got or (self._membership.awake() and self._pauses == pauses):
-            return got
-        await self.change_visibility(queue, [m.id for m in got], 0.0)
-        return []
 
     async def _from_peers(
         self, queue: str, want: int, visibility_timeout: float | None

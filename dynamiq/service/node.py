@@ -244,6 +244,16 @@ class Node:
         self._janitor.idle.used((ask.queue,))
         return await self._cluster.receive(ask)
 
+    def lease_epoch(self) -> int:
+        """A mark to take before leasing: ``leases_hold(mark)`` says later whether what
+        was leased since may still be handed to its consumer."""
+        return self._cluster.epoch()
+
+    def leases_hold(self, epoch: int) -> bool:
+        """False when this process stood still since ``epoch`` long enough for the others
+        to serve its slice: what it leased since is void, and must not be answered."""
+        return self._cluster.holds(epoch)
+
     def message_limit(self, queue: QueueSettings) -> int:
         """The most bytes (body and attributes) one message of a queue may have."""
         own = queue.max_message_bytes
