@@ -33,6 +33,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.journal import LeaseJournal
+from dynamiq.core.notifications import Envelopes
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver
 from dynamiq.core.reporter import Reporter
@@ -170,7 +171,8 @@ def create_app(
         queues.count_redriven,
         queues.arrived,
     )
-    topics = TopicService(catalog, queues, metrics)
+    envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
+    topics = TopicService(catalog, queues, envelopes, metrics)
     node = Node(
         catalog, queues, topics, coordinator, membership, janitor, settings.limits, redriver
     )

@@ -49,6 +49,7 @@ MAX_DEDUP_WINDOW_SECONDS = 86400.0
 MIN_EXPIRES_AFTER_SECONDS = 60.0
 MAX_WAIT_SECONDS = 3600.0  # a node's limits.maxwaitseconds is at most this
 MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES = 1024, 64 << 20
+MAX_TAGS, MAX_TAG_KEY = 50, 128
 
 
 def _at_most(limit: int) -> str:
@@ -140,7 +141,8 @@ class QueueSettings:
     itself is checked by the catalog, which knows the other queues.
     ``receive_wait_seconds`` is the wait of a receive that names none;
     ``max_message_bytes`` caps a message (body and attributes) below the
-    node's limit; a ``fifo`` queue takes only messages with a ``group``.
+    node's limit; a ``fifo`` queue takes only messages with a ``group``;
+    ``tags`` label the queue.
     """
 
     visibility_timeout: float = 30.0
@@ -160,6 +162,7 @@ class QueueSettings:
     receive_wait_seconds: float = 0.0
     max_message_bytes: int | None = None
     fifo: bool = False
+    tags: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
@@ -202,6 +205,8 @@ class QueueSettings:
                     f"max_message_bytes must be >= {MIN_MESSAGE_BYTES}", "max_message_bytes"
                 )
         _check_bool("fifo", self.fifo)
+        if self.tags is not None:
+            _check_tags(self.tags)
 
     @property
     def counts_receives(self) -> bool:
@@ -230,6 +235,17 @@ def _only_known(kind: type, given: dict[str, Any], what: str, prefix: str = "") 
     unknown = sorted(set(given) - {f.name for f in fields(kind)})
     if unknown:
         raise Invalid(f"unknown {what} {unknown[0]!r}", field=prefix + unknown[0])
+
+
+def _check_tags(tags: object) -> None:
+    if not isinstance(tags, dict) or len(tags) > MAX_TAGS:
+        raise Invalid(f"tags must be an object of at most {MAX_TAGS} tags", "tags")
+    for key, value in tags.items():
+        if not 0 < len(key) <= MAX_TAG_KEY or not isinstance(value, str) or len(value) > 256:
+            raise Invalid(
+                f"a tag is a key of 1 to {MAX_TAG_KEY} characters and a text of at most 256",
+                "tags",
+            )
 
 
 def _check_bool(name: str, value: object) -> None:

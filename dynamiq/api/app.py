@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynamiq.api import console, internal, observe, sqs, v1, v2
+from dynamiq.api import aws, console, internal, observe, v1, v2
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.errors import error_middleware, render_v2
 
@@ -25,5 +25,5 @@ def build_app(services: Services, max_body_bytes: int) -> web.Application:
     app.add_routes(internal.routes())
     app.add_routes(observe.routes())
     app.add_routes(console.routes())
-    app.add_routes(sqs.routes())
+    app.add_routes(aws.routes())
     return app

@@ -250,7 +250,8 @@ class QueueSettingsBody(_Body):
     ``receive_wait_seconds`` is how long a receive that names no
     ``wait_seconds`` waits; ``max_message_bytes`` caps a message's body and
     attributes below the node's ``limits.maxbodybytes``; a ``fifo`` queue
-    takes only messages with a ``group`` (SQS's FIFO queues).
+    takes only messages with a ``group`` (SQS's FIFO queues); ``tags`` label the
+    queue (SQS's cost-allocation tags).
     """
 
     visibility_timeout: Seconds | None = None
@@ -282,6 +283,7 @@ class QueueSettingsBody(_Body):
         | None
     ) = msgspec.UNSET
     fifo: bool | None = None
+    tags: dict[str, str] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 # Settings a null turns off: those that tell null from absent (UNSET); in the
@@ -334,6 +336,7 @@ class SubscriptionInfo(msgspec.Struct, omit_defaults=True):
     queue: str
     pattern: str | None = None
     filter: dict[str, Any] | None = None
+    envelope: bool = False  # SNS notifications (a subscription made through SNS)
 
 
 class TopicInfo(msgspec.Struct):

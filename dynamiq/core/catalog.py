@@ -279,13 +279,19 @@ class Catalog:
 
     @_change
     async def subscribe(
-        self, topic: str, queue: str, pattern: object = None, filter_policy: object = None
+        self,
+        topic: str,
+        queue: str,
+        pattern: object = None,
+        filter_policy: object = None,
+        envelope: object = False,
     ) -> Topic:
         """Subscribe a queue to a topic, or change what it takes (a routing-key
-        ``pattern``, an attribute ``filter_policy``); return the topic."""
+        ``pattern``, an attribute ``filter_policy``) and how (``envelope``: as SNS
+        notifications); return the topic."""
         current = self.topic(topic)
         self.queue(queue)
-        subscription = Subscription.parse(queue, pattern, filter_policy)
+        subscription = Subscription.parse(queue, pattern, filter_policy, envelope)
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
         self._topics[topic] = current.with_subscription(subscription)
         return self._topics[topic]

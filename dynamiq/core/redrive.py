@@ -47,7 +47,8 @@ class RedriveTask(msgspec.Struct, frozen=True):
     """A redrive as stored: what it moves, where it stands, who runs it.
 
     ``to`` None sends each message back to the queue its note names;
-    ``after`` is the last key of the dead-letter queue the walk passed.
+    ``after`` is the last key of the dead-letter queue the walk passed;
+    ``started_ms`` is when it started (0 for a task stored before it was kept).
     """
 
     task: str
@@ -60,6 +61,7 @@ class RedriveTask(msgspec.Struct, frozen=True):
     skipped: int = 0
     after: int = -1
     error: str = ""
+    started_ms: int = 0
 
 
 class RedriveProgress(msgspec.Struct, frozen=True):
@@ -105,7 +107,14 @@ class Redriver:
         current = await self.status(queue)
         if current is not None and current.state == "running":
             raise RedriveRunning(queue, current.task)
-        task = RedriveTask(secrets.token_hex(8), queue, to, max_per_second, self._node)
+        task = RedriveTask(
+            secrets.token_hex(8),
+            queue,
+            to,
+            max_per_second,
+            self._node,
+            started_ms=self._clock.wall_ms(),
+        )
         await self._save(task)
         self._spawn(task)
         return task

@@ -29,14 +29,19 @@ class Subscription:
     queue: str
     pattern: str | None = None
     filter: FilterPolicy | None = None
+    envelope: bool = False  # the queue gets each message as an SNS notification
 
     @classmethod
-    def parse(cls, queue: str, pattern: object = None, spec: object = None) -> Subscription:
+    def parse(
+        cls, queue: str, pattern: object = None, spec: object = None, envelope: object = False
+    ) -> Subscription:
         """Return a validated subscription (``Invalid`` naming the field otherwise)."""
         checked = None if pattern is None else check_pattern(pattern)
         if spec is not None and not isinstance(spec, dict):
             raise Invalid("filter must be an object", "filter")
-        return cls(queue, checked, None if spec is None else FilterPolicy(spec))
+        if not isinstance(envelope, bool):
+            raise Invalid("envelope must be true or false", "envelope")
+        return cls(queue, checked, None if spec is None else FilterPolicy(spec), envelope)
 
     @staticmethod
     def decode(queue: str, raw: bytes) -> Subscription:
@@ -60,6 +65,8 @@ class Subscription:
             out["pattern"] = self.pattern
         if self.filter is not None:
             out["filter"] = self.filter.spec
+        if self.envelope:
+            out["envelope"] = True
         return out
 
 
@@ -68,7 +75,9 @@ def _decoded(queue: str, raw: bytes) -> Subscription:
     if not raw:
         return Subscription(queue)
     data: dict[str, Any] = json.loads(raw)
-    return Subscription.parse(queue, data.get("pattern"), data.get("filter"))
+    return Subscription.parse(
+        queue, data.get("pattern"), data.get("filter"), data.get("envelope", False)
+    )
 
 
 class Topic:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dynamiq.core.catalog import Catalog
+from dynamiq.core.notifications import Envelopes, Notice
 from dynamiq.core.queues import QueueService
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Outgoing, Published
@@ -14,17 +15,26 @@ __all__ = ["TopicService"]
 
 class TopicService:
     """Publish to topics: one copy per subscription that takes the message, each
-    with its own id (see ``routing``)."""
+    with its own id (see ``routing``); subscriptions that ask for it get the copy
+    as an SNS notification (``notifications``)."""
 
     def __init__(
-        self, catalog: Catalog, queues: QueueService, metrics: Metrics | None = None
+        self,
+        catalog: Catalog,
+        queues: QueueService,
+        envelopes: Envelopes,
+        metrics: Metrics | None = None,
     ) -> None:
         self._catalog = catalog
         self._queues = queues
+        self._envelopes = envelopes
         self._metrics: Metrics = metrics or MetricsFanout([])
 
     async def publish(
-        self, topic: str, messages: Sequence[bytes | Outgoing]
+        self,
+        topic: str,
+        messages: Sequence[bytes | Outgoing],
+        notices: Sequence[Notice] | None = None,
     ) -> dict[str, Published[int | None]]:
         """Store each message in every queue that takes it, in one commit; return,
         per queue that took any, the ids of its copies in request order (None
@@ -32,9 +42,11 @@ class TopicService:
         queue deduplicates its own copies).
 
         Either all copies are stored or an error is raised; an id is never
-        returned for a copy that was not stored.
+        returned for a copy that was not stored. ``notices`` name the messages
+        in notifications (fresh ids otherwise).
         """
-        routes = self._catalog.topic(topic).route_all(
+        subscribed = self._catalog.topic(topic)
+        routes = subscribed.route_all(
             [
                 (m.routing_key, m.attributes) if isinstance(m, Outgoing) else (None, None)
                 for m in messages
@@ -42,7 +54,13 @@ class TopicService:
         )
         placed = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
         records = {queue: self._catalog.queue(queue) for _, queue in placed}
-        items = [(records[q], messages[i]) for i, q in placed]
+        wrapped = {q for q in records if subscribed.subscriptions[q].envelope}
+        given = (notices or [Notice.new() for _ in messages]) if wrapped else ()
+        wrap = self._envelopes.wrap
+        items = [
+            (records[q], wrap(topic, messages[i], given[i]) if q in wrapped else messages[i])
+            for i, q in placed
+        ]
         stored = await self._queues.store_messages(items) if items else Published[int]()
         ids: dict[str, list[int | None]] = {q: [None] * len(messages) for q in sorted(records)}
         duplicate: dict[str, list[bool]] = {q: [False] * len(messages) for q in records}

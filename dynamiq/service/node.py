@@ -17,6 +17,7 @@ from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.janitor import Janitor
+from dynamiq.core.notifications import Notice
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver, RedriveTask
 from dynamiq.core.routing import Subscription
@@ -163,6 +164,7 @@ class Node:
             task.skipped,
             task.max_per_second,
             task.error or None,
+            task.started_ms,
         )
 
     # -- topics ----------------------------------------------------------------
@@ -198,15 +200,18 @@ class Node:
         pattern: str | None = None,
         filter_policy: dict[str, Any] | None = None,
         keep: bool = False,
+        envelope: bool = False,
     ) -> list[Subscription]:
         """Subscribe a queue to a topic, taking what ``pattern`` and ``filter_policy``
-        let through (everything without them); return the subscriptions.
+        let through (everything without them), as SNS notifications with ``envelope``;
+        return the subscriptions.
 
         With ``keep``, a queue already subscribed keeps what it takes.
         """
         if keep and queue in self._catalog.topic(topic).subscriptions:
             return self.subscriptions(topic)
-        return (await self._catalog.subscribe(topic, queue, pattern, filter_policy)).listed()
+        changed = await self._catalog.subscribe(topic, queue, pattern, filter_policy, envelope)
+        return changed.listed()
 
     async def unsubscribe(self, topic: str, queue: str) -> list[Subscription]:
         """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
@@ -223,16 +228,20 @@ class Node:
         return ids
 
     async def publish_topic(
-        self, topic: str, messages: Sequence[bytes | Outgoing]
+        self,
+        topic: str,
+        messages: Sequence[bytes | Outgoing],
+        notices: Sequence[Notice] | None = None,
     ) -> dict[str, Published[int | None]]:
         """Store a copy of each message in every subscribed queue that takes it; return,
         per queue that took any, its copies' ids in request order (None: not taken)
         and which were duplicates.
 
-        A message without a delay of its own gets each queue's ``delay_seconds``.
+        A message without a delay of its own gets each queue's ``delay_seconds``;
+        ``notices`` name the messages in SNS notifications.
         """
         self._check_outgoing(messages)
-        placed = await self._topics.publish(topic, messages)
+        placed = await self._topics.publish(topic, messages, notices)
         self._janitor.idle.used(placed)
         for queue, ids in placed.items():
             await self._cluster.published(queue, [i for i in ids if i is not None])

@@ -56,6 +56,7 @@ class RedriveView(msgspec.Struct):
     skipped: int
     max_per_second: float | None
     error: str | None = None
+    started_ms: int = 0
 
 
 class Rates(msgspec.Struct):

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.lifecycle import _dead
+from dynamiq.core.notifications import Envelopes
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import Invalid, QueueInUse
@@ -227,7 +228,7 @@ async def test_the_queue_delay_is_the_default_and_topics_apply_each_queues(
     await catalog.subscribe("t", "slow")
     await catalog.subscribe("t", "fast")
     queues = QueueService(store, catalog, fake_clock)
-    topics = TopicService(catalog, queues)
+    topics = TopicService(catalog, queues, Envelopes("us-east-1", "000000000000", fake_clock))
     await topics.publish("t", [b"event"])
     await queues.publish("slow", [Outgoing(b"urgent", delay_seconds=0)])
     assert [m.body for m in await queues.receive("fast", 10)] == [b"event"]

@@ -16,12 +16,15 @@ from hypothesis import strategies as st
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.janitor import Janitor
+from dynamiq.core.notifications import Envelopes
 from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
+
+ENVELOPES = Envelopes("us-east-1", "000000000000", FakeClock())
 
 Engine = tuple[Catalog, QueueService, FakeClock]
 
@@ -97,7 +100,7 @@ async def test_topic_fan_out_stores_one_copy_per_subscriber(engine: Engine) -> N
     await catalog.create_topic("t")
     await catalog.subscribe("t", "q")
     await catalog.subscribe("t", "r")
-    ids = await TopicService(catalog, queues).publish("t", [b"one", b"two"])
+    ids = await TopicService(catalog, queues, ENVELOPES).publish("t", [b"one", b"two"])
     assert set(ids) == {"q", "r"} and all(len(v) == 2 for v in ids.values())
     for name in ("q", "r"):
         assert [m.body for m in await queues.receive(name, 5)] == [b"one", b"two"]

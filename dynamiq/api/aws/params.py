@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dynamiq.api.sqs.errors import SqsError
+from dynamiq.api.aws.errors import AwsError
 
 __all__ = ["MAX_BATCH_ENTRIES", "Params", "batch_entries"]
 
@@ -27,7 +27,7 @@ class Params:
         """A required string."""
         value = self.data.get(name)
         if value is None:
-            raise SqsError("MissingParameter", f"The request must contain the parameter {name}.")
+            raise AwsError("MissingParameter", f"The request must contain the parameter {name}.")
         if not isinstance(value, str):
             raise invalid(name, value)
         return value
@@ -43,7 +43,7 @@ class Params:
         if isinstance(value, str) and value.lstrip("-").isdigit():
             value = int(value)  # the query protocol sends every value as text
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise SqsError(
+            raise AwsError(
                 "InvalidParameterValue",
                 f"Value {value!r} for parameter {name} is invalid. "
                 f"Reason: must be between {lo} and {hi}.",
@@ -69,19 +69,19 @@ class Params:
         return value
 
 
-def invalid(name: str, value: object) -> SqsError:
-    return SqsError("InvalidParameterValue", f"Value {value!r} for parameter {name} is invalid.")
+def invalid(name: str, value: object) -> AwsError:
+    return AwsError("InvalidParameterValue", f"Value {value!r} for parameter {name} is invalid.")
 
 
-def batch_entries(params: Params) -> list[dict[str, Any]]:
-    """A batch's ``Entries``: 1 to 10 objects with distinct, well-formed ``Id`` s."""
-    entries = params.data.get("Entries")
+def batch_entries(params: Params, name: str = "Entries") -> list[dict[str, Any]]:
+    """A batch's entries: 1 to 10 objects with distinct, well-formed ``Id`` s."""
+    entries = params.data.get(name)
     if entries is None or entries == []:
-        raise SqsError("EmptyBatchRequest", "There should be at least one entry in the request.")
+        raise AwsError("EmptyBatchRequest", "There should be at least one entry in the request.")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise invalid("Entries", entries)
+        raise invalid(name, entries)
     if len(entries) > MAX_BATCH_ENTRIES:
-        raise SqsError(
+        raise AwsError(
             "TooManyEntriesInBatchRequest",
             f"Maximum number of entries per request are {MAX_BATCH_ENTRIES}. "
             f"You have sent {len(entries)}.",
@@ -89,11 +89,11 @@ def batch_entries(params: Params) -> list[dict[str, Any]]:
     ids = [e.get("Id") for e in entries]
     for entry_id in ids:
         if not isinstance(entry_id, str) or not _ENTRY_ID.match(entry_id):
-            raise SqsError(
+            raise AwsError(
                 "InvalidBatchEntryId",
                 "A batch entry id can only contain alphanumeric characters, hyphens and "
                 "underscores. It can be at most 80 letters long.",
             )
     if len(set(ids)) != len(ids):
-        raise SqsError("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
+        raise AwsError("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
     return entries

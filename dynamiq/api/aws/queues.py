@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from dynamiq.api.sqs.call import Call
-from dynamiq.api.sqs.errors import SqsError
+from dynamiq.api.aws.call import Action, Call
+from dynamiq.api.aws.errors import AwsError
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.errors import Invalid, QueueExists
 from dynamiq.models import QueueSettings
@@ -92,8 +93,8 @@ _SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
 KNOWN = READ_ONLY | _SIMPLE.keys() | IGNORED | {"RedrivePolicy", "FifoQueue", "All"}
 
 
-def _bad_value(name: str, reason: str) -> SqsError:
-    return SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: {reason}.")
+def _bad_value(name: str, reason: str) -> AwsError:
+    return AwsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: {reason}.")
 
 
 def settings_of(call: Call, attributes: dict[str, Any], fifo: bool) -> dict[str, Any]:
@@ -108,9 +109,9 @@ def settings_of(call: Call, attributes: dict[str, Any], fifo: bool) -> dict[str,
         elif name in IGNORED or name == "FifoQueue":
             continue
         else:
-            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+            raise AwsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     if "content_dedup" in changes and not fifo:
-        raise SqsError("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication.")
+        raise AwsError("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication.")
     return changes
 
 
@@ -170,7 +171,7 @@ async def create_queue(call: Call) -> dict[str, Any]:
     attributes = call.params.mapping("Attributes")
     fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
     if fifo != name.endswith(FIFO_SUFFIX) or not QUEUE_NAME.match(name):
-        raise SqsError(
+        raise AwsError(
             "InvalidParameterValue",
             "Can only include alphanumeric characters, hyphens, or underscores. "
             "1 to 80 in length; a FIFO queue's name ends in .fifo, and only a FIFO queue's.",
@@ -181,17 +182,51 @@ async def create_queue(call: Call) -> dict[str, Any]:
         **settings_of(call, attributes, fifo),
         "fifo": fifo,
     }
+    tags = _tags(call.params.mapping("tags"))
     try:
-        await call.node.create_queue(name, changes)
+        await call.node.create_queue(name, {**changes, "tags": tags or None})
     except QueueExists:
-        current = call.node.require_queue(name)
-        if current.settings != QueueSettings().updated(changes):
-            raise SqsError(
+        current = call.node.require_queue(name)  # its tags are not compared, as in SQS
+        if replace(current.settings, tags=None) != QueueSettings().updated(changes):
+            raise AwsError(
                 "QueueNameExists", "A queue already exists with the same name and other attributes."
             ) from None
     except Invalid as exc:
-        raise SqsError("InvalidAttributeValue", exc.message) from None
+        raise AwsError("InvalidAttributeValue", exc.message) from None
     return {"QueueUrl": call.queue_url(name)}
+
+
+def _tags(given: dict[str, Any]) -> dict[str, str]:
+    if not all(isinstance(v, str) for v in given.values()):
+        raise AwsError("InvalidParameterValue", "Tag values must be strings.")
+    return given
+
+
+async def tag_queue(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    given = _tags(call.params.mapping("Tags"))
+    await _set_tags(call, record, {**(record.settings.tags or {}), **given})
+    return {}
+
+
+async def untag_queue(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    gone = set(call.params.strings("TagKeys"))
+    tags = {k: v for k, v in (record.settings.tags or {}).items() if k not in gone}
+    await _set_tags(call, record, tags)
+    return {}
+
+
+async def _set_tags(call: Call, record: QueueRecord, tags: dict[str, str]) -> None:
+    try:
+        await call.node.configure_queue(record.name, {"tags": tags or None})
+    except Invalid as exc:
+        raise AwsError("InvalidParameterValue", exc.message) from None
+
+
+async def list_queue_tags(call: Call) -> dict[str, Any]:
+    tags = call.queue().settings.tags
+    return {"Tags": tags} if tags else {}
 
 
 async def get_queue_url(call: Call) -> dict[str, Any]:
@@ -229,7 +264,7 @@ async def get_queue_attributes(call: Call) -> dict[str, Any]:
     if not wanted:
         return {}
     for name in wanted - KNOWN:
-        raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+        raise AwsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     (stats,) = await call.node.queue_stats([record.name])
     shown = attributes_of(call, record, stats)
     if "All" not in wanted:
@@ -241,12 +276,12 @@ async def set_queue_attributes(call: Call) -> dict[str, Any]:
     record = call.queue()
     attributes = call.params.mapping("Attributes")
     for name in attributes.keys() & (READ_ONLY | {"FifoQueue"}):
-        raise SqsError("InvalidAttributeName", f"Attribute {name} cannot be changed.")
+        raise AwsError("InvalidAttributeName", f"Attribute {name} cannot be changed.")
     changes = settings_of(call, attributes, record.settings.fifo)
     try:
         await call.node.configure_queue(record.name, changes)
     except Invalid as exc:
-        raise SqsError("InvalidAttributeValue", exc.message) from None
+        raise AwsError("InvalidAttributeValue", exc.message) from None
     return {}
 
 
@@ -256,7 +291,7 @@ async def list_dead_letter_source_queues(call: Call) -> dict[str, Any]:
     return {"queueUrls": [call.queue_url(n) for n in sources]}
 
 
-QUEUE_ACTIONS = {
+QUEUE_ACTIONS: dict[str, Action] = {
     "CreateQueue": create_queue,
     "GetQueueUrl": get_queue_url,
     "ListQueues": list_queues,
@@ -265,4 +300,7 @@ QUEUE_ACTIONS = {
     "GetQueueAttributes": get_queue_attributes,
     "SetQueueAttributes": set_queue_attributes,
     "ListDeadLetterSourceQueues": list_dead_letter_source_queues,
+    "TagQueue": tag_queue,
+    "UntagQueue": untag_queue,
+    "ListQueueTags": list_queue_tags,
 }

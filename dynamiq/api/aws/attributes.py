@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dynamiq.api.sqs.digests import TypedValue
-from dynamiq.api.sqs.errors import SqsError
+from dynamiq.api.aws.digests import TypedValue
+from dynamiq.api.aws.errors import AwsError
 from dynamiq.models import Attributes
 
 __all__ = [
@@ -38,9 +38,9 @@ _FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 def valid_body(body: str) -> str:
     """The body, unless it has characters SQS refuses."""
     if not body:
-        raise SqsError("InvalidParameterValue", "The message body must be at least 1 character.")
+        raise AwsError("InvalidParameterValue", "The message body must be at least 1 character.")
     if _FORBIDDEN.search(body):
-        raise SqsError(
+        raise AwsError(
             "InvalidMessageContents",
             "Invalid binary character in the message body: only Unicode characters of "
             "XML 1.0 are allowed.",
@@ -139,5 +139,5 @@ def rendered(typed: Mapping[str, TypedValue]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _invalid(message: str) -> SqsError:
-    return SqsError("InvalidParameterValue", message)
+def _invalid(message: str) -> AwsError:
+    return AwsError("InvalidParameterValue", message)

@@ -11,12 +11,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dynamiq.api.sqs.attributes import received_attributes, rendered, sent_attributes, valid_body
-from dynamiq.api.sqs.call import Call
-from dynamiq.api.sqs.digests import attributes_md5, body_md5
-from dynamiq.api.sqs.errors import SqsError
-from dynamiq.api.sqs.params import Params, batch_entries
-from dynamiq.api.sqs.receipts import Receipt, read_receipt
+from dynamiq.api.aws.attributes import received_attributes, rendered, sent_attributes, valid_body
+from dynamiq.api.aws.call import Action, Call, Leasing
+from dynamiq.api.aws.digests import attributes_md5, body_md5
+from dynamiq.api.aws.errors import AwsError
+from dynamiq.api.aws.params import Params, batch_entries
+from dynamiq.api.aws.receipts import Receipt, read_receipt
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.models import Message, Outgoing, ReceiveRequest, attributes_size
 
@@ -53,17 +53,17 @@ class _Sent:
         dedup_id = entry.optional_text("MessageDeduplicationId")
         if settings.fifo:
             if delay is not None:
-                raise SqsError(
+                raise AwsError(
                     "InvalidParameterValue",
                     "Value for parameter DelaySeconds is invalid. Reason: The request include "
                     "parameter that is not valid for this queue type.",
                 )
             if group is None:
-                raise SqsError(
+                raise AwsError(
                     "MissingParameter", "The request must contain the parameter MessageGroupId."
                 )
             if dedup_id is None and not settings.content_dedup:
-                raise SqsError(
+                raise AwsError(
                     "InvalidParameterValue",
                     "The queue should either have ContentBasedDeduplication enabled or "
                     "MessageDeduplicationId provided explicitly",
@@ -71,7 +71,7 @@ class _Sent:
         encoded = body.encode()
         limit = call.node.message_limit(settings)
         if len(encoded) + attributes_size(kept) > limit:
-            raise SqsError(
+            raise AwsError(
                 "InvalidParameterValue",
                 f"One or more parameters are invalid. Reason: Message must be shorter than "
                 f"{limit} bytes.",
@@ -109,7 +109,7 @@ async def send_message_batch(call: Call) -> dict[str, Any]:
     total = sum(len(str(e.get("MessageBody", ""))) for e in entries)
     limit = call.node.message_limit(record.settings)
     if total > limit:
-        raise SqsError(
+        raise AwsError(
             "BatchRequestTooLong",
             f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.",
         )
@@ -118,7 +118,7 @@ async def send_message_batch(call: Call) -> dict[str, Any]:
     for entry in entries:
         try:
             ok.append((entry["Id"], _Sent(call, record, Params(entry))))
-        except SqsError as exc:
+        except AwsError as exc:
             failed.append(_failure(entry["Id"], exc))
     successful: list[dict[str, Any]] = []
     if ok:
@@ -131,7 +131,7 @@ async def send_message_batch(call: Call) -> dict[str, Any]:
     return {"Successful": successful, "Failed": failed}
 
 
-async def receive_message(call: Call) -> dict[str, Any]:
+async def receive_message(call: Call) -> Leasing:
     record = call.queue()
     params = call.params
     want = params.integer("MaxNumberOfMessages", 1, 1, MAX_RECEIVE)
@@ -145,13 +145,15 @@ async def receive_message(call: Call) -> dict[str, Any]:
         system = set(SYSTEM_ATTRIBUTES)
     wanted = params.strings("MessageAttributeNames")
     assert want is not None
-    got = await call.node.receive(
-        ReceiveRequest(record.name, want, None if lease is None else float(lease), wait)
-    )
-    if not got:
-        return {}
-    now_ms = int(time.time() * 1000)
-    return {"Messages": [_received(call, record, m, now_ms, system, wanted) for m in got]}
+
+    def render(got: list[Message]) -> dict[str, Any]:
+        if not got:
+            return {}
+        now_ms = int(time.time() * 1000)
+        return {"Messages": [_received(call, record, m, now_ms, system, wanted) for m in got]}
+
+    ask = ReceiveRequest(record.name, want, None if lease is None else float(lease), wait)
+    return Leasing(ask, render)
 
 
 def _received(
@@ -196,7 +198,7 @@ def _system_attributes(call: Call, record: QueueRecord, m: Message) -> dict[str,
 def _receipt(record: QueueRecord, handle: str) -> Receipt:
     receipt = read_receipt(handle, record.uid)
     if receipt is None:
-        raise SqsError(
+        raise AwsError(
             "ReceiptHandleIsInvalid",
             f'The input receipt handle "{handle}" is not a valid receipt handle.',
         )
@@ -219,8 +221,8 @@ async def change_message_visibility(call: Call) -> dict[str, Any]:
     return {}
 
 
-def _not_in_flight(handle: str) -> SqsError:
-    return SqsError(
+def _not_in_flight(handle: str) -> AwsError:
+    return AwsError(
         "InvalidParameterValue",
         f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
         "exist or is not available for visibility timeout change.",
@@ -246,7 +248,7 @@ async def _settle_batch(
         try:
             handle = params.text("ReceiptHandle")
             receipt, extra = _receipt(record, handle), read(params)
-        except SqsError as exc:
+        except AwsError as exc:
             failed.append(_failure(entry["Id"], exc))
             continue
         good.append((entry["Id"], handle, receipt.delivery, extra))
@@ -283,13 +285,13 @@ async def change_message_visibility_batch(call: Call) -> dict[str, Any]:
 def _visibility(params: Params) -> float:
     seconds = params.integer("VisibilityTimeout", None, 0, MAX_VISIBILITY)
     if seconds is None:
-        raise SqsError(
+        raise AwsError(
             "MissingParameter", "The request must contain the parameter VisibilityTimeout."
         )
     return float(seconds)
 
 
-def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
+def _failure(entry_id: str, error: AwsError) -> dict[str, Any]:
     return {
         "Id": entry_id,
         "SenderFault": error.sender,
@@ -298,7 +300,7 @@ def _failure(entry_id: str, error: SqsError) -> dict[str, Any]:
     }
 
 
-MESSAGE_ACTIONS: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
+MESSAGE_ACTIONS: dict[str, Action] = {
     "SendMessage": send_message,
     "SendMessageBatch": send_message_batch,
     "ReceiveMessage": receive_message,

@@ -1,0 +1,121 @@
+"""SQS's and SNS's errors as SDKs parse them: the shape name, the query code, the status.
+
+An AWS JSON error carries the shape in ``__type`` (SDKs map exception
+classes from it) and the legacy code in the ``x-amzn-query-error`` header
+(what ``Error.Code`` reads); both are always sent. A query-protocol error
+carries the code alone, in its XML document. SNS speaks only the query
+protocol: its errors are named by their codes. Dynamiq's own errors are
+translated here, so that an action raises whichever is natural to it.
+"""
+
+from __future__ import annotations
+
+from dynamiq.errors import (
+    BackendUnavailable,
+    ClientError,
+    DynamiqError,
+    PayloadTooLarge,
+    QueueExists,
+    QueueNotFound,
+    TopicNotFound,
+)
+
+__all__ = ["AwsError", "SnsError", "sns_error", "sqs_error"]
+
+_QUEUE = "AWS.SimpleQueueService."
+# shape: (legacy query code, HTTP status); a shape not listed is its own code, 400.
+_CODES: dict[str, tuple[str, int]] = {
+    "QueueDoesNotExist": (_QUEUE + "NonExistentQueue", 400),
+    "QueueNameExists": ("QueueAlreadyExists", 400),
+    "QueueDeletedRecently": (_QUEUE + "QueueDeletedRecently", 400),
+    "MessageNotInflight": (_QUEUE + "MessageNotInflight", 400),
+    "EmptyBatchRequest": (_QUEUE + "EmptyBatchRequest", 400),
+    "TooManyEntriesInBatchRequest": (_QUEUE + "TooManyEntriesInBatchRequest", 400),
+    "BatchEntryIdsNotDistinct": (_QUEUE + "BatchEntryIdsNotDistinct", 400),
+    "InvalidBatchEntryId": (_QUEUE + "InvalidBatchEntryId", 400),
+    "BatchRequestTooLong": (_QUEUE + "BatchRequestTooLong", 400),
+    "PurgeQueueInProgress": (_QUEUE + "PurgeQueueInProgress", 403),
+    "UnsupportedOperation": (_QUEUE + "UnsupportedOperation", 400),
+    "OverLimit": ("OverLimit", 403),
+    "ResourceNotFoundException": ("ResourceNotFoundException", 404),
+    "InternalFailure": ("InternalFailure", 500),
+    "ServiceUnavailable": ("ServiceUnavailable", 503),
+    "InvalidAction": ("InvalidAction", 400),
+}
+# SQS's shapes SNS names alike.
+_SNS_SHARED = frozenset(
+    {
+        "EmptyBatchRequest",
+        "TooManyEntriesInBatchRequest",
+        "BatchEntryIdsNotDistinct",
+        "InvalidBatchEntryId",
+        "BatchRequestTooLong",
+        "InvalidAction",
+        "MalformedQueryString",
+        "ServiceUnavailable",
+    }
+)
+# SNS's codes whose status is not 400.
+_SNS_STATUS = {"NotFound": 404, "AuthorizationError": 403, "InternalError": 500}
+
+
+class AwsError(DynamiqError):
+    """An error as SQS names it: ``shape`` (``QueueDoesNotExist``), its legacy
+    ``query_code`` (``AWS.SimpleQueueService.NonExistentQueue``), and whose fault it is."""
+
+    def __init__(self, shape: str, message: str, *, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.shape = shape
+        self.query_code, self.status = _CODES.get(shape, (shape, 400))
+        self.code = shape
+        self.sender = self.status < 500
+        self.retry_after = retry_after
+
+
+class SnsError(AwsError):
+    """An error as SNS names it, by its code (``NotFound``, ``InvalidParameter``)."""
+
+    def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
+        super().__init__(code, message, retry_after=retry_after)
+        self.query_code = code
+        self.status = 503 if code == "ServiceUnavailable" else _SNS_STATUS.get(code, 400)
+        self.sender = self.status < 500
+
+
+def sns_error(error: DynamiqError) -> AwsError:
+    """Return any error of Dynamiq's, or of SQS's, as SNS would name it."""
+    if isinstance(error, SnsError):
+        return error
+    if isinstance(error, AwsError):
+        code = error.shape if error.shape in _SNS_SHARED else None
+        return SnsError(
+            code or ("InvalidParameter" if error.sender else "InternalError"), error.message
+        )
+    if isinstance(error, TopicNotFound):
+        return SnsError("NotFound", "Topic does not exist")
+    if isinstance(error, QueueNotFound):
+        return SnsError("NotFound", "Endpoint does not exist")
+    if isinstance(error, BackendUnavailable):
+        return SnsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
+    if isinstance(error, ClientError):
+        return SnsError("InvalidParameter", f"Invalid parameter: {error.message}")
+    return SnsError("InternalError", error.message)
+
+
+def sqs_error(error: DynamiqError) -> AwsError:
+    """Return any error of Dynamiq's as SQS would name it."""
+    if isinstance(error, AwsError):
+        return error
+    if isinstance(error, QueueNotFound):
+        return AwsError("QueueDoesNotExist", "The specified queue does not exist.")
+    if isinstance(error, QueueExists):
+        return AwsError(
+            "QueueNameExists", "A queue already exists with the same name and other attributes."
+        )
+    if isinstance(error, PayloadTooLarge):
+        return AwsError("BatchRequestTooLong", error.message)
+    if isinstance(error, BackendUnavailable):
+        return AwsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
+    if isinstance(error, ClientError):
+        return AwsError("InvalidParameterValue", error.message)
+    return AwsError("InternalFailure", error.message)

@@ -1,0 +1,271 @@
+"""SNS's actions on Dynamiq's topics: queues subscribe by their ARN (protocol ``sqs``).
+
+A topic's ARN is ``arn:aws:sns:<region>:<account>:<topic>``; a queue has one
+subscription per topic, so its subscription's ARN is the topic's ARN and the
+queue's name. ``FilterPolicy`` is Dynamiq's filter policy (the same
+language); without ``RawMessageDelivery`` the queue gets each message in
+SNS's JSON envelope (``core.notifications``), with it the bare body and its
+attributes. Publishing answers SNS's message id, the one the envelopes carry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from dynamiq.api.aws.attributes import sent_attributes, valid_body
+from dynamiq.api.aws.call import Action, Call
+from dynamiq.api.aws.errors import SnsError, sns_error
+from dynamiq.api.aws.params import Params, batch_entries
+from dynamiq.core.notifications import Notice
+from dynamiq.core.routing import Subscription
+from dynamiq.errors import DynamiqError, TopicExists, TopicNotFound
+from dynamiq.models import Outgoing
+
+__all__ = ["TOPIC_ACTIONS"]
+
+PAGE = 100
+SUBSCRIPTION_ATTRIBUTES = frozenset({"FilterPolicy", "FilterPolicyScope", "RawMessageDelivery"})
+
+
+def _invalid(what: str) -> SnsError:
+    return SnsError("InvalidParameter", f"Invalid parameter: {what}")
+
+
+def _topic(call: Call, param: str = "TopicArn") -> str:
+    name = call.name_of_arn(call.params.text(param), param, "sns")
+    call.node.require_topic(name)
+    return name
+
+
+def _subscription(call: Call) -> tuple[str, Subscription]:
+    """The topic and subscription a ``SubscriptionArn`` names."""
+    arn = call.params.text("SubscriptionArn")
+    topic_arn, _, queue = arn.rpartition(":")
+    topic = call.name_of_arn(topic_arn, "SubscriptionArn", "sns")
+    try:
+        found = {s.queue: s for s in call.node.subscriptions(topic)}.get(queue)
+    except TopicNotFound:
+        found = None
+    if found is None:
+        raise SnsError("NotFound", "Subscription does not exist")
+    return topic, found
+
+
+async def create_topic(call: Call) -> dict[str, Any]:
+    name = call.params.text("Name")
+    fifo = call.params.mapping("Attributes").get("FifoTopic", "false") == "true"
+    if fifo != name.endswith(".fifo"):
+        raise _invalid("Fifo Topic names must end with .fifo and Standard Topic cannot")
+    with contextlib.suppress(TopicExists):  # SNS answers the same ARN
+        await call.node.create_topic(name)
+    return {"TopicArn": call.topic_arn(name)}
+
+
+async def delete_topic(call: Call) -> dict[str, Any]:
+    with contextlib.suppress(TopicNotFound):  # deleting no topic is no error
+        await call.node.delete_topic(_topic(call))
+    return {}
+
+
+async def list_topics(call: Call) -> dict[str, Any]:
+    names = sorted(call.node.topic_names())
+    page, token = _page(names, call.params.optional_text("NextToken"))
+    return {"Topics": [{"TopicArn": call.topic_arn(n)} for n in page], **token}
+
+
+def _page(names: list[str], after: str | None) -> tuple[list[str], dict[str, str]]:
+    rest = [n for n in names if after is None or n > after]
+    page = rest[:PAGE]
+    return page, {"NextToken": page[-1]} if len(rest) > PAGE else {}
+
+
+async def get_topic_attributes(call: Call) -> dict[str, Any]:
+    topic = _topic(call)
+    return {
+        "Attributes": {
+            "TopicArn": call.topic_arn(topic),
+            "Owner": call.settings.account,
+            "DisplayName": "",
+            "SubscriptionsConfirmed": str(len(call.node.subscriptions(topic))),
+            "SubscriptionsPending": "0",
+            "SubscriptionsDeleted": "0",
+            "FifoTopic": str(topic.endswith(".fifo")).lower(),
+        }
+    }
+
+
+async def subscribe(call: Call) -> dict[str, Any]:
+    topic = _topic(call)
+    if call.params.text("Protocol") != "sqs":
+        raise _invalid("Protocol: only sqs endpoints are delivered to")
+    queue = call.name_of_arn(call.params.text("Endpoint"), "Endpoint")
+    call.node.require_queue(queue)
+    given = call.params.mapping("Attributes")
+    for name in set(given) - SUBSCRIPTION_ATTRIBUTES:
+        raise _invalid(f"Attributes Reason: Unknown attribute {name}")
+    settings = _subscription_settings(given, None)
+    await call.node.subscribe(topic, queue, **settings)
+    return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue}"}
+
+
+def _subscription_settings(given: dict[str, Any], current: Subscription | None) -> dict[str, Any]:
+    """What ``Node.subscribe`` is given for SNS's subscription attributes."""
+    policy: object = None if current is None or current.filter is None else current.filter.spec
+    if "FilterPolicy" in given:
+        text = given["FilterPolicy"]
+        try:
+            policy = json.loads(text) if text else None
+        except (TypeError, ValueError):
+            raise _invalid("FilterPolicy: failed to parse JSON") from None
+        if policy is not None and not isinstance(policy, dict):
+            raise _invalid("FilterPolicy: the policy must be a JSON object")
+    if given.get("FilterPolicyScope", "MessageAttributes") != "MessageAttributes":
+        raise _invalid("FilterPolicyScope: only MessageAttributes is supported")
+    raw = given.get("RawMessageDelivery")
+    if raw is None:
+        envelope = True if current is None else current.envelope
+    elif raw in ("true", "false"):
+        envelope = raw == "false"
+    else:
+        raise _invalid("RawMessageDelivery: must be true or false")
+    pattern = None if current is None else current.pattern
+    return {"pattern": pattern, "filter_policy": policy, "envelope": envelope}
+
+
+async def unsubscribe(call: Call) -> dict[str, Any]:
+    topic, found = _subscription(call)
+    await call.node.unsubscribe(topic, found.queue)
+    return {}
+
+
+async def get_subscription_attributes(call: Call) -> dict[str, Any]:
+    topic, found = _subscription(call)
+    attributes = {
+        **_listed(call, topic, found),
+        "Owner": call.settings.account,
+        "RawMessageDelivery": str(not found.envelope).lower(),
+        "PendingConfirmation": "false",
+        "ConfirmationWasAuthenticated": "true",
+    }
+    if found.filter is not None:
+        attributes["FilterPolicy"] = json.dumps(found.filter.spec)
+        attributes["FilterPolicyScope"] = "MessageAttributes"
+    return {"Attributes": attributes}
+
+
+async def set_subscription_attributes(call: Call) -> dict[str, Any]:
+    topic, found = _subscription(call)
+    name = call.params.text("AttributeName")
+    if name not in SUBSCRIPTION_ATTRIBUTES:
+        raise _invalid(f"AttributeName: {name}")
+    value = call.params.optional_text("AttributeValue") or ""
+    settings = _subscription_settings({name: value}, found)
+    await call.node.subscribe(topic, found.queue, **settings)
+    return {}
+
+
+def _listed(call: Call, topic: str, subscription: Subscription) -> dict[str, str]:
+    return {
+        "SubscriptionArn": f"{call.topic_arn(topic)}:{subscription.queue}",
+        "TopicArn": call.topic_arn(topic),
+        "Protocol": "sqs",
+        "Endpoint": call.queue_arn(subscription.queue),
+    }
+
+
+async def list_subscriptions(call: Call) -> dict[str, Any]:
+    every = [
+        (f"{topic}:{s.queue}", topic, s)
+        for topic in call.node.topic_names()
+        for s in call.node.subscriptions(topic)
+    ]
+    return _subscriptions_page(call, every)
+
+
+async def list_subscriptions_by_topic(call: Call) -> dict[str, Any]:
+    topic = _topic(call)
+    every = [(s.queue, topic, s) for s in call.node.subscriptions(topic)]
+    return _subscriptions_page(call, every)
+
+
+def _subscriptions_page(call: Call, every: list[tuple[str, str, Subscription]]) -> dict[str, Any]:
+    by_key = {key: (topic, s) for key, topic, s in every}
+    page, token = _page(sorted(by_key), call.params.optional_text("NextToken"))
+    listed = [{**_listed(call, *by_key[key]), "Owner": call.settings.account} for key in page]
+    return {"Subscriptions": listed, **token}
+
+
+# -- publishing ------------------------------------------------------------------------
+
+
+def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
+    body = valid_body(entry.text("Message"))
+    if entry.optional_text("MessageStructure") == "json":
+        try:
+            structured = json.loads(body)
+        except ValueError:
+            structured = None
+        if not isinstance(structured, dict) or not isinstance(structured.get("default"), str):
+            raise _invalid("Message Structure - No default entry in JSON message body")
+        body = str(structured.get("sqs", structured["default"]))
+    _, kept = sent_attributes(entry.data.get("MessageAttributes"))
+    group = entry.optional_text("MessageGroupId")
+    if topic.endswith(".fifo") and group is None:
+        raise _invalid("The MessageGroupId parameter is required for FIFO topics")
+    outgoing = Outgoing(
+        body.encode(),
+        attributes=kept or None,
+        dedup_id=entry.optional_text("MessageDeduplicationId"),
+        group=group,
+    )
+    return outgoing, Notice.new(entry.optional_text("Subject"))
+
+
+async def publish(call: Call) -> dict[str, Any]:
+    arn = call.params.optional_text("TopicArn") or call.params.optional_text("TargetArn")
+    if arn is None:
+        raise _invalid("TopicArn or TargetArn Reason: no value for required parameter")
+    topic = call.name_of_arn(arn, "TopicArn", "sns")
+    outgoing, notice = _message(call, topic, call.params)
+    await call.node.publish_topic(topic, [outgoing], [notice])
+    return {"MessageId": notice.message_id}
+
+
+async def publish_batch(call: Call) -> dict[str, Any]:
+    topic = _topic(call)
+    entries = batch_entries(call.params, "PublishBatchRequestEntries")
+    ok: list[tuple[str, Outgoing, Notice]] = []
+    failed: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            outgoing, notice = _message(call, topic, Params(entry))
+        except DynamiqError as exc:
+            error = sns_error(exc)
+            failed.append(
+                {"Id": entry["Id"], "Code": error.query_code, "Message": error.message}
+                | {"SenderFault": error.sender}
+            )
+        else:
+            ok.append((entry["Id"], outgoing, notice))
+    if ok:
+        await call.node.publish_topic(topic, [m for _, m, _ in ok], [n for _, _, n in ok])
+    successful = [{"Id": entry_id, "MessageId": n.message_id} for entry_id, _, n in ok]
+    return {"Successful": successful, "Failed": failed}
+
+
+TOPIC_ACTIONS: dict[str, Action] = {
+    "CreateTopic": create_topic,
+    "DeleteTopic": delete_topic,
+    "ListTopics": list_topics,
+    "GetTopicAttributes": get_topic_attributes,
+    "Subscribe": subscribe,
+    "Unsubscribe": unsubscribe,
+    "GetSubscriptionAttributes": get_subscription_attributes,
+    "SetSubscriptionAttributes": set_subscription_attributes,
+    "ListSubscriptions": list_subscriptions,
+    "ListSubscriptionsByTopic": list_subscriptions_by_topic,
+    "Publish": publish,
+    "PublishBatch": publish_batch,
+}

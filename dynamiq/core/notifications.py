@@ -1,0 +1,78 @@
+"""SNS notifications: how a topic's message reaches a queue subscribed without raw
+delivery (pure).
+
+SNS wraps what it delivers to such a queue in a JSON envelope, and code
+written against SNS reads the message from it: ``Type``, ``MessageId`` (the
+publish's id, the same in every queue), ``TopicArn``, ``Subject`` when one
+was given, ``Message`` (the body as text), ``Timestamp`` and the message's
+attributes as ``{"Type", "Value"}``. The copy carries no attributes of its
+own and no routing key; its delay, group and deduplication id are kept.
+Envelopes are not signed: there is no certificate to check them against.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import msgspec
+
+from dynamiq.core.clock import Clock
+from dynamiq.models import AttributeValue, Outgoing
+
+__all__ = ["Envelopes", "Notice"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What a publish says of one message beyond the message itself."""
+
+    message_id: str
+    subject: str | None = None
+
+    @classmethod
+    def new(cls, subject: str | None = None) -> Notice:
+        """A notice with a fresh id."""
+        return cls(str(uuid.uuid4()), subject)
+
+
+class Envelopes:
+    """Wraps messages of this node's topics, named by ARNs of ``region`` and ``account``."""
+
+    def __init__(self, region: str, account: str, clock: Clock) -> None:
+        self._arn = f"arn:aws:sns:{region}:{account}:"
+        self._clock = clock
+
+    def topic_arn(self, topic: str) -> str:
+        return self._arn + topic
+
+    def wrap(self, topic: str, message: Outgoing | bytes, notice: Notice) -> Outgoing:
+        """The copy of ``message`` a queue subscribed without raw delivery stores."""
+        outgoing = message if isinstance(message, Outgoing) else Outgoing(message)
+        stamp = datetime.fromtimestamp(self._clock.wall_ms() / 1000, UTC)
+        envelope: dict[str, object] = {
+            "Type": "Notification",
+            "MessageId": notice.message_id,
+            "TopicArn": self.topic_arn(topic),
+        }
+        if notice.subject is not None:
+            envelope["Subject"] = notice.subject
+        envelope["Message"] = outgoing.body.decode(errors="replace")
+        envelope["Timestamp"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if outgoing.attributes:
+            envelope["MessageAttributes"] = {
+                name: _typed(value) for name, value in outgoing.attributes.items()
+            }
+        body = json.dumps(envelope, ensure_ascii=False).encode()
+        return msgspec.structs.replace(outgoing, body=body, attributes=None, routing_key=None)
+
+
+def _typed(value: AttributeValue) -> dict[str, str]:
+    if isinstance(value, bytes):
+        return {"Type": "Binary", "Value": base64.b64encode(value).decode()}
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return {"Type": "String", "Value": str(value)}
+    return {"Type": "Number", "Value": str(value)}
