@@ -40,3 +40,28 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
+
+# Clients of the SQS endpoint from elsewhere, fetched once (the tests that need
+# them skip without them, and fail in CI): botocore 1.31's SQS model, the last
+# to speak the query protocol, and the JavaScript SDK v3, which checks the MD5
+# of every message it is answered.
+model=.venv/aws-models/sqs/2012-11-05/service-2.json
+if [ ! -f "$model" ]; then
+    wheels=$(mktemp -d)
+    if .venv/bin/python -m pip download --quiet --no-deps botocore==1.31.0 -d "$wheels"; then
+        .venv/bin/python - "$wheels"/botocore-1.31.0-*.whl "$model" <<'PY'
+import pathlib, sys, zipfile
+
+target = pathlib.Path(sys.argv[2])
+target.parent.mkdir(parents=True, exist_ok=True)
+target.write_bytes(zipfile.ZipFile(sys.argv[1]).read(f"botocore/data/{target.parts[-3]}/{target.parts[-2]}/service-2.json"))
+PY
+    else
+        echo "setup.sh: could not fetch botocore 1.31's SQS model (query-protocol tests skip)" >&2
+    fi
+    rm -rf "$wheels"
+fi
+if command -v npm >/dev/null 2>&1 && [ ! -d tests/sqs/js/node_modules ]; then
+    npm install --silent --no-audit --no-fund --prefix tests/sqs/js \
+        || echo "setup.sh: npm install failed (the JavaScript SDK test skips)" >&2
+fi

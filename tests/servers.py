@@ -58,6 +58,15 @@ def require(binary: str) -> str:
     return path
 
 
+def require_path(path: Path, how: str) -> Path:
+    """Return ``path``; skip the test when it is not there, or fail in CI."""
+    if not path.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is required in CI ({how})", pytrace=False)
+        pytest.skip(f"{path} is not there ({how})")
+    return path
+
+
 def require_module(module: str, extra: str) -> None:
     """Skip the calling test module without ``module`` (fail in CI); call it before importing it."""
     if importlib.util.find_spec(module) is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import secrets
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -205,7 +206,10 @@ class Redriver:
         if source is None:
             return await self._finish(task, "failed", "the dead-letter queue was deleted"), 0.0
         started = self._clock.now()
-        (keys,) = await self._store.scan(source.uid, [(task.after + 1, ID_MAX)], BATCH)
+        # A slow rate moves what one second allows at a time, not a whole batch at once.
+        rate = task.max_per_second
+        batch = BATCH if not rate else max(1, min(BATCH, math.ceil(rate)))
+        (keys,) = await self._store.scan(source.uid, [(task.after + 1, ID_MAX)], batch)
         if not keys:
             return await self._finish(task, "done"), 0.0
         records = await self._store.get(source.uid, keys)

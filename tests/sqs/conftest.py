@@ -13,13 +13,14 @@ from tests.conftest import NodeProcess
 from tests.servers import redis_server, require_module
 
 
-def sqs_client(url: str) -> Any:
-    """A boto3 SQS client on ``url``, configured as the AWS SDK guides say for emulators."""
+def sqs_client(url: str, service: str = "sqs") -> Any:
+    """A boto3 client of SQS (or SNS) on ``url``, configured as the AWS SDK guides say
+    for emulators."""
     import boto3
     from botocore.config import Config
 
     return boto3.client(
-        "sqs",
+        service,
         endpoint_url=url,
         region_name="us-east-1",
         aws_access_key_id="key",
@@ -53,6 +54,20 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def sqs(node: str) -> Any:
     require_module("boto3", "test")
     return sqs_client(node)
+
+
+@pytest.fixture
+def sns(node: str) -> Any:
+    require_module("boto3", "test")
+    return sqs_client(node, "sns")
+
+
+def queue_arn(sqs: Any, url: str) -> str:
+    return str(
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+    )
 
 
 @pytest.fixture

@@ -475,5 +475,36 @@ def test_any_node_of_a_cluster_serves_every_action(
             "0",
             "0",
         )
+        # SNS too: a topic made through n1 fans out what is published through n3.
+        sns1, sns3 = (sqs_client(cluster.nodes[n].url, "sns") for n in ("n1", "n3"))
+        topic = sns1.create_topic(Name="fan")["TopicArn"]
+        arn = n1.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+        sns1.subscribe(
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=arn["QueueArn"],
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        deadline = time.monotonic() + 10
+        while not _subscribed(sns3, topic):
+            assert time.monotonic() < deadline, "the subscription did not reach n3"
+            time.sleep(0.1)
+        sns3.publish_batch(
+            TopicArn=topic,
+            PublishBatchRequestEntries=[{"Id": f"e{i}", "Message": f"e{i}"} for i in range(10)],
+        )
+        fanned: list[str] = []
+        while len(fanned) < 10:
+            batch = n2.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2)
+            assert "Messages" in batch, f"only {len(fanned)} of 10 fanned out"
+            fanned += [m["Body"] for m in batch["Messages"]]
+        assert sorted(fanned) == sorted(f"e{i}" for i in range(10))
     finally:
         cluster.stop()
+
+
+def _subscribed(sns: Any, topic: str) -> bool:
+    try:
+        return bool(sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"])
+    except sns.exceptions.NotFoundException:
+        return False  # the topic itself is not there yet
