@@ -130,7 +130,7 @@ def test_subscriptions_change_and_go(sns: Any, sqs: Any, new_queue: Any) -> None
 def test_bad_subscriptions_and_publishes_are_refused(sns: Any, sqs: Any, new_queue: Any) -> None:
     topic = new_topic(sns)
     endpoint = queue_arn(sqs, new_queue())
-    refused = [
+    refused: list[dict[str, Any]] = [
         {"Protocol": "http", "Endpoint": "http://example.invalid/"},
         {"Protocol": "sqs", "Endpoint": endpoint, "Attributes": {"FilterPolicy": "{not json"}},
         {"Protocol": "sqs", "Endpoint": endpoint, "Attributes": {"RawMessageDelivery": "yes"}},
