@@ -53,6 +53,7 @@ class _Wire:
     answer: Callable[[str, dict[str, Any], str], web.Response]
     error: Callable[[AwsError, str], web.Response]
     translate: Callable[[DynamiqError], AwsError]
+    dialect: query.Dialect | None = None  # the query protocol's; None: JSON
 
 
 def _json_answer(action: str, body: dict[str, Any], request_id: str) -> web.Response:
@@ -88,8 +89,8 @@ def _xml_headers(request_id: str) -> dict[str, str]:
 
 
 _SQS_JSON = _Wire(SQS_ACTIONS, _json_answer, _json_error, sqs_error)
-_SQS_QUERY = _Wire(SQS_ACTIONS, *_xml(query.SQS), sqs_error)
-_SNS_QUERY = _Wire(SNS_ACTIONS, *_xml(query.SNS), sns_error)
+_SQS_QUERY = _Wire(SQS_ACTIONS, *_xml(query.SQS), sqs_error, query.SQS)
+_SNS_QUERY = _Wire(SNS_ACTIONS, *_xml(query.SNS), sns_error, query.SNS)
 
 
 async def endpoint(request: web.Request) -> web.StreamResponse:
@@ -108,8 +109,8 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
             name = next((str(v) for k, v in form if k == "Action"), "")
             wire = _SNS_QUERY if name in SNS_ACTIONS else _SQS_QUERY
             action = wire.actions.get(name)
-            dialect = query.SNS if wire is _SNS_QUERY else query.SQS
-            data = query.params(dialect, ((k, str(v)) for k, v in form), name)
+            assert wire.dialect is not None
+            data = query.params(wire.dialect, ((k, str(v)) for k, v in form), name)
             if "account" in request.match_info:  # posted to the queue's own URL
                 data.setdefault("QueueUrl", request.path)
         if action is None:
