@@ -49,6 +49,7 @@ async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
         "receive_wait_seconds": 0.0,
         "max_message_bytes": None,
         "fifo": False,
+        "tags": None,
         **settings,
     }
     off = {"max_receives": None, "retry_backoff": None, "retention_seconds": None}

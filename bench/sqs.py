@@ -1,0 +1,182 @@
+"""W1's shape through the SQS endpoint (boto3) beside the v2 API, in one run.
+
+    python -m bench.sqs [--messages 50000] [--size 1024] [--concurrency 8]
+
+For each path, on a fresh one-node cluster (embedded LMDB): ``--concurrency``
+threads publish ``--messages`` bodies of ``--size`` bytes in batches of 10
+(v2: ``POST /v2/queues/Q/messages``; SQS: ``SendMessageBatch``), then the
+same threads receive 10 at a time and delete each batch (v2: receive and
+``DELETE`` by ids; SQS: ``ReceiveMessage`` of 10 and ``DeleteMessageBatch``)
+until every message was deleted. Reported per phase: messages per second
+(wall) and the node's CPU per message (its user and system time from
+``/proc``), which is what the SQS path costs the server beyond v2; the
+clients share the machine, and boto3's own CPU per call bounds its rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dynamiq.client import Client
+from dynamiq.testing.cluster import LocalCluster
+
+QUEUE = "bench"
+BATCH = 10
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _v2(url: str) -> tuple[Callable[[list[bytes]], None], Callable[[], int]]:
+    client = Client(url)
+
+    def publish(bodies: list[bytes]) -> None:
+        client.publish(QUEUE, bodies)
+
+    def consume() -> int:
+        got = client.receive(QUEUE, BATCH, wait_seconds=1.0)
+        if got:
+            client.delete(QUEUE, [m.id for m in got])
+        return len(got)
+
+    return publish, consume
+
+
+def _sqs(url: str) -> tuple[Callable[[list[bytes]], None], Callable[[], int]]:
+    import boto3
+    from botocore.config import Config
+
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="key",
+        aws_secret_access_key="secret",
+        config=Config(max_pool_connections=64),
+    )
+    queue_url = f"{url}/000000000000/{QUEUE}"
+
+    def publish(bodies: list[bytes]) -> None:
+        entries = [{"Id": str(i), "MessageBody": b.decode()} for i, b in enumerate(bodies)]
+        answer = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        if answer.get("Failed"):
+            sys.exit(f"bench.sqs: a send failed: {answer['Failed'][0]}")
+
+    def consume() -> int:
+        got = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=BATCH, WaitTimeSeconds=1
+        ).get("Messages", [])
+        if got:
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)
+            ]
+            sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+        return len(got)
+
+    return publish, consume
+
+
+# A path: per client thread, how it publishes a batch and consumes one.
+PATHS = {"v2": _v2, "sqs": _sqs}
+
+
+def run_path(name: str, messages: int, size: int, threads: int) -> dict[str, float]:
+    """Publish then consume ``messages`` through one path on a fresh node."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = LocalCluster(Path(tmp) / "node", nodes=1)
+        cluster.start()
+        try:
+            node = cluster.nodes["n1"]
+            assert node.proc is not None
+            with Client(node.url) as admin:
+                admin.create_queue(QUEUE)
+            workers = [PATHS[name](node.url) for _ in range(threads)]
+            pad = b"x" * (size - 10)
+            batches = [
+                [b"%010d" % n + pad for n in range(start, min(messages, start + BATCH))]
+                for start in range(0, messages, BATCH)
+            ]
+            lock = threading.Lock()
+
+            def publisher(publish: Callable[[list[bytes]], None]) -> None:
+                while True:
+                    with lock:
+                        if not batches:
+                            return
+                        batch = batches.pop()
+                    publish(batch)
+
+            left = [messages]
+
+            def consumer(consume: Callable[[], int]) -> None:
+                while True:
+                    with lock:
+                        if left[0] <= 0:
+                            return
+                    got = consume()
+                    with lock:
+                        left[0] -= got
+
+            pid = node.proc.pid
+            pub_s, pub_cpu = _phase(pid, [functools.partial(publisher, p) for p, _ in workers])
+            cons_s, cons_cpu = _phase(pid, [functools.partial(consumer, c) for _, c in workers])
+        finally:
+            cluster.stop()
+    return {
+        "pub": messages / pub_s,
+        "cons": messages / cons_s,
+        "pub_us": pub_cpu / messages * 1e6,
+        "cons_us": cons_cpu / messages * 1e6,
+    }
+
+
+def _phase(pid: int, jobs: list[Callable[[], None]]) -> tuple[float, float]:
+    """Run ``jobs`` in threads; wall seconds, and the node's CPU seconds meanwhile."""
+    threads = [threading.Thread(target=job) for job in jobs]
+    cpu, started = cpu_seconds(pid), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started, cpu_seconds(pid) - cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--messages", type=int, default=50_000)
+    ap.add_argument("--size", type=int, default=1024, help="bytes per body (default 1024)")
+    ap.add_argument("--concurrency", type=int, default=8, help="client threads (default 8)")
+    args = ap.parse_args()
+    results = {name: run_path(name, args.messages, args.size, args.concurrency) for name in PATHS}
+    v2, sqs = results["v2"], results["sqs"]
+    print(f"\n  {args.messages:,} messages of {args.size} B, {args.concurrency} client threads")
+    heads = ("pub msg/s", "cons msg/s", "pub µs/msg", "cons µs/msg", "total µs")
+    print(f"  {'':<10}" + "".join(f"{h:>13}" for h in heads))
+    for name, r in results.items():
+        row = (r["pub"], r["cons"], r["pub_us"], r["cons_us"], r["pub_us"] + r["cons_us"])
+        print(f"  {name:<10}" + "".join(f"{v:>13,.1f}" for v in row))
+    ratios = (
+        sqs["pub"] / v2["pub"],
+        sqs["cons"] / v2["cons"],
+        sqs["pub_us"] / v2["pub_us"],
+        sqs["cons_us"] / v2["cons_us"],
+        (sqs["pub_us"] + sqs["cons_us"]) / (v2["pub_us"] + v2["cons_us"]),
+    )
+    print(f"  {'sqs / v2':<10}" + "".join(f"{v:>13.2f}" for v in ratios))
+    print("  (µs/msg: the node's CPU per message, user + system, from /proc)")
+
+
+if __name__ == "__main__":
+    main()
