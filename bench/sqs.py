@@ -1,6 +1,6 @@
 """W1's shape through the SQS endpoint (boto3) beside the v2 API, in one run.
 
-    python -m bench.sqs [--messages 50000] [--size 1024] [--concurrency 8]
+    python -m bench.sqs [--messages 50000] [--size 1024] [--concurrency 8] [--rate R]
 
 For each path, on a fresh one-node cluster (embedded LMDB): ``--concurrency``
 threads publish ``--messages`` bodies of ``--size`` bytes in batches of 10
@@ -11,6 +11,9 @@ until every message was deleted. Reported per phase: messages per second
 (wall) and the node's CPU per message (its user and system time from
 ``/proc``), which is what the SQS path costs the server beyond v2; the
 clients share the machine, and boto3's own CPU per call bounds its rates.
+A node's CPU per message falls as its load rises (a commit and a wake-up
+serve more messages), so ``--rate`` offers both paths the same load: batches
+are started at most that many messages per second.
 """
 
 from __future__ import annotations
@@ -39,7 +42,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def _v2(url: str) -> tuple[Callable[[list[bytes]], None], Callable[[], int]]:
+Way = tuple[Callable[[list[bytes]], None], Callable[[], int], Callable[[], None]]
+
+
+def _v2(url: str) -> Way:
     client = Client(url)
 
     def publish(bodies: list[bytes]) -> None:
@@ -51,10 +57,10 @@ def _v2(url: str) -> tuple[Callable[[list[bytes]], None], Callable[[], int]]:
             client.delete(QUEUE, [m.id for m in got])
         return len(got)
 
-    return publish, consume
+    return publish, consume, client.close
 
 
-def _sqs(url: str) -> tuple[Callable[[list[bytes]], None], Callable[[], int]]:
+def _sqs(url: str) -> Way:
     import boto3
     from botocore.config import Config
 
@@ -85,14 +91,33 @@ def _sqs(url: str) -> tuple[Callable[[list[bytes]], None], Callable[[], int]]:
             sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
         return len(got)
 
-    return publish, consume
+    return publish, consume, sqs.close
 
 
-# A path: per client thread, how it publishes a batch and consumes one.
+# A path: per client thread, how it publishes a batch, consumes one, and closes.
 PATHS = {"v2": _v2, "sqs": _sqs}
 
 
-def run_path(name: str, messages: int, size: int, threads: int) -> dict[str, float]:
+class Pace:
+    """Hands out start times ``BATCH / rate`` seconds apart (no pacing without a rate)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self._step = BATCH / rate if rate else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self._step:
+            return
+        with self._lock:
+            now = time.perf_counter()
+            slot = self._next = max(now, self._next) + self._step
+        time.sleep(max(0.0, slot - self._step - now))
+
+
+def run_path(
+    name: str, messages: int, size: int, threads: int, rate: float | None
+) -> dict[str, float]:
     """Publish then consume ``messages`` through one path on a fresh node."""
     with tempfile.TemporaryDirectory() as tmp:
         cluster = LocalCluster(Path(tmp) / "node", nodes=1)
@@ -108,7 +133,7 @@ def run_path(name: str, messages: int, size: int, threads: int) -> dict[str, flo
                 [b"%010d" % n + pad for n in range(start, min(messages, start + BATCH))]
                 for start in range(0, messages, BATCH)
             ]
-            lock = threading.Lock()
+            lock, pace = threading.Lock(), Pace(rate)
 
             def publisher(publish: Callable[[list[bytes]], None]) -> None:
                 while True:
@@ -116,6 +141,7 @@ def run_path(name: str, messages: int, size: int, threads: int) -> dict[str, flo
                         if not batches:
                             return
                         batch = batches.pop()
+                    pace.wait()
                     publish(batch)
 
             left = [messages]
@@ -125,13 +151,16 @@ def run_path(name: str, messages: int, size: int, threads: int) -> dict[str, flo
                     with lock:
                         if left[0] <= 0:
                             return
+                    pace.wait()
                     got = consume()
                     with lock:
                         left[0] -= got
 
             pid = node.proc.pid
-            pub_s, pub_cpu = _phase(pid, [functools.partial(publisher, p) for p, _ in workers])
-            cons_s, cons_cpu = _phase(pid, [functools.partial(consumer, c) for _, c in workers])
+            pub_s, pub_cpu = _phase(pid, [functools.partial(publisher, w[0]) for w in workers])
+            cons_s, cons_cpu = _phase(pid, [functools.partial(consumer, w[1]) for w in workers])
+            for _, _, close in workers:
+                close()
         finally:
             cluster.stop()
     return {
@@ -158,10 +187,15 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=50_000)
     ap.add_argument("--size", type=int, default=1024, help="bytes per body (default 1024)")
     ap.add_argument("--concurrency", type=int, default=8, help="client threads (default 8)")
+    ap.add_argument("--rate", type=float, help="messages per second offered (default: no limit)")
     args = ap.parse_args()
-    results = {name: run_path(name, args.messages, args.size, args.concurrency) for name in PATHS}
+    results = {
+        name: run_path(name, args.messages, args.size, args.concurrency, args.rate)
+        for name in PATHS
+    }
     v2, sqs = results["v2"], results["sqs"]
-    print(f"\n  {args.messages:,} messages of {args.size} B, {args.concurrency} client threads")
+    offered = f", at most {args.rate:,.0f} msg/s" if args.rate else ""
+    print(f"\n  {args.messages:,} messages of {args.size} B, {args.concurrency} threads{offered}")
     heads = ("pub msg/s", "cons msg/s", "pub µs/msg", "cons µs/msg", "total µs")
     print(f"  {'':<10}" + "".join(f"{h:>13}" for h in heads))
     for name, r in results.items():

@@ -12,7 +12,7 @@ by name, answering the JSON protocol's object whichever protocol asked.
 
 from __future__ import annotations
 
-import json
+import itertools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +43,10 @@ XML_TYPE = "text/xml"
 SQS_ACTIONS: dict[str, Action] = {**QUEUE_ACTIONS, **MESSAGE_ACTIONS, **MOVE_ACTIONS}
 SNS_ACTIONS: dict[str, Action] = TOPIC_ACTIONS
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+# Request ids look like AWS's (UUIDs): this process's random prefix and a count.
+_ID_PREFIX = str(uuid.uuid4())[:24]
+_ids = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ _SNS_QUERY = _Wire(SNS_ACTIONS, *_xml(query.SNS), sns_error, query.SNS)
 
 async def endpoint(request: web.Request) -> web.StreamResponse:
     """Run the action the request names; answer as SQS or SNS does, errors included."""
-    request_id = str(uuid.uuid4())
+    request_id = f"{_ID_PREFIX}{next(_ids) % (1 << 48):012x}"
     wire = _SQS_JSON
     try:
         if "X-Amz-Target" in request.headers or request.content_type.endswith("json"):
@@ -141,8 +145,8 @@ async def _answer(
 async def _json_parameters(request: web.Request) -> dict[str, Any]:
     raw = await request.read()
     try:
-        data = json.loads(raw) if raw else {}
-    except (ValueError, UnicodeDecodeError):
+        data = _decode(raw) if raw else {}
+    except msgspec.DecodeError:
         data = None
     if not isinstance(data, dict):
         raise AwsError("SerializationException", "The request body is not a JSON object.")

@@ -39,7 +39,8 @@ def valid_body(body: str) -> str:
     """The body, unless it has characters SQS refuses."""
     if not body:
         raise AwsError("InvalidParameterValue", "The message body must be at least 1 character.")
-    if _FORBIDDEN.search(body):
+    # Printable ASCII is all allowed: the pattern is searched only beyond it.
+    if not (body.isascii() and body.isprintable()) and _FORBIDDEN.search(body):
         raise AwsError(
             "InvalidMessageContents",
             "Invalid binary character in the message body: only Unicode characters of "
