@@ -56,7 +56,12 @@ _SNS_SHARED = frozenset(
     }
 )
 # SNS's codes whose status is not 400.
-_SNS_STATUS = {"NotFound": 404, "AuthorizationError": 403, "InternalError": 500}
+_SNS_STATUS = {
+    "NotFound": 404,
+    "AuthorizationError": 403,
+    "InternalError": 500,
+    "ServiceUnavailable": 503,
+}
 
 
 class AwsError(DynamiqError):
@@ -78,7 +83,7 @@ class SnsError(AwsError):
     def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(code, message, retry_after=retry_after)
         self.query_code = code
-        self.status = 503 if code == "ServiceUnavailable" else _SNS_STATUS.get(code, 400)
+        self.status = _SNS_STATUS.get(code, 400)
         self.sender = self.status < 500
 
 
@@ -87,10 +92,8 @@ def sns_error(error: DynamiqError) -> AwsError:
     if isinstance(error, SnsError):
         return error
     if isinstance(error, AwsError):
-        code = error.shape if error.shape in _SNS_SHARED else None
-        return SnsError(
-            code or ("InvalidParameter" if error.sender else "InternalError"), error.message
-        )
+        fallback = "InvalidParameter" if error.sender else "InternalError"
+        return SnsError(error.shape if error.shape in _SNS_SHARED else fallback, error.message)
     if isinstance(error, TopicNotFound):
         return SnsError("NotFound", "Topic does not exist")
     if isinstance(error, QueueNotFound):

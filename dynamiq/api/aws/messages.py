@@ -14,8 +14,8 @@ from typing import Any
 from dynamiq.api.aws.attributes import received_attributes, rendered, sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call, Leasing
 from dynamiq.api.aws.digests import attributes_md5, body_md5
-from dynamiq.api.aws.errors import AwsError
-from dynamiq.api.aws.params import Params, batch_entries
+from dynamiq.api.aws.errors import AwsError, sqs_error
+from dynamiq.api.aws.params import Params, batch_entries, checked_entries, failure
 from dynamiq.api.aws.receipts import Receipt, read_receipt
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.models import Message, Outgoing, ReceiveRequest, attributes_size
@@ -113,13 +113,7 @@ async def send_message_batch(call: Call) -> dict[str, Any]:
             "BatchRequestTooLong",
             f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.",
         )
-    ok: list[tuple[str, _Sent]] = []
-    failed: list[dict[str, Any]] = []
-    for entry in entries:
-        try:
-            ok.append((entry["Id"], _Sent(call, record, Params(entry))))
-        except AwsError as exc:
-            failed.append(_failure(entry["Id"], exc))
+    ok, failed = checked_entries(entries, lambda entry: _Sent(call, record, entry), sqs_error)
     successful: list[dict[str, Any]] = []
     if ok:
         ids = await call.node.publish(record.name, [sent.message for _, sent in ok])
@@ -241,24 +235,19 @@ async def _settle_batch(
     the rest are settled together. When ``settle`` answers which messages it
     settled, an entry whose message is not among them fails as not in flight."""
     record = call.queue()
-    failed: list[dict[str, Any]] = []
-    good: list[tuple[str, str, Delivery, float | None]] = []
-    for entry in batch_entries(call.params):
-        params = Params(entry)
-        try:
-            handle = params.text("ReceiptHandle")
-            receipt, extra = _receipt(record, handle), read(params)
-        except AwsError as exc:
-            failed.append(_failure(entry["Id"], exc))
-            continue
-        good.append((entry["Id"], handle, receipt.delivery, extra))
-    done = await settle(record.name, [(d, extra) for _, _, d, extra in good]) if good else None
+
+    def check(entry: Params) -> tuple[str, Delivery, float | None]:
+        handle = entry.text("ReceiptHandle")
+        return handle, _receipt(record, handle).delivery, read(entry)
+
+    good, failed = checked_entries(batch_entries(call.params), check, sqs_error)
+    done = await settle(record.name, [(d, extra) for _, (_, d, extra) in good]) if good else None
     successful = []
-    for entry_id, handle, (message_id, _), _ in good:
+    for entry_id, (handle, (message_id, _), _) in good:
         if done is None or message_id in done:
             successful.append({"Id": entry_id})
         else:
-            failed.append(_failure(entry_id, _not_in_flight(handle)))
+            failed.append(failure(entry_id, _not_in_flight(handle)))
     return {"Successful": successful, "Failed": failed}
 
 
@@ -289,15 +278,6 @@ def _visibility(params: Params) -> float:
             "MissingParameter", "The request must contain the parameter VisibilityTimeout."
         )
     return float(seconds)
-
-
-def _failure(entry_id: str, error: AwsError) -> dict[str, Any]:
-    return {
-        "Id": entry_id,
-        "SenderFault": error.sender,
-        "Code": error.shape,
-        "Message": error.message,
-    }
 
 
 MESSAGE_ACTIONS: dict[str, Action] = {

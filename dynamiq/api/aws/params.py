@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from dynamiq.api.aws.errors import AwsError
+from dynamiq.errors import DynamiqError
 
-__all__ = ["MAX_BATCH_ENTRIES", "Params", "batch_entries"]
+__all__ = ["MAX_BATCH_ENTRIES", "Params", "batch_entries", "checked_entries", "failure"]
+
+T = TypeVar("T")
 
 MAX_BATCH_ENTRIES = 10
 _ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -97,3 +100,31 @@ def batch_entries(params: Params, name: str = "Entries") -> list[dict[str, Any]]
     if len(set(ids)) != len(ids):
         raise AwsError("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
     return entries
+
+
+def checked_entries(
+    entries: list[dict[str, Any]],
+    check: Callable[[Params], T],
+    translate: Callable[[DynamiqError], AwsError],
+) -> tuple[list[tuple[str, T]], list[dict[str, Any]]]:
+    """Check each entry of a batch: one that does not pass fails alone (its item of the
+    answer's ``Failed``, its error named by ``translate``); the others go on
+    together, as ``(Id, what check made of it)``."""
+    passed: list[tuple[str, T]] = []
+    failed: list[dict[str, Any]] = []
+    for entry in entries:
+        try:
+            passed.append((entry["Id"], check(Params(entry))))
+        except DynamiqError as exc:
+            failed.append(failure(entry["Id"], translate(exc)))
+    return passed, failed
+
+
+def failure(entry_id: str, error: AwsError) -> dict[str, Any]:
+    """A batch answer's ``Failed`` item."""
+    return {
+        "Id": entry_id,
+        "SenderFault": error.sender,
+        "Code": error.shape,
+        "Message": error.message,
+    }

@@ -116,14 +116,15 @@ def _malformed(key: str) -> AwsError:
 
 
 def _struct(tree: Mapping[str, Any], action: str | None) -> dict[str, Any]:
-    """``tree`` with SQS's request names made the JSON ones (``action`` None: SNS's,
-    which are the JSON ones already)."""
+    """``tree`` with the JSON protocol's names: SQS's flattened names are renamed for
+    its ``action``; SNS's (``action`` None) are the JSON ones already."""
+    return {_json_name(name, action): _value(name, node, action) for name, node in tree.items()}
+
+
+def _json_name(name: str, action: str | None) -> str:
     if action is None:
-        return {name: _value(name, node, action) for name, node in tree.items()}
-    return {
-        _ACTION_NAMES.get((action, name)) or _JSON_NAMES.get(name, name): _value(name, node, action)
-        for name, node in tree.items()
-    }
+        return name
+    return _ACTION_NAMES.get((action, name)) or _JSON_NAMES.get(name, name)
 
 
 def _value(name: str, node: Any, action: str | None) -> Any:

@@ -218,10 +218,15 @@ async def untag_queue(call: Call) -> dict[str, Any]:
 
 
 async def _set_tags(call: Call, record: QueueRecord, tags: dict[str, str]) -> None:
+    await _configure(call, record, {"tags": tags or None}, "InvalidParameterValue")
+
+
+async def _configure(call: Call, record: QueueRecord, changes: dict[str, Any], code: str) -> None:
+    """Change a queue's settings; a value its settings refuse is SQS's ``code``."""
     try:
-        await call.node.configure_queue(record.name, {"tags": tags or None})
+        await call.node.configure_queue(record.name, changes)
     except Invalid as exc:
-        raise AwsError("InvalidParameterValue", exc.message) from None
+        raise AwsError(code, exc.message) from None
 
 
 async def list_queue_tags(call: Call) -> dict[str, Any]:
@@ -278,10 +283,7 @@ async def set_queue_attributes(call: Call) -> dict[str, Any]:
     for name in attributes.keys() & (READ_ONLY | {"FifoQueue"}):
         raise AwsError("InvalidAttributeName", f"Attribute {name} cannot be changed.")
     changes = settings_of(call, attributes, record.settings.fifo)
-    try:
-        await call.node.configure_queue(record.name, changes)
-    except Invalid as exc:
-        raise AwsError("InvalidAttributeValue", exc.message) from None
+    await _configure(call, record, changes, "InvalidAttributeValue")
     return {}
 
 

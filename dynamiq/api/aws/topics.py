@@ -17,10 +17,10 @@ from typing import Any
 from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
-from dynamiq.api.aws.params import Params, batch_entries
+from dynamiq.api.aws.params import Params, batch_entries, checked_entries
 from dynamiq.core.notifications import Notice
 from dynamiq.core.routing import Subscription
-from dynamiq.errors import DynamiqError, TopicExists, TopicNotFound
+from dynamiq.errors import TopicExists, TopicNotFound
 from dynamiq.models import Outgoing
 
 __all__ = ["TOPIC_ACTIONS"]
@@ -236,22 +236,11 @@ async def publish(call: Call) -> dict[str, Any]:
 async def publish_batch(call: Call) -> dict[str, Any]:
     topic = _topic(call)
     entries = batch_entries(call.params, "PublishBatchRequestEntries")
-    ok: list[tuple[str, Outgoing, Notice]] = []
-    failed: list[dict[str, Any]] = []
-    for entry in entries:
-        try:
-            outgoing, notice = _message(call, topic, Params(entry))
-        except DynamiqError as exc:
-            error = sns_error(exc)
-            failed.append(
-                {"Id": entry["Id"], "Code": error.query_code, "Message": error.message}
-                | {"SenderFault": error.sender}
-            )
-        else:
-            ok.append((entry["Id"], outgoing, notice))
+    ok, failed = checked_entries(entries, lambda entry: _message(call, topic, entry), sns_error)
     if ok:
-        await call.node.publish_topic(topic, [m for _, m, _ in ok], [n for _, _, n in ok])
-    successful = [{"Id": entry_id, "MessageId": n.message_id} for entry_id, _, n in ok]
+        messages = [message for _, (message, _) in ok]
+        await call.node.publish_topic(topic, messages, [notice for _, (_, notice) in ok])
+    successful = [{"Id": entry_id, "MessageId": n.message_id} for entry_id, (_, n) in ok]
     return {"Successful": successful, "Failed": failed}
 
 
