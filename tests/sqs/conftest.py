@@ -70,6 +70,15 @@ def queue_arn(sqs: Any, url: str) -> str:
     )
 
 
+def counts(sqs: Any, url: str) -> tuple[str, str]:
+    """The queue's messages visible and in flight, as SQS reports them (text)."""
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return (
+        attributes["ApproximateNumberOfMessages"],
+        attributes["ApproximateNumberOfMessagesNotVisible"],
+    )
+
+
 @pytest.fixture
 def new_queue(sqs: Any) -> Callable[..., str]:
     """Create a queue with a fresh name; return its URL."""

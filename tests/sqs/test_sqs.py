@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.servers import require_module
+from tests.sqs.conftest import counts
 
 require_module("boto3", "test")
 
@@ -165,12 +166,7 @@ def test_send_receive_delete_with_attributes_and_digests(sqs: Any, new_queue: Ne
     for m in got:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
-    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert (
-        counts["ApproximateNumberOfMessages"]
-        == counts["ApproximateNumberOfMessagesNotVisible"]
-        == "0"
-    )
+    assert counts(sqs, url) == ("0", "0")
 
 
 def test_only_the_message_attributes_asked_for_come_back(sqs: Any, new_queue: NewQueue) -> None:
@@ -271,12 +267,7 @@ def test_batches_answer_per_entry_and_refuse_whole_requests(sqs: Any, new_queue:
     deleted = sqs.delete_message_batch(QueueUrl=url, Entries=entries)
     assert sorted(s["Id"] for s in deleted["Successful"]) == ["m0", "m1"]
     assert [f["Id"] for f in deleted["Failed"]] == ["junk"]
-    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert (
-        attributes["ApproximateNumberOfMessages"]
-        == attributes["ApproximateNumberOfMessagesNotVisible"]
-        == "0"
-    )
+    assert counts(sqs, url) == ("0", "0")
 
 
 def test_a_handle_from_an_earlier_receive_deletes_nothing(sqs: Any, new_queue: NewQueue) -> None:
@@ -295,13 +286,9 @@ def test_a_handle_from_an_earlier_receive_deletes_nothing(sqs: Any, new_queue: N
             QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
         )
     assert error_of(stale)[0] == "InvalidParameterValue"
-    in_flight = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert in_flight["ApproximateNumberOfMessagesNotVisible"] == "1"
+    assert counts(sqs, url)[1] == "1"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
-    left = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert (
-        left["ApproximateNumberOfMessagesNotVisible"] == left["ApproximateNumberOfMessages"] == "0"
-    )
+    assert counts(sqs, url) == ("0", "0")
     with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):
         sqs.delete_message(QueueUrl=url, ReceiptHandle="AAAA" + second["ReceiptHandle"][4:])
 
@@ -463,18 +450,10 @@ def test_any_node_of_a_cluster_serves_every_action(
         # The first handles are stale now: deleting with them leaves the messages
         for m in first:
             n1.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        left = n2.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-        assert left["ApproximateNumberOfMessagesNotVisible"] == "30"
+        assert counts(n2, url)[1] == "30"
         for m in rest + again:
             n1.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        left = n3.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-        assert (
-            left["ApproximateNumberOfMessages"],
-            left["ApproximateNumberOfMessagesNotVisible"],
-        ) == (
-            "0",
-            "0",
-        )
+        assert counts(n3, url) == ("0", "0")
         # SNS too: a topic made through n1 fans out what is published through n3.
         sns1, sns3 = (sqs_client(cluster.nodes[n].url, "sns") for n in ("n1", "n3"))
         topic = sns1.create_topic(Name="fan")["TopicArn"]
