@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,8 +73,12 @@ def test_the_producer_spools_through_an_outage_and_stores_each_event_once(
         url=down,
     )
     assert out.strip() == "published 0, spooled 300; some still wait in the spool"
-    # A second run while they wait: its events go behind them, and all are sent
+    # A second run while they wait: all are sent. Its own events go behind them
+    # while any wait, or straight to the node once the background sender has
+    # emptied the spool (it may win that race: a few ms on loopback).
     out = run("producer.py", "--queue", "events", "--count", "300", "--spool", spool, url=node)
-    assert out.strip() == "published 0, spooled 300; the spool is empty"
+    counted = re.fullmatch(r"published (\d+), spooled (\d+); the spool is empty", out.strip())
+    assert counted is not None, out
+    assert int(counted[1]) + int(counted[2]) == 300
     with Client(node) as client:  # both runs' copies of each event: stored once
         assert client.queue("events")["stats"]["depth"] == 300
