@@ -3,10 +3,16 @@
     python -m bench.chaos --rounds 20            # 3 nodes on one LMDB directory
     python -m bench.chaos --rounds 10 --redis-cluster   # on a 6-node Redis Cluster it starts
     python -m bench.chaos --redis-url redis://127.0.0.1:7000,...   # on a store you run
+    python -m bench.chaos --rounds 100 --partitions   # network faults too (root, Linux)
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
-for the cluster to settle before the next. Two loads run throughout:
+for the cluster to settle before the next. With ``--partitions`` each node
+runs in a network namespace of its own (``dynamiq.testing.netns``) and the
+rounds also cut the network for a few seconds then heal it: one node
+isolated (a 2|1 split), one node's outgoing packets dropped (a one-way
+partition), or a third of one node's packets lost (a flapping link). Two
+loads run throughout:
 
 - ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
   messages are never deleted and 10% are delayed by 1 s;
@@ -19,9 +25,11 @@ prints for each what was acknowledged, delivered (a dead-lettered message
 counts as delivered), lost (must be 0) and duplicated, how many went to the
 dead-letter queue, how many were deleted and dead-lettered both (must be 0),
 how many poison messages never got there (must be 0), how many deliveries
-went back to an earlier message of their group (must be 0) and how many dedup
-ids were stored under two ids (must be 0), with the worst time any part of
-the keyspace went unserved (no running node serving it, watched every 50 ms).
+went back to an earlier message of their group (must be 0), how many came
+while an earlier lease on the message was surely live (double leases, must
+be 0) and how many dedup ids were stored under two ids (must be 0), with the
+worst time any part of the keyspace went unserved (no running node serving
+it, watched every 50 ms) and the longest a round took to settle.
 Exits 1 when a check fails.
 """
 
@@ -39,10 +47,13 @@ from pathlib import Path
 
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster, LocalNode
+from dynamiq.testing.netns import Network, available
 from dynamiq.testing.workload import Workload
 
 KEYSPACE = 1 << 63
 FAULTS = ("kill -9", "SIGSTOP", "SIGTERM")
+NETWORK_FAULTS = ("isolate", "one-way", "lossy")
+LOSS_PERCENT = 33
 MAX_RECEIVES = 3
 POISON_EVERY = 20  # 5% of the messages are never deleted: each must be dead-lettered
 DELAY_EVERY = 10  # 10% are published with a delay of 1 s
@@ -97,7 +108,17 @@ class CoverageWatch:
 
 
 def _fault(cluster: LocalCluster, watch: CoverageWatch, node: LocalNode, fault: str) -> None:
-    if fault == "kill -9":
+    if fault in NETWORK_FAULTS:
+        assert cluster.network is not None
+        if fault == "isolate":
+            cluster.network.isolate(node.name)
+        elif fault == "one-way":
+            cluster.network.one_way(node.name)
+        else:
+            cluster.network.lossy(node.name, LOSS_PERCENT)
+        time.sleep(random.uniform(2.0, 6.0))
+        cluster.network.heal()
+    elif fault == "kill -9":
         watch.down.add(node.name)
         node.signal(signal.SIGKILL)
         node.wait()
@@ -123,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--rate", type=float, default=1000.0, help="messages per second")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--partitions",
+        action="store_true",
+        help="each node in a network namespace; rounds cut and heal the network too",
+    )
     store = parser.add_mutually_exclusive_group()
     store.add_argument("--redis-url", help="run the nodes on this Redis (Cluster) instead")
     store.add_argument(
@@ -145,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
             url = stack.enter_context(redis_cluster(Path(tmp) / "redis")).url
         if url:
             extra += ["--storage-backend", "redis", "--storage-url", url]
-        cluster = LocalCluster(Path(tmp), args.nodes, extra=extra)
+        network = None
+        if args.partitions:
+            if (why := available()) is not None:
+                parser.error(f"--partitions: {why}")
+            network = Network([f"n{i + 1}" for i in range(args.nodes)]).up()
+            stack.callback(network.down)
+        cluster = LocalCluster(Path(tmp), args.nodes, extra=extra, network=network)
         try:
             return _run(cluster, args, seed)
         finally:
@@ -186,12 +218,15 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
         repeat_every=REPEAT_EVERY,
     ).start()
     started = time.monotonic()
+    faults = FAULTS + NETWORK_FAULTS if args.partitions else FAULTS
+    slowest = 0.0
     for number in range(1, args.rounds + 1):
         time.sleep(random.uniform(1.0, 3.0))
         node = random.choice(list(cluster.nodes.values()))
-        fault = random.choice(FAULTS)
+        fault = random.choice(faults)
         _fault(cluster, watch, node, fault)
         settled = cluster.wait_converged(60)
+        slowest = max(slowest, settled)
         print(f"round {number:2}: {fault:8} {node.name}, settled {settled:.1f} s after recovery")
     loads = {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
     for each in loads.values():
@@ -209,6 +244,7 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
         failed = failed or report.failed or not drained
     watch.stop()
     print(f"\nworst unserved time          {watch.worst:.2f} s")
+    print(f"slowest settling after a round {slowest:.2f} s")
     return 1 if failed else 0
 
 

@@ -26,6 +26,7 @@ from dynamiq.api.app import build_app
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
 from dynamiq.cluster.peers import PeerClient
+from dynamiq.cluster.quorum import Quorum
 from dynamiq.cluster.swim import SwimMembership
 from dynamiq.cluster.wire import peer_token
 from dynamiq.config import Settings, StatsSettings, StorageSettings
@@ -160,7 +161,8 @@ def create_app(
     )
     token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None
     peers = PeerClient(token) if token else None
-    coordinator = Coordinator(membership, queues, janitor, peers)
+    quorum = Quorum(settings.core.name, settings.cluster.suspecttimeout) if peers else None
+    coordinator = Coordinator(membership, queues, janitor, peers, quorum)
     catalog.on_change = coordinator.announce
     redriver = Redriver(
         store,
@@ -190,7 +192,7 @@ def create_app(
         [
             _owned(None, store.close),  # exits last
             _owned(catalog.reload, None),
-            _owned(queues.replay_journals, None),  # counts a kill -9 left unstored
+            _owned(queues.custody.replay, None),  # counts and leases a kill -9 left
             _owned(None, peers.close if peers else None),
             _owned(lambda: membership.start(on_fatal or _log_fatal), membership.stop),
             _owned(_started(coordinator.start), coordinator.close),

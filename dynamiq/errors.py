@@ -12,6 +12,7 @@ __all__ = [
     "Invalid",
     "MessageNotFound",
     "MethodNotAllowed",
+    "NoMajority",
     "NotFound",
     "PayloadTooLarge",
     "PeerUnavailable",
@@ -205,6 +206,20 @@ class BackendUnavailable(ServerError):
     def __init__(self, message: str, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NoMajority(BackendUnavailable):
+    """Raised when this node is not in touch with a majority of its cluster's members:
+    it leases nothing (the majority may be serving its slice)."""
+
+    code = "NO_MAJORITY"
+
+    def __init__(self, live: int, known: int, retry_after: int = 1) -> None:
+        super().__init__(
+            f"this node reaches {live} of the cluster's {known} members, not a majority: "
+            "it serves no receives now; another node may",
+            retry_after,
+        )
 
 
 class PeerUnavailable(ServerError):

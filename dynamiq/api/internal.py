@@ -18,6 +18,7 @@ from dynamiq.cluster.wire import (
     PEER_HEADER,
     Handoff,
     HandoffLeases,
+    Heartbeat,
     Leave,
     PeerCounts,
     PeerIds,
@@ -101,10 +102,17 @@ async def stats(request: web.Request) -> web.Response:
 async def handoff(request: web.Request) -> web.Response:
     """Hand a range over to the member that now owns it: 409 while still serving part of it."""
     here, body = await _read(request, Handoff)
-    leases = await here.cluster.hand_over(body.lo, body.hi, body.name)
+    leases = await here.cluster.hand_over(body.lo, body.hi, body.name, body.gone)
     if leases is None:
         return web.Response(status=409)
     return _msgpack(HandoffLeases(leases))
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    """A member's heartbeat: answered at once (the answer completes its round trip)."""
+    here, body = await _read(request, Heartbeat)
+    here.cluster.heard(body.name)
+    return web.Response(status=204)
 
 
 async def sync(request: web.Request) -> web.Response:
@@ -130,6 +138,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{P}/queues/{{queue}}/published", published),
     Route("POST", f"{P}/stats", stats),
     Route("POST", f"{P}/handoff", handoff),
+    Route("POST", f"{P}/heartbeat", heartbeat),
     Route("POST", f"{P}/sync", sync),
     Route("POST", f"{P}/leave", leave),
 )

@@ -86,6 +86,11 @@ class Membership(Protocol):
         """Return every member heard of, live or not, with its state."""
         ...
 
+    def known(self) -> frozenset[str]:
+        """Return the members a majority is counted among: every one heard of that has
+        not left (this node included), and each seed not heard from yet (by address)."""
+        ...
+
     def listen(self, listener: ViewListener) -> None:
         """Call ``listener`` whenever the live members change."""
         ...
@@ -131,6 +136,10 @@ class StaticMembership:
     def states(self) -> list[MemberState]:
         """Return this node, online."""
         return [MemberState(self._local, "online")]
+
+    def known(self) -> frozenset[str]:
+        """Return this node: a majority of one."""
+        return frozenset([self._local.name])
 
     def listen(self, listener: ViewListener) -> None:
         """Nothing ever changes: a node alone."""

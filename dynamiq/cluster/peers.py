@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TypeVar
 
 import aiohttp
@@ -12,6 +14,7 @@ from dynamiq.cluster.wire import (
     PEER_HEADER,
     Handoff,
     HandoffLeases,
+    Heartbeat,
     Leave,
     PeerCounts,
     PeerIds,
@@ -27,6 +30,8 @@ from dynamiq.models import HeldLease, LocalQueueStats, Message
 __all__ = ["PeerClient"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("dynamiq.cluster")
 
 PEER_TIMEOUT_SECONDS = 2.0
 
@@ -85,17 +90,40 @@ class PeerClient:
         """Return ``member``'s own leases in flight and rates per queue."""
         return (await self._post(member, "stats", QueueNames(queues), PeerStats)).queues
 
+    async def summed_stats(
+        self, members: list[Member], queues: list[str]
+    ) -> dict[str, LocalQueueStats]:
+        """Sum ``members``' own leases in flight and rates per queue (those that do not
+        answer count 0)."""
+        totals: dict[str, LocalQueueStats] = {}
+        results = await asyncio.gather(
+            *(self.stats(m, queues) for m in members), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                log.debug("stats from a peer: %s", result)
+                continue
+            for name, stats in result.items():
+                totals[name] = totals.get(name, LocalQueueStats()) + stats
+        return totals
+
     async def handoff(
-        self, member: Member, lo: int, hi: int, name: str
+        self, member: Member, lo: int, hi: int, name: str, gone: list[str]
     ) -> dict[str, list[HeldLease]] | None:
-        """Ask ``member`` to hand over ``[lo, hi]``; None while it still serves part of it."""
+        """Ask ``member`` to hand over ``[lo, hi]``; None while it still serves part of it
+        or has heard from one of the members ``gone`` too lately."""
         try:
-            got = await self._post(member, "handoff", Handoff(lo, hi, name), HandoffLeases)
+            got = await self._post(member, "handoff", Handoff(lo, hi, name, gone), HandoffLeases)
         except PeerUnavailable as exc:
             if exc.peer_status == 409:
                 return None
             raise
         return got.leases
+
+    async def heartbeat(self, member: Member, name: str, seconds: float) -> None:
+        """Send ``member`` a heartbeat from ``name``; return once it answered (within
+        ``seconds``)."""
+        await self._post(member, "heartbeat", Heartbeat(name), None, seconds)
 
     async def sync(self, member: Member) -> None:
         """Tell ``member`` the catalog changed: reload it now."""
@@ -105,13 +133,21 @@ class PeerClient:
         """Tell ``member`` that this node is leaving."""
         await self._post(member, "leave", Leave(name, boot), None)
 
-    async def _post(self, member: Member, path: str, body: object, kind: type[T] | None) -> T:
+    async def _post(
+        self,
+        member: Member,
+        path: str,
+        body: object,
+        kind: type[T] | None,
+        seconds: float | None = None,
+    ) -> T:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         url = f"{member.http}/internal/v1/{path}"
+        limit = self._timeout if seconds is None else aiohttp.ClientTimeout(total=seconds)
         try:
             async with self._session.post(
-                url, data=self._encoder.encode(body), headers=self._headers
+                url, data=self._encoder.encode(body), headers=self._headers, timeout=limit
             ) as response:
                 raw = await response.read()
                 if response.status >= 300:

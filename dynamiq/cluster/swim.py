@@ -135,6 +135,7 @@ class SwimMembership:
         self._worker_task: asyncio.Task[NoReturn] | None = None
         self._checked = time.monotonic()  # when the view loop last ran
         self._fatal: FatalHandler = _raise
+        self._known = frozenset([name])
         self._set_view((self._local,))
 
     # -- the port ------------------------------------------------------------
@@ -175,6 +176,11 @@ class SwimMembership:
                 left = self._departed.get(member.name) == member.boot
                 out.append(MemberState(member, "left" if left else m.status.name.lower()))
         return sorted(out, key=lambda s: (s.member.name, s.member.host))
+
+    def known(self) -> frozenset[str]:
+        """Return every member heard of that has not left (this node included), and the
+        address of each seed not heard from yet."""
+        return self._known
 
     def listen(self, listener: ViewListener) -> None:
         """Call ``listener(members, stalled)`` whenever the live set changes."""
@@ -283,6 +289,7 @@ class SwimMembership:
             self._checked = time.monotonic()
 
     def _refresh(self, stalled: bool = False) -> None:
+        self._known = self._count_known()
         live = [self._local]
         for m in self._members.get_status(Status.AVAILABLE) if self._members else ():
             member = self._member(m)
@@ -299,6 +306,16 @@ class SwimMembership:
                 log.warning("this process was paused; the others may have served its slice")
             for listener in self._listeners:
                 listener(list(view), stalled)
+
+    def _count_known(self) -> frozenset[str]:
+        known = {self._name}
+        for m in self._members.non_local if self._members else ():
+            member = self._member(m)
+            if member is None:
+                known.add(f"seed {m.name}")  # no name yet: counted by its address
+            elif self._departed.get(member.name) != member.boot:
+                known.add(member.name)
+        return frozenset(known)
 
     def _set_view(self, view: tuple[Member, ...]) -> None:
         # The slices change only with the view: computed here, not per lookup

@@ -17,6 +17,7 @@ __all__ = [
     "PEER_HEADER",
     "Handoff",
     "HandoffLeases",
+    "Heartbeat",
     "Leave",
     "PeerCounts",
     "PeerIds",
@@ -69,10 +70,18 @@ class PeerCounts(msgspec.Struct):
 
 
 class Handoff(msgspec.Struct):
-    """``name`` now owns ``[lo, hi]``: stop serving it and hand over its live leases."""
+    """``name`` now owns ``[lo, hi]``: stop serving it and hand over its live leases,
+    once the members ``gone`` from its view have been silent here for the fence."""
 
     lo: int
     hi: int
+    name: str
+    gone: list[str] = []
+
+
+class Heartbeat(msgspec.Struct):
+    """Member ``name`` is here: the answer completes its round trip."""
+
     name: str
 
 

@@ -1,11 +1,19 @@
-"""The lease journal: receive counts handed out and not stored yet.
+"""The lease journal: the leases a node hands out, and receive counts not stored yet.
 
-A queue without ``max_receives`` or ``retry_backoff`` delivers without a
-store write: the count is stored when the lease ends without a delete. So
-that a ``kill -9`` of the node loses no receive, every such delivery is
-appended to the node's journal before its answer goes out: a plain write to
-a file, no fsync (the kernel keeps what a killed process wrote; a power cut
-can take the last writes, and with them those counts' last increment).
+Every lease a node makes (a delivery, an extension, one taken over in a
+handoff) is appended to the node's journal before its answer goes out, with
+the message's receive count and when the lease ends (wall-clock ms): a plain
+write to a file, no fsync (the kernel keeps what a killed process wrote; a
+power cut can take the last writes). Two things hang on it:
+
+- **Counts.** A queue without ``max_receives`` or ``retry_backoff`` delivers
+  without a store write: the count is stored when the lease ends without a
+  delete. The journal keeps it meanwhile, so a ``kill -9`` loses no receive.
+- **Leases.** A node that takes over the slice of a member that died, was
+  cut off or stood still (no handoff: it cannot be asked) holds the leases
+  that member's journal names until they would have ended, so no message is
+  leased twice while a consumer holds it. A restarted node does the same
+  with its own journal of its previous life.
 
 The journal is a run of segment files ``<node>.<n>.journal`` in one
 directory, a new one every ``SEGMENT_SECONDS``. A closed segment is deleted
@@ -13,11 +21,13 @@ as soon as none of its messages is still leased here (each lease ended in a
 delete, or in a lapse or release that stored the count).
 
 Replay stores each count a journal holds unless the message's record already
-has one as high, then deletes the files. A node replays its own journal (of
-its previous life) before it serves, and the journals of members that left
-before it serves their slice: those it can read, when the nodes share a data
-directory. Replaying a journal whose node still lives stores its counts a
-little early, which is what a counted queue does anyway.
+has one as high, and returns the leases still live. A node replays its own
+journal (of its previous life) before it serves, then deletes it; and the
+journals of members gone from its view before it serves their slice: those
+it can read, when the nodes share a data directory. A gone member's file is
+deleted once none of its leases is live any more (each node taking over a
+part of its slice reads it). Replaying a journal whose node still lives
+stores its counts a little early, which is what a counted queue does anyway.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from dynamiq.core.records import meta_of, with_meta
 from dynamiq.core.state import QueueState
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["LeaseJournal", "replay", "store_counts"]
+__all__ = ["LeaseJournal", "Noted", "Replayed", "replay", "store_counts"]
 
 log = logging.getLogger("dynamiq.core")
 
@@ -47,10 +57,31 @@ REPLAY_BATCH = 1000
 SUFFIX = ".journal"
 _LENGTH = struct.Struct(">I")
 
-# One entry: a queue's bucket and its messages as delivered: (id, count, first ms).
-Entry = tuple[str, list[tuple[int, int, int]]]
+
+class Noted(msgspec.Struct, frozen=True, array_like=True):
+    """A lease as journaled: the message, its receive count and first receive (ms),
+    when the lease ends (wall-clock ms; 0 in entries of older versions) and its
+    ordered group."""
+
+    id: int
+    count: int
+    first_ms: int
+    until_ms: int = 0
+    group: str | None = None
+
+
+# One entry: a queue's bucket and the leases made on its messages.
+Entry = tuple[str, list[Noted]]
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(tuple[str, list[tuple[int, int, int]]]).decode
+_decode = msgspec.msgpack.Decoder(Entry).decode
+
+
+@dataclass
+class Replayed:
+    """What a replay found: counts stored, and the leases still live, per bucket."""
+
+    stored: int = 0
+    leases: dict[str, list[Noted]] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,13 +112,24 @@ class LeaseJournal:
         self._failed = False
         self._stopped = False
 
-    def note(self, uid: str, state: QueueState, delivered: Sequence[tuple[int, int, int]]) -> None:
-        """Journal ``(id, count, first received ms)`` of messages of bucket ``uid`` as
-        they are handed out, leased in ``state``; return once the file has them."""
-        if self._stopped:
+    def note(self, uid: str, state: QueueState, ids: Sequence[int]) -> None:
+        """Journal the leases ``state`` holds on ``ids`` of bucket ``uid`` as they are
+        handed out (or extended, or taken over); return once the file has them."""
+        if self._stopped or not ids:
             return
         segment = self._segment()
-        payload = _encode((uid, list(delivered)))
+        now, now_ms = self._clock.now(), self._clock.wall_ms()
+        counts, deadline, group_of = state.counts, state.leases.deadline, state.groups.group_of
+        delivered = [
+            Noted(
+                mid,
+                *counts.get(mid, (0, 0)),
+                now_ms + max(0, round(((deadline(mid) or now) - now) * 1000)),
+                group_of(mid),
+            )
+            for mid in ids
+        ]
+        payload = _encode((uid, delivered))
         try:
             _append(self._dir, segment, _LENGTH.pack(len(payload)) + payload)
         except OSError as exc:
@@ -96,7 +138,7 @@ class LeaseJournal:
             self._failed = True
             return
         self._failed = False
-        segment.leases.append((state, [mid for mid, _, _ in delivered]))
+        segment.leases.append((state, list(ids)))
 
     def tidy(self) -> int:
         """Delete the closed segments whose leases are all settled; return how many."""
@@ -118,16 +160,17 @@ class LeaseJournal:
         self._stopped = True
         self.restart()
 
-    async def replay_own(self, store: StorageBackend) -> int:
-        """Replay this node's journal of a previous life (before it serves)."""
+    async def replay_own(self, store: StorageBackend) -> Replayed:
+        """Replay this node's journal of a previous life (before it serves), and delete it:
+        the caller journals the live leases anew as it takes them over."""
         paths = await asyncio.to_thread(self._files, {self._node}, True)
-        return await replay(store, paths)
+        return await replay(store, paths, self._clock.wall_ms(), keep_live=False)
 
-    async def replay_others(self, store: StorageBackend, alive: Iterable[str]) -> int:
+    async def replay_others(self, store: StorageBackend, alive: Iterable[str]) -> Replayed:
         """Replay the journals of the nodes not in ``alive`` (node names)."""
         keep = {node_file_name(name) for name in alive} | {self._node}
         paths = await asyncio.to_thread(self._files, keep, False)
-        return await replay(store, paths)
+        return await replay(store, paths, self._clock.wall_ms(), keep_live=True)
 
     def _files(self, nodes: set[str], of: bool) -> list[Path]:
         """The segment files of ``nodes`` (``of``), or of every node but them, oldest first."""
@@ -205,28 +248,42 @@ def read(path: Path) -> list[Entry]:
     return entries
 
 
-async def replay(store: StorageBackend, paths: Sequence[Path]) -> int:
-    """Store the counts the journal files hold where the records have less; delete the
-    files; return how many counts were stored."""
-    highest: dict[str, dict[int, tuple[int, int]]] = {}
+async def replay(
+    store: StorageBackend, paths: Sequence[Path], now_ms: int, keep_live: bool
+) -> Replayed:
+    """Store the counts the journal files hold where the records have less, and return
+    them with the leases live at ``now_ms``; delete the files (with ``keep_live``, only
+    those that name no live lease)."""
+    latest: dict[str, dict[int, Noted]] = {}
+    done: list[Path] = []
     for path in paths:
         try:
             entries = await asyncio.to_thread(read, path)
         except FileNotFoundError:  # another node replayed it first
             continue
+        live = False
         for uid, delivered in entries:
-            known = highest.setdefault(uid, {})
-            for mid, count, first_ms in delivered:
-                if count > known.get(mid, (0, 0))[0]:
-                    known[mid] = (count, first_ms)
-    stored = 0
-    for uid, counts in highest.items():
-        ended = [(mid, count, first_ms) for mid, (count, first_ms) in counts.items()]
+            known = latest.setdefault(uid, {})
+            for noted in delivered:
+                live = live or noted.until_ms > now_ms
+                before = known.get(noted.id)
+                if before is None or (noted.count, noted.until_ms) >= (
+                    before.count,
+                    before.until_ms,
+                ):
+                    known[noted.id] = noted
+        if not (keep_live and live):
+            done.append(path)
+    found = Replayed()
+    for uid, noted_by_id in latest.items():
+        ended = [(n.id, n.count, n.first_ms) for n in noted_by_id.values()]
         for start in range(0, len(ended), REPLAY_BATCH):
-            stored += await store_counts(store, uid, ended[start : start + REPLAY_BATCH])
-    for path in paths:
+            found.stored += await store_counts(store, uid, ended[start : start + REPLAY_BATCH])
+        if held := [n for n in noted_by_id.values() if n.until_ms > now_ms]:
+            found.leases[uid] = held
+    for path in done:
         await asyncio.to_thread(_unlink, path)
-    return stored
+    return found
 
 
 async def store_counts(

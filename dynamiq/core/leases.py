@@ -60,6 +60,10 @@ class LeaseTable:
             self._held += len(ids)
             self._compact()
 
+    def deadline(self, message_id: int) -> float | None:
+        """Return when the lease on ``message_id`` ends (it may have passed), if leased."""
+        return self._deadline.get(message_id)
+
     def release(self, ids: Iterable[int]) -> None:
         """End the leases of ``ids`` (deleted messages)."""
         for message_id in ids:

@@ -9,7 +9,7 @@ the stored count plus one and write nothing to the store then: the count is
 written when the lease ends without a delete (a lapse or a release), goes
 along when a lease is handed over, and is in the node's lease journal
 (``journal``) meanwhile, so that a node killed while holding the lease
-loses no receive.
+loses no receive. Every lease is journaled, with when it ends.
 
 Dead letters: a message whose ``max_receives``-th lease ends without a
 delete is moved into the queue's dead-letter queue under a new id, with its
@@ -109,12 +109,11 @@ class Lifecycle:
             rows = [(m.id, with_meta(found[m.id], meta_of_message(m))) for m in counted]
             stored = await self._store.replace(record.uid, rows)
             counted = [m for m, ok in zip(counted, stored, strict=True) if ok]
-        elif counted and self.journal is not None:
-            delivery = [(m.id, m.receive_count, m.first_received_ms) for m in counted]
-            self.journal.note(record.uid, state, delivery)
         counts = state.counts
         for m in counted:
             counts[m.id] = (m.receive_count, m.first_received_ms)
+        if counted and self.journal is not None:
+            self.journal.note(record.uid, state, [m.id for m in counted])
         return counted
 
     async def _check_heads(

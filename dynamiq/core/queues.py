@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.census import waiting
 from dynamiq.core.clock import Clock
 from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.custody import Custody
 from dynamiq.core.dedup import claims_of, store_once
 from dynamiq.core.expiry import Expiry
 from dynamiq.core.groups import group_stripe
@@ -28,7 +29,7 @@ from dynamiq.core.walks import Walks
 from dynamiq.errors import DynamiqError, MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing, Published
+from dynamiq.models import LocalQueueStats, Message, Outgoing, Published
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["QueueService", "QueueStats"]
@@ -73,6 +74,15 @@ class QueueService:
             store, catalog, clock, self._metrics, self.new_ids, self.arrived, journal
         )
         self._expiry = Expiry(store, catalog, clock, self._life)
+        self.custody = Custody(
+            store,
+            catalog,
+            clock,
+            journal,
+            self._state,
+            lambda: self._states.values(),
+            lambda: self._walks.done_before(self._moves),
+        )
 
     # -- the slice this node serves ------------------------------------------
 
@@ -101,40 +111,6 @@ class QueueService:
     def _owns_group(self, group: str) -> bool:
         """Whether this node serves a group's messages (those published now)."""
         return self.serves(group_stripe(group) << SEQ_BITS | self._due_seq())
-
-    async def export_leases(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
-        """Return the live leases on ids in ``[lo, hi]``, per queue, once the receives
-        that started before the slice last moved ended (``Walks``)."""
-        await self._walks.done_before(self._moves)
-        now = self._clock.now()
-        held = {state.name: state.held_leases(lo, hi, now) for state in self._states.values()}
-        return {name: leases for name, leases in held.items() if leases}
-
-    def import_leases(self, queue: str, leases: Sequence[HeldLease]) -> None:
-        """Hold ids leased by another node until their lease would end there."""
-        record = self._catalog.queue(queue)
-        state = self._state(record)
-        state.take_over(leases, self._clock.now())
-        journal, counted = self._life.journal, [m for m in leases if m.receive_count]
-        if journal is not None and counted:  # this node holds their counts now
-            journal.note(record.uid, state, [(m.id, *state.counts[m.id]) for m in counted])
-
-    def drop_leases(self) -> int:
-        """Forget every lease (this node was paused and others served its slice); return count."""
-        if self._life.journal is not None:
-            self._life.journal.restart()
-        return sum(state.forget_leases() for state in self._states.values())
-
-    async def replay_journals(self, alive: Iterable[str] | None = None) -> int:
-        """Store the receive counts lease journals hold: this node's own of a previous
-        life (at start, ``alive`` None), or those of the nodes not ``alive`` (names),
-        before this node serves their slice. Return how many were stored."""
-        journal = self._life.journal
-        if journal is None:
-            return 0
-        if alive is None:
-            return await journal.replay_own(self._store)
-        return await journal.replay_others(self._store, alive)
 
     # -- publishing ----------------------------------------------------------
 
@@ -363,6 +339,8 @@ class QueueService:
             live = state.leases.extend(ids, now, seconds)
             if record.settings.retry_backoff is not None:
                 state.nacked.update(live)
+            if self._life.journal is not None:  # a node taking over holds them as long
+                self._life.journal.note(record.uid, state, live)
             return live
         live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
         state.nacked.difference_update(live)

@@ -177,6 +177,12 @@ class QueueState:
             if lease.group is not None:  # its group waits for it here now
                 self.groups.lead(lease.group, lease.id)
 
+    def stand_down(self) -> int:
+        """Walk afresh when serving again (others may have served the slice meanwhile),
+        keeping the leases: consumers hold them still. Return how many there are."""
+        self.cursors.clear()
+        return len(self.leases)
+
     def forget_leases(self) -> int:
         """Forget every lease and what was known of it; return how many there were."""
         dropped = len(self.leases.release_all())

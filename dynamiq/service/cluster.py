@@ -1,14 +1,19 @@
 """The node in its cluster: which slice it serves, and what it asks its peers.
 
-Each live member serves the slice the sorted live names give it. When the
-view changes, a node stops serving what it lost at once; what it gained it
+Each live member serves the slice the sorted live names give it, and only
+while it is in touch with a majority of the known members (``Quorum``:
+heartbeats over the peer routes; otherwise receives get 503). When the view
+changes, a node stops serving what it lost at once; what it gained it
 serves only after every other live member has handed over its live leases
 in that range (a member answers once its own view has let the range go and
 gives it to the asker, to whom it announces what it stores there since), so
-no message is leased twice while a lease on it is live, short of a member
-that died or was paused (its leases are lost: at-least-once). A member
-that is gone is not asked. A node paused for longer than the suspect
-timeout drops its leases and asks for its slice back like a newcomer.
+no message is leased twice while a lease on it is live. A member gone from
+the view is not asked: its range is taken once it has been silent for the
+quorum's fence at this node and at every member answering the handoff
+(it has stopped leasing by then), and the leases its lease journal names
+are held until they end. A node paused for longer than the suspect
+timeout, or cut off from the majority, stands down (keeping its leases)
+and asks for its slice back like a newcomer.
 
 Receives any node cannot fill from its own slice are filled from its peers'
 slices (they lease); lease changes go to the member that serves the id;
@@ -27,9 +32,10 @@ from typing import Any
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
+from dynamiq.cluster.quorum import Quorum, heartbeats
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
-from dynamiq.errors import PeerUnavailable, QueueNotFound
+from dynamiq.errors import NoMajority, PeerUnavailable, QueueNotFound
 from dynamiq.keyspace import KeyRange, intersect
 from dynamiq.models import HeldLease, LocalQueueStats, Message, ReceiveRequest
 
@@ -48,9 +54,6 @@ PEER_POLL_SECONDS = 0.5
 PEER_DRY_SECONDS = 0.25
 # How long a member asked for a range waits for its own view to let it go.
 HANDOFF_WAIT_SECONDS = 2.0
-# How long a node waits for a live member that will not hand over a range
-# (its view disagrees) before serving the range anyway.
-HANDOFF_GIVE_UP_SECONDS = 10.0
 HANDOFF_RETRY_SECONDS = 0.1
 
 
@@ -63,8 +66,13 @@ class Coordinator:
         queues: QueueService,
         janitor: Janitor,
         peers: PeerClient | None,
+        quorum: Quorum | None = None,
     ) -> None:
         self._membership = membership
+        self._quorum = quorum
+        self._serving = True  # whether the right to serve held at the last look
+        self._settled = True  # whether the last slice change finished
+        self._heartbeats: asyncio.Task[None] | None = None
         self._queues = queues
         self._janitor = janitor
         self._peers = peers
@@ -87,16 +95,20 @@ class Coordinator:
         self._queues.set_keyspace(None)
         self._changed.set()
         self._reconciler = asyncio.create_task(self._reconcile_loop())
+        if self._quorum is not None:
+            beating = heartbeats(self._quorum, self._membership, self._peers, self._on_heartbeats)
+            self._heartbeats = asyncio.create_task(beating)
 
     async def leave(self) -> None:
         """Stop serving, let the leases go, and tell the peers (SIGTERM)."""
         self._leaving = True
         self._queues.set_keyspace(None)
-        self._queues.drop_leases()
-        if self._reconciler is not None:
-            self._reconciler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reconciler
+        self._queues.custody.stand_down()  # in the journal for whoever takes over
+        for task in (self._reconciler, self._heartbeats):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         local = self._membership.local()
         await self._to_peers(lambda p, m: p.leave(m, local.name, local.boot))
 
@@ -122,8 +134,8 @@ class Coordinator:
             # slice and leased its messages; ours are void.
             self._pauses += 1
             self._queues.set_keyspace(None)
-            dropped = self._queues.drop_leases()
-            log.warning("dropped %d leases after a pause; asking for the slice again", dropped)
+            held = self._queues.custody.stand_down()
+            log.warning("paused: serving nothing until the slice is handed back (%d leases)", held)
         self._changed.set()
 
     async def _reconcile_loop(self) -> None:
@@ -131,38 +143,64 @@ class Coordinator:
             await self._changed.wait()
             self._changed.clear()
             try:
-                await self._reconcile()
+                self._settled = await self._reconcile()
             except Exception:  # never let the slice go unmanaged
                 log.exception("slice change failed; retrying")
                 await asyncio.sleep(HANDOFF_RETRY_SECONDS)
                 self._changed.set()
 
-    async def _reconcile(self) -> None:
+    async def _reconcile(self) -> bool:
+        """Serve this node's slice of the view, as far as it may now; False when that
+        is not all of it yet (the heartbeats try again)."""
+        if not self.may_serve():
+            self._queues.set_keyspace(None)
+            return False
         target = self._own_slice()
         current = self._queues.keyspace
         kept = intersect(current, target)
         self._queues.set_keyspace(kept)  # stop serving what was lost, now
         if kept == target:
-            return
+            return True
         lo, hi = target
-        # Members gone without a handoff left their lease journals: their counts first.
-        await self._queues.replay_journals(m.name for m in self._membership.members())
-        results = await asyncio.gather(*(self._take_over(m, lo, hi) for m in self.peers()))
-        if all(results) and not self._changed.is_set():
+        live = {m.name for m in self._membership.members()}
+        gone = sorted(n for n in self._membership.known() if n not in live)
+        if len(live) <= len(self._membership.known()) // 2:
+            return False  # the view lags the heartbeats: no majority to confirm with
+        if not await self._fenced(gone):
+            return False
+        # Members gone without a handoff left their lease journals: their counts, and
+        # the leases in this slice that consumers may still hold.
+        await self._queues.custody.replay(live, target)
+        results = await asyncio.gather(*(self._take_over(m, lo, hi, gone) for m in self.peers()))
+        if all(results) and not self._changed.is_set() and self.may_serve():
             self._queues.set_keyspace(target)
             log.info("serving slice [%d, %d] of %d members", lo, hi, len(self.peers()) + 1)
+            return True
+        return False
 
-    async def _take_over(self, member: Member, lo: int, hi: int) -> bool:
-        """Import ``member``'s leases in ``[lo, hi]`` once it let the range go.
+    async def _fenced(self, gone: list[str]) -> bool:
+        """Wait until the members ``gone`` from the view have been silent here for the
+        fence; False when the view changed meanwhile."""
+        quorum = self._quorum
+        while quorum is not None and not quorum.fenced(gone):
+            if self._changed.is_set():
+                return False
+            await asyncio.sleep(HANDOFF_RETRY_SECONDS)
+        return True
 
-        False when the view changed meanwhile (the caller starts over).
+    async def _take_over(self, member: Member, lo: int, hi: int, gone: list[str]) -> bool:
+        """Import ``member``'s leases in ``[lo, hi]`` once it let the range go (and has
+        not heard from the members ``gone`` for the fence).
+
+        False when the view changed meanwhile (the caller starts over). A live
+        member whose view disagrees is asked again until it agrees or the view
+        changes: serving a range without its word could lease twice.
         """
         assert self._peers is not None
         name = self._membership.local().name
-        give_up = time.monotonic() + HANDOFF_GIVE_UP_SECONDS
         while not self._changed.is_set():
             try:
-                leases = await self._peers.handoff(member, lo, hi, name)
+                leases = await self._peers.handoff(member, lo, hi, name, gone)
             except PeerUnavailable as exc:
                 log.debug("handoff from %s: %s", member.name, exc)
                 leases = None
@@ -171,41 +209,73 @@ class Coordinator:
                     # A queue this node does not know: deleted meanwhile, or
                     # created a moment ago (its leases are not kept then).
                     with contextlib.suppress(QueueNotFound):
-                        self._queues.import_leases(queue, held)
-                return True
-            if time.monotonic() >= give_up:
-                log.warning(
-                    "%s would not hand over [%d, %d] for %.0f s; serving it anyway",
-                    member.name,
-                    lo,
-                    hi,
-                    HANDOFF_GIVE_UP_SECONDS,
-                )
+                        self._queues.custody.take_over(queue, held)
                 return True
             await asyncio.sleep(HANDOFF_RETRY_SECONDS)
         return False
 
-    async def hand_over(self, lo: int, hi: int, owner: str) -> dict[str, list[HeldLease]] | None:
+    async def hand_over(
+        self, lo: int, hi: int, owner: str, gone: Sequence[str] = ()
+    ) -> dict[str, list[HeldLease]] | None:
         """Answer a handoff: the live leases in ``[lo, hi]`` once this node serves none
-        of it and its own view gives the range to ``owner``.
+        of it, its own view gives the range to ``owner``, and the members ``gone``
+        from the owner's view have been silent here for the fence.
 
         The second condition closes a window for ordered groups: from the answer
         on, a message this node stores in the range is announced to ``owner``,
         and one announced elsewhere before was stored before ``owner`` walks the
-        range at all. None when the views still disagree after a short wait
-        (they converge within a gossip round or two).
+        range at all. The third makes sure a gone member stopped leasing. None
+        when the views still disagree after a short wait (they converge within a
+        gossip round or two).
         """
         deadline = time.monotonic() + HANDOFF_WAIT_SECONDS
-        while not self._lets_go(lo, hi, owner):
+        while not self._lets_go(lo, hi, owner, gone):
             if time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(0.02)
-        leases = await self._queues.export_leases(lo, hi)
-        return leases if self._lets_go(lo, hi, owner) else None  # else the view moved on
+        leases = await self._queues.custody.export(lo, hi)
+        return leases if self._lets_go(lo, hi, owner, gone) else None  # else the view moved on
 
-    def _lets_go(self, lo: int, hi: int, owner: str) -> bool:
-        """Whether this node serves none of ``[lo, hi]`` and its view gives it to ``owner``."""
+    # -- the right to serve --------------------------------------------------
+
+    def may_serve(self) -> bool:
+        """Whether this node is in touch with a majority of the known members."""
+        return self._quorum is None or self._quorum.may_serve(self._membership.known())
+
+    def heard(self, member: str) -> None:
+        """Note a heartbeat from ``member``."""
+        if self._quorum is not None:
+            self._quorum.heard(member)
+
+    def _no_majority(self) -> NoMajority:
+        known = self._membership.known()
+        reached = self._quorum.reached(known) if self._quorum is not None else len(known)
+        return NoMajority(reached, len(known))
+
+    def _on_heartbeats(self) -> None:
+        """Stand down when the right to serve ran out; ask for the slice when it is back,
+        or again when the last slice change could not finish."""
+        serving = self.may_serve()
+        if serving == self._serving:
+            if not self._settled and not self._changed.is_set():
+                self._changed.set()
+            return
+        self._serving = serving
+        if not serving:
+            self._pauses += 1  # receives under way answer nothing
+            self._queues.set_keyspace(None)
+            held = self._queues.custody.stand_down()
+            log.warning("%s: serving nothing (%d leases kept)", self._no_majority().message, held)
+        else:
+            log.info("in touch with a majority again: asking for the slice")
+        self._changed.set()
+
+    def _lets_go(self, lo: int, hi: int, owner: str, gone: Sequence[str] = ()) -> bool:
+        """Whether this node serves none of ``[lo, hi]``, its view gives it to ``owner``,
+        and the members ``gone`` have been silent here for the fence."""
         if intersect(self._queues.keyspace, (lo, hi)) is not None:
+            return False
+        if self._quorum is not None and not self._quorum.fenced(gone):
             return False
         if owner not in {m.name for m in self._membership.members()}:
             return False
@@ -218,12 +288,16 @@ class Coordinator:
         self, queue: str, max_messages: int, visibility_timeout: float | None
     ) -> list[Message]:
         """Lease from this node's own slice only, without waiting (a peer asks)."""
+        if not self.may_serve():
+            return []
         return await self._queues.receive(queue, max_messages, visibility_timeout)
 
     async def change_visibility_here(
         self, queue: str, ids: Sequence[int], seconds: float
     ) -> list[int]:
         """Change leases this node holds (a peer forwards them)."""
+        if seconds > 0 and not self.may_serve():
+            raise self._no_majority()  # the majority holds them only as long as agreed
         return await self._queues.change_visibility(queue, ids, seconds)
 
     def deliveries_here(self, queue: str, ids: Sequence[int]) -> list[int]:
@@ -253,13 +327,15 @@ class Coordinator:
         """Whether leases made since ``epoch()`` returned ``epoch`` are still good: False
         once this process stood still long enough that the others may have served its
         slice and handed the same messages out."""
-        return self._pauses == epoch and self._membership.awake()
+        return self._pauses == epoch and self._membership.awake() and self.may_serve()
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
         """Lease from this node's slice, then from the peers' when that is not enough."""
         queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
         if self._peers is None or self._leaving:
             return await self._queues.receive(queue, want, lease, ask.wait_seconds)
+        if not self.may_serve():
+            raise self._no_majority()
         deadline, epoch = time.monotonic() + ask.wait_seconds, self._pauses
         got = await self._queues.receive(queue, want, lease)
         while True:
@@ -302,6 +378,8 @@ class Coordinator:
         if self._peers is None:
             return await self._queues.change_visibility(queue, ids, seconds)
         mine, theirs = self._by_owner(ids)
+        if mine and seconds > 0 and not self.may_serve():
+            raise self._no_majority()
         changed = await self._queues.change_visibility(queue, mine, seconds)
         for member, owned in theirs:
             try:
@@ -380,20 +458,7 @@ class Coordinator:
 
     async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""
-        totals: dict[str, LocalQueueStats] = {}
-        if self._peers is None:
-            return totals
-        peers = self._peers
-        results = await asyncio.gather(
-            *(peers.stats(m, queues) for m in self.peers()), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                log.debug("stats from a peer: %s", result)
-                continue
-            for name, stats in result.items():
-                totals[name] = totals.get(name, LocalQueueStats()) + stats
-        return totals
+        return await self._peers.summed_stats(self.peers(), queues) if self._peers else {}
 
     def announce(self) -> None:
         """Tell the peers the catalog changed (they reload now, not at their next poll)."""

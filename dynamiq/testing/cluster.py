@@ -5,7 +5,9 @@ is a real ``dynamiq serve`` process. Its HTTP and gossip ports are chosen by
 the OS when it first starts (port 0) and read from the line it prints once it
 serves; a restart takes the same ports again, as a restarted machine would.
 The first node starts alone; the others are seeded with the nodes already
-known, so any of them can be killed, paused, restarted or stopped.
+known, so any of them can be killed, paused, restarted or stopped. With a
+``Network`` each node runs in its own network namespace, at its address on
+the network's bridge.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dynamiq.testing.netns import Network
+
 __all__ = ["LocalCluster", "LocalNode"]
 
 HOST = "127.0.0.1"
@@ -42,18 +46,20 @@ class LocalNode:
     gossip_port: int
     args: list[str]
     log_path: Path
+    host: str = HOST
+    prefix: list[str] = field(default_factory=list)  # runs the process (a namespace)
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         """The node's HTTP base URL."""
-        return f"http://{HOST}:{self.http_port}"
+        return f"http://{self.host}:{self.http_port}"
 
     @property
     def gossip(self) -> str:
         """The node's gossip address."""
-        return f"{HOST}:{self.gossip_port}"
+        return f"{self.host}:{self.gossip_port}"
 
     def start(self, env: dict[str, str]) -> None:
         """Start the process (its output goes to ``log_path``) and wait until it serves.
@@ -64,7 +70,7 @@ class LocalNode:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dynamiq", "serve", *self.args],
+            [*self.prefix, sys.executable, "-m", "dynamiq", "serve", *self.args],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -141,8 +147,10 @@ class LocalCluster:
         extra: Sequence[str] = (),
         http_ports: Sequence[int] = (),
         env: dict[str, str] | None = None,
+        network: Network | None = None,
     ) -> None:
         self.data = data
+        self.network = network
         self.secret = secret or secrets.token_hex(16)
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {}), "DYNAMIQ_CLUSTER_SECRET": self.secret}
@@ -154,6 +162,8 @@ class LocalCluster:
 
     def _define(self, name: str, http_port: int) -> LocalNode:
         node = LocalNode(name, http_port, 0, [], self.data / "logs" / f"{name}.log")
+        if self.network is not None:
+            node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         self.nodes[name] = node
         return node
 
@@ -164,7 +174,7 @@ class LocalCluster:
             "--core-name",
             node.name,
             "--core-httpaddress",
-            HOST,
+            node.host,
             "--core-httpport",
             str(node.http_port),
             "--core-port",

@@ -18,6 +18,13 @@ of an earlier message than the group's newest one so far is an order
 violation (must be 0), since a group's messages come in order and only the
 one in flight may come again (a message skipped for good is lost).
 
+A delivery answered before an earlier lease on the same message could have
+ended is a double lease (must be 0): the earlier lease was made no sooner
+than its receive was sent, and lasts its visibility timeout from then; the
+later one was made no later than its answer came. Every consumer deletes
+what it receives (poison aside) and never ends a lease early, so two such
+deliveries mean two live leases at once, whatever the nodes say.
+
 With deduplication every message carries its body as its dedup id, a failed
 publish is retried with the same ids until it is acknowledged, and every
 ``repeat_every``-th batch is published twice on purpose; a body found under
@@ -55,6 +62,8 @@ class Ledger:
     stored_as: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     last_in_group: dict[str, int] = field(default_factory=dict)  # group -> newest n delivered
     order_violations: int = 0
+    leased_until: dict[int, float] = field(default_factory=dict)  # id -> earliest lease end
+    double_leases: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered_in_group(self, group: str | None, expected: str, n: int) -> None:
@@ -67,6 +76,16 @@ class Ledger:
             self.order_violations += 1
         else:
             self.last_in_group[expected] = n
+
+    def leased(self, ids: Sequence[int], asked: float, answered: float, seconds: float) -> None:
+        """Note deliveries of ``ids`` by a receive sent at ``asked`` and answered at
+        ``answered`` (monotonic) with leases of ``seconds``; count those that came
+        while an earlier lease on the same id was surely live. Call with ``lock`` held."""
+        until = self.leased_until
+        for mid in ids:
+            if answered < until.get(mid, 0.0):
+                self.double_leases += 1
+            until[mid] = asked + seconds
 
     def report(self) -> Report:
         """Check the ledger: lost, duplicated, unacknowledged."""
@@ -86,6 +105,7 @@ class Ledger:
                 in_both=len(self.deleted & set(self.dead)),
                 poison_astray=len(poison - set(self.dead)),
                 order_violations=self.order_violations,
+                double_leases=self.double_leases,
                 stored_twice=sum(1 for ids in self.stored_as.values() if len(ids) > 1),
             )
 
@@ -105,6 +125,7 @@ class Report:
     in_both: int = 0
     poison_astray: int = 0
     order_violations: int = 0
+    double_leases: int = 0
     stored_twice: int = 0
 
     def lines(self) -> list[str]:
@@ -121,18 +142,20 @@ class Report:
             f"deleted and dead-lettered   {self.in_both}",
             f"poison not dead-lettered    {self.poison_astray}",
             f"order violations in groups  {self.order_violations}",
+            f"double leases               {self.double_leases}",
             f"dedup ids stored twice      {self.stored_twice}",
         ]
 
     @property
     def failed(self) -> bool:
         """Whether the check failed: a message lost, in both queues, poison astray,
-        a group out of order or a dedup id stored twice."""
+        a group out of order, leased twice at once or a dedup id stored twice."""
         return bool(
             self.lost
             or self.in_both
             or self.poison_astray
             or self.order_violations
+            or self.double_leases
             or self.stored_twice
         )
 
@@ -272,6 +295,7 @@ class Workload:
                 self._consume_once(client, wait=0.5)
 
     def _consume_once(self, client: Client, wait: float) -> int:
+        asked = time.monotonic()
         try:
             got = client.receive(
                 self.queue, 50, wait_seconds=wait, visibility_timeout=self._visibility
@@ -280,9 +304,11 @@ class Workload:
             with self.ledger.lock:
                 self.ledger.failed_calls += 1
             return 0
+        answered = time.monotonic()
         if not got:
             return 0
         with self.ledger.lock:
+            self.ledger.leased([m.id for m in got], asked, answered, self._visibility)
             self.ledger.delivered.update(m.id for m in got)
             for m in got:
                 self._check(m)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from dynamiq.client import Client
-from dynamiq.errors import TopicNotFound
+from dynamiq.errors import NoMajority, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.models import Outgoing
 from dynamiq.testing.cluster import LocalCluster
@@ -223,40 +223,78 @@ def test_node_stats_agree_across_the_cluster(cluster: LocalCluster) -> None:
     assert (st["depth"], st["in_flight"], st["visible"]) == (6, 0, 6)
 
 
-def test_sigterm_hands_a_nodes_leases_back_at_once(cluster: LocalCluster) -> None:
+def test_sigterm_leaves_a_nodes_leases_to_the_nodes_taking_over(cluster: LocalCluster) -> None:
     n1, _, n3 = urls(cluster)
     with Client(n3) as c:
         c.create_queue("handover")
-        ids = set(c.publish("handover", [b"m"] * 5))  # into n3's own slice
-        leased = {m.id for m in c.receive("handover", 5, visibility_timeout=600)}
-    assert leased == ids
+        ids = c.publish("handover", [b"m"] * 5)  # into n3's own slice
+        leased_at = time.monotonic()
+        leased = [m.id for m in c.receive("handover", 5, visibility_timeout=8)]
+    assert sorted(leased) == sorted(ids)
     node = cluster.nodes["n3"]
     node.signal(signal.SIGTERM)
     assert node.wait(30) == 0
-    got: set[int] = set()
+    # Its slice is served again at once (it said it was leaving),
+    until(lambda: covered_by(cluster, ["n1", "n2"]), 3.0, 0.05)
     with Client(n1) as a:
+        # but its consumer still holds the five: a delete through another node finds
+        # one, and no one is given the others before their lease ends.
+        assert a.delete("handover", leased[:1]) == leased[:1]
+        assert a.receive("handover", 5) == []
+        assert time.monotonic() - leased_at < 8  # (so the check above meant something)
+        got: set[int] = set()
 
         def redelivered() -> bool:
             got.update(m.id for m in a.receive("handover", 5))
-            return got == ids
+            return got == set(leased[1:])
 
-        # Well before the 600 s lease, and before gossip alone would notice.
-        until(redelivered, 3.0, step=0.05)
+        until(redelivered, 15.0, step=0.1)
+    assert time.monotonic() - leased_at >= 8
 
 
 def test_a_node_started_alone_still_sees_failures_once_joined(
     cluster_factory: ClusterFactory,
 ) -> None:
-    cluster = cluster_factory(2, start=False)
+    cluster = cluster_factory(3, start=False)
     second = cluster.nodes["n2"]
     cluster.start_node("n1", seeds=[])  # no peer at all: the library's empty-peer trap
     cluster.wait_converged(30, expected=["n1"])
     cluster.start_node("n2")
-    cluster.wait_converged(30, expected=["n1", "n2"])
+    cluster.start_node("n3")
+    cluster.wait_converged(30, expected=["n1", "n2", "n3"])
     second.signal(signal.SIGKILL)
     second.wait()
-    took = until(lambda: serving(cluster, "n1") == (0, KEYSPACE - 1), 10.0, step=0.05)
+    took = until(lambda: covered_by(cluster, ["n1", "n3"]), 10.0, step=0.05)
     assert took < 5.0
+
+
+def test_the_last_of_two_nodes_leases_nothing_without_a_majority(
+    cluster_factory: ClusterFactory,
+) -> None:
+    cluster = cluster_factory(2)
+    n1, n2 = cluster.nodes["n1"], cluster.nodes["n2"]
+    with Client(n1.url) as c:
+        c.create_queue("half")
+    n2.signal(signal.SIGKILL)
+    n2.wait()
+
+    def refused() -> bool:
+        with Client(n1.url, rounds=1) as c:
+            try:
+                c.receive("half", 1)
+            except NoMajority:
+                return True
+        return False
+
+    # One of two known members is no majority: it may not serve n2's slice, nor its own.
+    until(refused, 10.0, step=0.1)
+    assert serving(cluster, "n1") is None
+    with Client(n1.url) as c:
+        published = c.publish("half", [b"m"])  # the store takes publishes still
+    cluster.start_node("n2")
+    cluster.wait_converged(30)
+    with Client(n1.url) as c:
+        assert [m.id for m in c.receive("half", 1, wait_seconds=5)] == published
 
 
 def kill_9_and_restart(

@@ -149,9 +149,9 @@ async def test_a_handed_over_lease_keeps_its_group_waiting(
     await one.publish("q", [Outgoing(b"1", group="g"), Outgoing(b"2", group="g")])
     fake_clock.advance(0.001)  # both due for the other engine too (a burst draws ahead)
     (first,) = await one.receive("q", 10)
-    held = await one.export_leases(0, (1 << 63) - 1)
+    held = await one.custody.export(0, (1 << 63) - 1)
     assert held == {"q": [HeldLease(first.id, 30.0, 1, first.first_received_ms, "g")]}
-    two.import_leases("q", held["q"])
+    two.custody.take_over("q", held["q"])
     assert await two.receive("q", 10) == []  # the first is in flight elsewhere
     await two.delete("q", [first.id])
     (second,) = await two.receive("q", 10)
@@ -243,7 +243,7 @@ async def test_a_group_served_elsewhere_meanwhile_does_not_wait_for_what_was_kno
     elsewhere = ((stripe + 1) << SEQ_BITS, ID_MAX) if stripe == 0 else (0, (stripe << SEQ_BITS) - 1)
     one.set_keyspace(elsewhere)
     # (the head leased here still names its group: a handoff gives it to the new owner)
-    assert [lease.group for lease in (await one.export_leases(0, ID_MAX))["q"]] == ["g"]
+    assert [lease.group for lease in (await one.custody.export(0, ID_MAX))["q"]] == ["g"]
     for _ in range(3):
         got = await two.receive("q", 10)
         assert await two.delete("q", [m.id for m in got]) == [True]

@@ -46,7 +46,7 @@ async def test_a_segment_goes_once_its_leases_are_settled(
     got = await queues.receive("q", 2, visibility_timeout=60)
     assert [m.receive_count for m in got] == [1, 1]
     path = await _only(tmp_path / "j")
-    assert [sorted(mid for mid, _, _ in d) for _, d in await asyncio.to_thread(read, path)] == [
+    assert [sorted(n.id for n in d) for _, d in await asyncio.to_thread(read, path)] == [
         sorted(m.id for m in got)
     ]
     await queues.delete("q", [got[0].id])
@@ -60,21 +60,60 @@ async def test_a_segment_goes_once_its_leases_are_settled(
     assert (await queues.peek("q", got[1].id)).receive_count == 1
 
 
-async def test_a_replay_stores_the_counts_of_nodes_gone_and_only_those(
+async def test_a_replay_stores_the_counts_of_nodes_gone_and_holds_their_leases(
     store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
     directory = tmp_path / "j"
     dead, dead_journal = await _node(store, fake_clock, directory, "10.0.0.1:7946")
     ids = await dead.publish("q", [b"a", b"b"])
-    await dead.receive("q", 2)
+    await dead.receive("q", 2, visibility_timeout=30)
     await dead.receive("q", 2)  # nothing more: both are leased
     dead_journal.close()  # (the writes are done; the node is killed, not stopped)
     survivor, _ = await _node(store, fake_clock, directory, "10.0.0.2:7946")
-    assert await survivor.replay_journals(["10.0.0.1:7946", "10.0.0.2:7946"]) == 0
+    assert (await survivor.custody.replay(["10.0.0.1:7946", "10.0.0.2:7946"])).stored == 0
     assert [(await survivor.peek("q", mid)).receive_count for mid in ids] == [0, 0]
-    assert await survivor.replay_journals(["10.0.0.2:7946"]) == 2
+    fake_clock.advance(10)
+    assert (await survivor.custody.replay(["10.0.0.2:7946"])).stored == 2
     assert [(await survivor.peek("q", mid)).receive_count for mid in ids] == [1, 1]
-    assert await _files_in(directory) == []  # replayed: its files are gone
+    # The consumer of the dead node holds them for 20 s more: so does the survivor,
+    assert await survivor.receive("q", 2) == []
+    # and the file stays for any other node taking over a part of that slice.
+    assert "10_0_0_1_7946" in await _files_in(directory)
+    fake_clock.advance(20)
+    assert sorted(m.id for m in await survivor.receive("q", 2)) == sorted(ids)
+    await survivor.custody.replay(["10.0.0.2:7946"])
+    assert "10_0_0_1_7946" not in await _files_in(directory)  # no lease of it lives: gone
+
+
+async def test_an_extension_is_journaled_and_held_by_the_node_taking_over(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    directory = tmp_path / "j"
+    dead, dead_journal = await _node(store, fake_clock, directory, "n1")
+    (mid,) = await dead.publish("q", [b"a"])
+    await dead.receive("q", 1, visibility_timeout=5)
+    assert await dead.change_visibility("q", [mid], 60) == [mid]
+    dead_journal.close()
+    survivor, _ = await _node(store, fake_clock, directory, "n2")
+    await survivor.custody.replay(["n2"])
+    fake_clock.advance(30)
+    assert await survivor.receive("q", 1) == []
+    fake_clock.advance(30)
+    assert [m.id for m in await survivor.receive("q", 1)] == [mid]
+
+
+async def test_a_restarted_node_holds_the_leases_of_its_previous_life(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    queues, journal = await _node(store, fake_clock, tmp_path / "j", "n1")
+    (mid,) = await queues.publish("q", [b"m"])
+    await queues.receive("q", 1, visibility_timeout=30)
+    journal.close()  # killed
+    restarted, _ = await _node(store, fake_clock, tmp_path / "j", "n1")
+    assert (await restarted.custody.replay()).stored == 1
+    assert await restarted.receive("q", 1) == []
+    fake_clock.advance(30)
+    assert [m.id for m in await restarted.receive("q", 1)] == [mid]
 
 
 async def test_an_entry_cut_short_by_the_crash_is_left_out(
@@ -90,5 +129,5 @@ async def test_an_entry_cut_short_by_the_crash_is_left_out(
     await asyncio.to_thread(path.write_bytes, whole + whole[: len(whole) // 2])
     assert len(await asyncio.to_thread(read, path)) == 1
     restarted, _ = await _node(store, fake_clock, tmp_path / "j", "n1")
-    assert await restarted.replay_journals() == 1
+    assert (await restarted.custody.replay()).stored == 1
     assert (await restarted.peek("q", mid)).receive_count == 1

@@ -66,10 +66,10 @@ async def test_leases_handed_over_keep_a_message_from_a_second_lease(
     fake_clock.advance(10)
     # The low slice moves to the high node: the low node lets it go, hands over.
     low.set_keyspace(None)
-    handed = await low.export_leases(0, HALF - 1)
+    handed = await low.custody.export(0, HALF - 1)
     at = leased[0].first_received_ms
     assert handed == {"q": [HeldLease(m.id, 20.0, 1, at) for m in leased]}
-    high.import_leases("q", handed["q"])
+    high.custody.take_over("q", handed["q"])
     high.set_keyspace((0, ID_MAX))
     got = await high.receive("q", 10)
     assert [m.id for m in got] == ids[2:]  # the leased two stay invisible
@@ -89,17 +89,20 @@ async def test_expired_leases_outside_the_slice_are_not_offered_again(
     low.set_keyspace((HALF, ID_MAX))  # its slice moved away
     fake_clock.advance(6)
     assert await low.receive("q", 1) == []
-    assert low.drop_leases() == 0  # the expired lease was let go, not kept
+    assert low.custody.stand_down() == 0  # the expired lease was let go, not kept
 
 
-async def test_dropped_leases_make_messages_visible(
+async def test_a_node_that_stands_down_keeps_its_leases_until_they_end(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
     low, _ = await _two_nodes(store, fake_clock)
-    await low.publish("q", [b"a", b"b"])
+    await low.publish("q", [b"a", b"b", b"c"])
     assert len(await low.receive("q", 2, visibility_timeout=300)) == 2
-    assert low.drop_leases() == 2
-    assert stripe_of((await low.receive("q", 2))[0].id) < STRIPES // 2
+    assert low.custody.stand_down() == 2  # consumers still hold them
+    (third,) = await low.receive("q", 2)
+    assert stripe_of(third.id) < STRIPES // 2
+    fake_clock.advance(300)
+    assert len(await low.receive("q", 2)) == 2
 
 
 class HeldReads(LmdbBackend):
@@ -132,7 +135,7 @@ async def test_a_handoff_waits_for_a_receive_that_started_before_the_move(
         await store.knocked.wait()
         # When the slice moves away and the new owner asks for the leases there
         one.set_keyspace(None)
-        exporting = asyncio.create_task(one.export_leases(0, ID_MAX))
+        exporting = asyncio.create_task(one.custody.export(0, ID_MAX))
         await asyncio.sleep(0.05)
         # Then the answer waits for that receive, which delivers nothing (not this
         # node's to lease now), and holds no lease on a message nobody got
