@@ -9,6 +9,7 @@ other's in the same round, with the spread of those ratios.
 
     DYNAMIQ_BASELINE=<checkout of the commit before> \\
         .venv/bin/python -m bench.ab --rounds 8 --n 50000
+    DYNAMIQ_BASELINE=... .venv/bin/python -m bench.ab --cluster3   # 3 nodes each
 
 A round whose repetition the driver discarded as noisy (other processes used
 the CPU) is run again by the driver; the round's two halves are always
@@ -29,7 +30,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT.parent / "shared" / "peers" / "peers.py"
-OURS, THEIRS = "dynamiq", "dynamiq-baseline"
+SYSTEMS = {
+    False: ("dynamiq", "dynamiq-baseline"),
+    True: ("dynamiq-cluster3", "dynamiq-cluster3-baseline"),
+}
 PHASES = ("pub", "cons", "e2e", "lat")
 
 
@@ -75,21 +79,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=50_000)
     ap.add_argument("--phases", default="pub,cons,e2e")
     ap.add_argument("--driver", type=Path, default=DRIVER, help="the shared W1 driver")
+    ap.add_argument(
+        "--cluster3", action="store_true", help="3-node clusters on one LMDB directory each"
+    )
     args = ap.parse_args(argv)
     if not os.environ.get("DYNAMIQ_BASELINE"):
         ap.error("set DYNAMIQ_BASELINE to the other checkout")
+    ours_name, theirs_name = SYSTEMS[args.cluster3]
     ratios: dict[str, list[float]] = {}
     for i in range(args.rounds):
-        order = (OURS, THEIRS) if i % 2 == 0 else (THEIRS, OURS)
+        order = (ours_name, theirs_name) if i % 2 == 0 else (theirs_name, ours_name)
         raw = _round(order, args)
-        ours, theirs = _figures(raw[OURS][0]), _figures(raw[THEIRS][0])
+        ours, theirs = _figures(raw[ours_name][0]), _figures(raw[theirs_name][0])
         line = []
         for key, value in ours.items():
             ratio = value / theirs[key]
             ratios.setdefault(key, []).append(ratio)
             line.append(f"{key} {ratio:.3f}x")
         print(f"round {i + 1} ({order[0]} first): " + "  ".join(line), flush=True)
-    print(f"\n{OURS} / {THEIRS} ({os.environ['DYNAMIQ_BASELINE']}), {args.rounds} rounds:")
+    print(
+        f"\n{ours_name} / {theirs_name} ({os.environ['DYNAMIQ_BASELINE']}), {args.rounds} rounds:"
+    )
     for key, values in ratios.items():
         print(
             f"  {key:18} median {statistics.median(values):.3f}x"

@@ -4,6 +4,7 @@
     python -m bench.chaos --rounds 10 --redis-cluster   # on a 6-node Redis Cluster it starts
     python -m bench.chaos --redis-url redis://127.0.0.1:7000,...   # on a store you run
     python -m bench.chaos --rounds 100 --partitions   # network faults too (root, Linux)
+    python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
@@ -11,8 +12,11 @@ for the cluster to settle before the next. With ``--partitions`` each node
 runs in a network namespace of its own (``dynamiq.testing.netns``) and the
 rounds also cut the network for a few seconds then heal it: one node
 isolated (a 2|1 split), one node's outgoing packets dropped (a one-way
-partition), or a third of one node's packets lost (a flapping link). Two
-loads run throughout:
+partition), or a third of one node's packets lost (a flapping link). With
+``--store-faults`` (and ``--redis-cluster``, whose writes then wait for a
+replica) the rounds also kill or pause one of the store's primaries
+(``bench.store_faults``) and report when its replica was promoted and when
+the nodes served again. Two loads run throughout:
 
 - ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
   messages are never deleted and 10% are delayed by 1 s;
@@ -44,11 +48,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
+from bench.store_faults import STORE_FAULTS, Probe, store_fault
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster, LocalNode
 from dynamiq.testing.netns import Network, available
 from dynamiq.testing.workload import Workload
+from tests.servers import RedisCluster, redis_cluster
 
 KEYSPACE = 1 << 63
 FAULTS = ("kill -9", "SIGSTOP", "SIGTERM")
@@ -156,7 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start a 6-node Redis Cluster (Debian's redis-server) and run the nodes on it",
     )
+    parser.add_argument(
+        "--store-faults",
+        action="store_true",
+        help="with --redis-cluster: rounds kill or pause a store primary too",
+    )
     args = parser.parse_args(argv)
+    if args.store_faults and not args.redis_cluster:
+        parser.error("--store-faults needs --redis-cluster")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
     extra = ["--core-loglevelstring", "warn"]
@@ -165,12 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         contextlib.ExitStack() as stack,
     ):
         url = args.redis_url
+        redis = None
         if args.redis_cluster:
-            from tests.servers import redis_cluster
-
-            url = stack.enter_context(redis_cluster(Path(tmp) / "redis")).url
+            redis = stack.enter_context(redis_cluster(Path(tmp) / "redis"))
+            url = redis.url
         if url:
             extra += ["--storage-backend", "redis", "--storage-url", url]
+        if args.store_faults:
+            extra += ["--storage-waitreplicas", "1"]  # an acknowledged write is on two servers
         network = None
         if args.partitions:
             if (why := available()) is not None:
@@ -179,12 +195,14 @@ def main(argv: list[str] | None = None) -> int:
             stack.callback(network.down)
         cluster = LocalCluster(Path(tmp), args.nodes, extra=extra, network=network)
         try:
-            return _run(cluster, args, seed)
+            return _run(cluster, args, seed, redis if args.store_faults else None)
         finally:
             cluster.stop()
 
 
-def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
+def _run(
+    cluster: LocalCluster, args: argparse.Namespace, seed: int, redis: RedisCluster | None
+) -> int:
     print(f"chaos: {args.nodes} nodes, {args.rounds} rounds, {args.rate:g} msg/s, seed {seed}")
     print(f"formed in {cluster.start():.1f} s")
     urls = [n.url for n in cluster.nodes.values()]
@@ -217,17 +235,36 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
         dedup=True,
         repeat_every=REPEAT_EVERY,
     ).start()
+    probe = Probe(urls).start() if redis is not None else None
     started = time.monotonic()
-    faults = FAULTS + NETWORK_FAULTS if args.partitions else FAULTS
+    faults = [
+        *FAULTS,
+        *(NETWORK_FAULTS if args.partitions else ()),
+        *(STORE_FAULTS if redis else ()),
+    ]
     slowest = 0.0
+    promoted: list[float] = []
+    serving: list[float] = []
     for number in range(1, args.rounds + 1):
         time.sleep(random.uniform(1.0, 3.0))
-        node = random.choice(list(cluster.nodes.values()))
         fault = random.choice(faults)
+        if fault in STORE_FAULTS:
+            assert redis is not None and probe is not None
+            done = store_fault(redis, probe, fault)
+            promoted.append(done.promoted)
+            serving.append(done.serving)
+            print(
+                f"round {number:2}: {fault} {done.victim}: replica promoted after "
+                f"{done.promoted:.1f} s, all served again after {done.serving:.1f} s"
+            )
+            continue
+        node = random.choice(list(cluster.nodes.values()))
         _fault(cluster, watch, node, fault)
         settled = cluster.wait_converged(60)
         slowest = max(slowest, settled)
         print(f"round {number:2}: {fault:8} {node.name}, settled {settled:.1f} s after recovery")
+    if probe is not None:
+        probe.stop()
     loads = {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
     for each in loads.values():
         each.stop()
@@ -245,6 +282,10 @@ def _run(cluster: LocalCluster, args: argparse.Namespace, seed: int) -> int:
     watch.stop()
     print(f"\nworst unserved time          {watch.worst:.2f} s")
     print(f"slowest settling after a round {slowest:.2f} s")
+    if promoted:
+        print(f"store failovers               {len(promoted)}")
+        for what, times in (("replica promoted after", promoted), ("served again after", serving)):
+            print(f"{what:29} worst {max(times):.1f} s, median {median(times):.1f} s")
     return 1 if failed else 0
 
 

@@ -361,8 +361,13 @@ class DynamiqCluster3(Dynamiq):
         d = Path(datadir) / self.name
         shutil.rmtree(d, ignore_errors=True)
         ports = [PORT + i for i in range(self.nodes)]
+        checkout = Path(self.checkout) if self.checkout else None
         cluster = LocalCluster(
-            d, self.nodes, extra=["--core-loglevelstring", "warn"], http_ports=ports
+            d,
+            self.nodes,
+            extra=["--core-loglevelstring", "warn"],
+            http_ports=ports,
+            checkout=checkout,
         )
         try:
             cluster.start()
@@ -379,6 +384,16 @@ class DynamiqCluster3(Dynamiq):
         return int(handle.nodes["n1"].proc.pid)  # the figures of one node of three
 
 
+class DynamiqCluster3Baseline(DynamiqCluster3):
+    """Three nodes of another checkout (``DYNAMIQ_BASELINE``), same run."""
+
+    name = "dynamiq-cluster3-baseline"
+    checkout = os.environ.get("DYNAMIQ_BASELINE")
+
+    def settings(self) -> str:
+        return super().settings() + f"; the nodes of {self.checkout}"
+
+
 ADAPTERS = {
     "dynamiq": Dynamiq,
     "dynamiq-statsd": DynamiqStatsd,
@@ -387,4 +402,5 @@ ADAPTERS = {
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,
+    "dynamiq-cluster3-baseline": DynamiqCluster3Baseline,
 }

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -108,6 +109,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
+        proc.send_signal(signal.SIGCONT)  # a paused server ends too
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -140,6 +142,7 @@ class RedisCluster:
 
     ports: list[int]
     procs: dict[int, subprocess.Popen[bytes]]
+    args: dict[int, list[str]]  # each node's command line, to restart it
 
     @property
     def url(self) -> str:
@@ -148,18 +151,44 @@ class RedisCluster:
 
     def role(self, port: int) -> str:
         """Return ``master`` or ``slave`` for a live node."""
-        out = subprocess.run(
-            [require("redis-cli"), "-p", str(port), "role"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
+        try:
+            out = subprocess.run(
+                [require("redis-cli"), "-p", str(port), "role"],
+                capture_output=True,
+                text=True,
+                timeout=2,
+            ).stdout
+        except subprocess.TimeoutExpired:
+            return "down"  # paused
         return out.split()[0] if out else "down"
 
     def kill(self, port: int) -> None:
         """Kill a node without warning."""
         self.procs[port].kill()
         self.procs[port].wait(10)
+
+    def pause(self, port: int) -> None:
+        """Stop a node where it stands (SIGSTOP)."""
+        self.procs[port].send_signal(signal.SIGSTOP)
+
+    def resume(self, port: int) -> None:
+        """Let a paused node go on (SIGCONT)."""
+        self.procs[port].send_signal(signal.SIGCONT)
+
+    def restart(self, port: int) -> None:
+        """Start a killed node again on its data: it rejoins as its slots' owner says."""
+        self.procs[port] = subprocess.Popen(
+            self.args[port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_port(port, self.procs[port])
+
+    def primaries(self, among: list[int] | None = None) -> list[int]:
+        """Return the nodes of ``among`` (default: all) that answer as primaries."""
+        return [p for p in among or self.ports if self.role(p) == "master"]
+
+    def whole(self) -> bool:
+        """Whether every slot is served and every primary has its replica in step."""
+        return _whole(require("redis-cli"), self.ports)
 
 
 @contextmanager
@@ -172,11 +201,12 @@ def redis_cluster(data: Path) -> Iterator[RedisCluster]:
         if all(abs(port - p) not in (0, 10000) for p in ports):
             ports.append(port)
     procs: dict[int, subprocess.Popen[bytes]] = {}
+    commands: dict[int, list[str]] = {}
     try:
         for port in ports:
             node = data / str(port)
             node.mkdir(parents=True, exist_ok=True)
-            args = [
+            commands[port] = args = [
                 *_redis_args(binary, port, node),
                 "--cluster-enabled",
                 "yes",
@@ -206,7 +236,7 @@ def redis_cluster(data: Path) -> Iterator[RedisCluster]:
             capture_output=True,
             timeout=60,
         )
-        cluster = RedisCluster(ports, procs)
+        cluster = RedisCluster(ports, procs, commands)
         deadline = time.monotonic() + 30
         while not _whole(cli, ports):
             if time.monotonic() > deadline:

@@ -70,7 +70,9 @@ class Coordinator:
     ) -> None:
         self._membership = membership
         self._quorum = quorum
-        self._serving = True  # whether the right to serve held at the last look
+        # whether the right to serve held at the last look: a node with peers
+        # starts without it, so the first majority is news and not a loss
+        self._serving = quorum is None
         self._settled = True  # whether the last slice change finished
         self._heartbeats: asyncio.Task[None] | None = None
         self._queues = queues
@@ -267,7 +269,7 @@ class Coordinator:
             held = self._queues.custody.stand_down()
             log.warning("%s: serving nothing (%d leases kept)", self._no_majority().message, held)
         else:
-            log.info("in touch with a majority again: asking for the slice")
+            log.info("in touch with a majority: asking for the slice")
         self._changed.set()
 
     def _lets_go(self, lo: int, hi: int, owner: str, gone: Sequence[str] = ()) -> bool:

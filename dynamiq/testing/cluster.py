@@ -48,6 +48,7 @@ class LocalNode:
     log_path: Path
     host: str = HOST
     prefix: list[str] = field(default_factory=list)  # runs the process (a namespace)
+    cwd: Path | None = None  # ``-m dynamiq`` runs the package of this directory first
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
@@ -74,6 +75,7 @@ class LocalNode:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=self.cwd,
         )
         self._read_ports(offset)
 
@@ -148,9 +150,12 @@ class LocalCluster:
         http_ports: Sequence[int] = (),
         env: dict[str, str] | None = None,
         network: Network | None = None,
+        checkout: Path | None = None,
     ) -> None:
+        """Define the nodes (``checkout``: run another checkout's package, same flags)."""
         self.data = data
         self.network = network
+        self.checkout = checkout
         self.secret = secret or secrets.token_hex(16)
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {}), "DYNAMIQ_CLUSTER_SECRET": self.secret}
@@ -162,6 +167,7 @@ class LocalCluster:
 
     def _define(self, name: str, http_port: int) -> LocalNode:
         node = LocalNode(name, http_port, 0, [], self.data / "logs" / f"{name}.log")
+        node.cwd = self.checkout
         if self.network is not None:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         self.nodes[name] = node

@@ -35,6 +35,7 @@ from tests.servers import flush_redis
 pytestmark = pytest.mark.timeout(180)
 
 ClusterFactory = Callable[..., LocalCluster]
+LEASE = 4.0  # seconds: leases that outlive the node that made them, for a while
 
 
 @pytest.fixture(params=["lmdb", "redis-cluster"])
@@ -286,9 +287,10 @@ def test_the_last_of_two_nodes_leases_nothing_without_a_majority(
                 return True
         return False
 
-    # One of two known members is no majority: it may not serve n2's slice, nor its own.
+    # One of two known members is no majority: it may not serve n2's slice, nor its own
+    # (receives are refused first; the slice is dropped at the next heartbeat round).
     until(refused, 10.0, step=0.1)
-    assert serving(cluster, "n1") is None
+    until(lambda: serving(cluster, "n1") is None, 2.0, step=0.05)
     with Client(n1.url) as c:
         published = c.publish("half", [b"m"])  # the store takes publishes still
     cluster.start_node("n2")
@@ -545,12 +547,14 @@ def test_an_unused_queue_is_deleted_on_every_node_and_use_anywhere_keeps_one(
     assert "queue staging deleted: unused for 60s" in logs
 
 
-def _receive_all(client: Client, queue: str, count: int, timeout: float) -> list[Any]:
-    """Receive (leases of 300 s) through ``client`` until ``count`` messages came."""
+def _receive_all(
+    client: Client, queue: str, count: int, timeout: float, lease: float = 300
+) -> list[Any]:
+    """Receive (leases of ``lease`` seconds) through ``client`` until ``count`` came."""
     got: list[Any] = []
 
     def check() -> bool:
-        got.extend(client.receive(queue, 100, wait_seconds=0.2, visibility_timeout=300))
+        got.extend(client.receive(queue, 100, wait_seconds=0.2, visibility_timeout=lease))
         return len(got) >= count
 
     until(check, timeout)
@@ -566,16 +570,19 @@ def test_receive_counts_survive_kill_9_of_the_node_holding_the_leases(
         with Client(n2) as two, Client(n3) as three:
             until(lambda: _has_queue(two, "plain") and _has_queue(three, "plain"), 2.0)
         published = one.publish("plain", [f"m{i}" for i in range(100)])
-        first = _receive_all(one, "plain", 100, 5.0)
+        leased_at = time.time()
+        first = _receive_all(one, "plain", 100, 5.0, lease=LEASE)
     assert sorted(m.id for m in first) == sorted(published)
     assert {m.receive_count for m in first} == {1}
-    # The node holding the leases dies; the others take its slice over.
+    # The node holding the leases dies; the others take its slice over, and its
+    # leases with it: nothing comes back before they end, then all of it, counted.
     victim = cluster.nodes["n1"]
     victim.signal(signal.SIGKILL)
     victim.wait()
     until(lambda: covered_by(cluster, ["n2", "n3"]), 10.0, step=0.05)
     with Client(n2) as two:
-        again = _receive_all(two, "plain", 100, 10.0)
+        again = _receive_all(two, "plain", 100, 20.0)
+    assert time.time() >= leased_at + LEASE
     assert sorted(m.id for m in again) == sorted(published)
     assert {m.receive_count for m in again} == {2}
 
@@ -598,9 +605,11 @@ def test_a_group_published_through_every_node_is_served_in_order_and_resumes_aft
         assert [m.body for m in first] == [b"0"]
         assert client.receive("orders", 10, wait_seconds=0.5) == []  # one at a time
         client.delete("orders", [first[0].id])
-        second = _receive_all(client, "orders", 1, 5.0)
+        leased_at = time.time()  # the lease ends no sooner than LEASE from here
+        second = _receive_all(client, "orders", 1, 5.0, lease=LEASE)
         assert [m.body for m in second] == [b"1"]
-    # The owner dies holding the group's head: its new owner serves that head first.
+    # The owner dies while a consumer holds the group's head: the new owner keeps
+    # that lease, then serves the head again first, and the rest in order.
     cluster.nodes[owner].signal(signal.SIGKILL)
     cluster.nodes[owner].wait()
     alive = [n for n in ("n1", "n2", "n3") if n != owner]
@@ -608,9 +617,10 @@ def test_a_group_published_through_every_node_is_served_in_order_and_resumes_aft
     with Client(other) as client:
         bodies = []
         for _ in range(8):
-            (m,) = _receive_all(client, "orders", 1, 10.0)
+            (m,) = _receive_all(client, "orders", 1, 20.0)
             bodies.append(m.body)
             client.delete("orders", [m.id])
+            assert time.time() >= leased_at + LEASE
     assert bodies == [b"%d" % i for i in range(1, 9)]
 
 

@@ -1,0 +1,86 @@
+"""A store primary fails under a real 3-node cluster: a 6-node Redis Cluster of its
+own, writes waiting for one replica. Its replica is promoted, the old primary
+comes back as a replica, and the nodes serve again by themselves: nothing
+acknowledged is lost and no message is leased twice."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dynamiq.client import Client
+from dynamiq.errors import DynamiqError
+from dynamiq.testing.cluster import LocalCluster
+from dynamiq.testing.workload import Workload
+from tests.cluster.test_cluster import until
+from tests.servers import RedisCluster, redis_cluster
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def on_redis(tmp_path: Path) -> Iterator[tuple[LocalCluster, RedisCluster]]:
+    with redis_cluster(tmp_path / "redis") as redis:
+        flags = ["--storage-backend", "redis", "--storage-url", redis.url]
+        cluster = LocalCluster(tmp_path, 3, extra=[*flags, "--storage-waitreplicas", "1"])
+        try:
+            cluster.start()
+            yield cluster, redis
+        finally:
+            cluster.stop()
+
+
+def _serves(urls: list[str]) -> bool:
+    """Whether a publish and a receive through every node succeed (a shard of each
+    stripe the publish drew: several publishes reach every primary)."""
+    for url in urls:
+        with Client(url, rounds=1, timeout=3.0) as c:
+            try:
+                for _ in range(5):
+                    c.publish("probe", ["p"])
+                c.receive("probe", 10, visibility_timeout=600)
+            except DynamiqError:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("fault", ["kill -9", "SIGSTOP"])
+def test_a_store_primary_failing_under_load_loses_nothing_and_the_nodes_serve_again(
+    on_redis: tuple[LocalCluster, RedisCluster], fault: str
+) -> None:
+    cluster, redis = on_redis
+    urls = [n.url for n in cluster.nodes.values()]
+    with Client(urls) as c:
+        c.create_queue("load", visibility_timeout=5.0)
+        c.create_queue("probe")
+    time.sleep(0.5)
+    load = Workload(urls, "load", rate=400, visibility=5.0).start()
+    try:
+        time.sleep(2.0)
+        victim = redis.primaries()[0]
+        others = [p for p in redis.ports if p != victim]
+        if fault == "kill -9":
+            redis.kill(victim)
+        else:
+            redis.pause(victim)
+        # Its replica is promoted; the old primary comes back and follows it.
+        until(lambda: len(redis.primaries(others)) == 3, 30.0, 0.1)
+        if fault == "kill -9":
+            redis.restart(victim)
+        else:
+            time.sleep(2.0)
+            redis.resume(victim)
+        until(redis.whole, 60.0, 0.2)
+        assert redis.role(victim) == "slave"
+        # The nodes serve again by themselves.
+        until(lambda: _serves(urls), 30.0, 0.2)
+        time.sleep(2.0)
+    finally:
+        load.stop()
+    assert load.drain(60)
+    report = load.ledger.report()
+    assert report.acked > 1000
+    assert (report.lost, report.double_leases) == (0, 0), report
