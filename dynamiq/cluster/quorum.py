@@ -77,7 +77,7 @@ class Quorum:
         """Until when this node may serve (monotonic), given the ``known`` members'
         names (itself among them)."""
         others = [m for m in known if m != self.name]
-        needed = (len(others) + 1) // 2 + 1 - 1  # a majority of all, less this node
+        needed = (len(others) + 1) // 2  # a majority of all the members, less this node
         if needed <= 0:
             return math.inf
         starts = sorted((self._contact.get(m, -math.inf) for m in others), reverse=True)
