@@ -22,12 +22,13 @@ delete, or in a lapse or release that stored the count).
 
 Replay stores each count a journal holds unless the message's record already
 has one as high, and returns the leases still live. A node replays its own
-journal (of its previous life) before it serves, then deletes it; and the
-journals of members gone from its view before it serves their slice: those
-it can read, when the nodes share a data directory. A gone member's file is
-deleted once none of its leases is live any more (each node taking over a
-part of its slice reads it). Replaying a journal whose node still lives
-stores its counts a little early, which is what a counted queue does anyway.
+journal (of its previous life) before it serves; and the journals of members
+gone from its view before it serves their slice: those it can read, when the
+nodes share a data directory. A file is deleted once none of its leases is
+live any more: another node may take over a part of the slice before the
+restarted node is back in its view, and must find those leases too.
+Replaying a journal whose node still lives stores its counts a little
+early, which is what a counted queue does anyway.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class Replayed:
 
     stored: int = 0
     leases: dict[str, list[Noted]] = field(default_factory=dict)
+    kept: list[tuple[Path, int]] = field(default_factory=list)  # files left, live until (ms)
 
 
 @dataclass
@@ -108,6 +110,7 @@ class LeaseJournal:
         self._clock = clock
         self._open: _Segment | None = None
         self._closed: list[_Segment] = []
+        self._past: list[tuple[Path, int]] = []  # a past life's files, their leases' end (ms)
         self._made = 0
         self._failed = False
         self._stopped = False
@@ -148,7 +151,12 @@ class LeaseJournal:
         for segment in done:
             self._closed.remove(segment)
             _unlink(segment.path)
-        return len(done)
+        now_ms = self._clock.wall_ms()
+        ended = [path for path, until_ms in self._past if until_ms <= now_ms]
+        for path in ended:
+            _unlink(path)
+        self._past = [(path, until_ms) for path, until_ms in self._past if until_ms > now_ms]
+        return len(done) + len(ended)
 
     def restart(self) -> None:
         """Start a new segment: this node forgot its leases (the others served its slice)."""
@@ -161,10 +169,13 @@ class LeaseJournal:
         self.restart()
 
     async def replay_own(self, store: StorageBackend) -> Replayed:
-        """Replay this node's journal of a previous life (before it serves), and delete it:
-        the caller journals the live leases anew as it takes them over."""
+        """Replay this node's journal of a previous life (before it serves); the caller
+        journals the live leases anew as it takes them over. The files naming live
+        leases stay until those end (``tidy``), for a node taking over meanwhile."""
         paths = await asyncio.to_thread(self._files, {self._node}, True)
-        return await replay(store, paths, self._clock.wall_ms(), keep_live=False)
+        found = await replay(store, paths, self._clock.wall_ms(), keep_live=True)
+        self._past += found.kept
+        return found
 
     async def replay_others(self, store: StorageBackend, alive: Iterable[str]) -> Replayed:
         """Replay the journals of the nodes not in ``alive`` (node names)."""
@@ -253,28 +264,31 @@ async def replay(
 ) -> Replayed:
     """Store the counts the journal files hold where the records have less, and return
     them with the leases live at ``now_ms``; delete the files (with ``keep_live``, only
-    those that name no live lease)."""
+    those that name no live lease: the others are ``kept``)."""
     latest: dict[str, dict[int, Noted]] = {}
     done: list[Path] = []
+    kept: list[tuple[Path, int]] = []
     for path in paths:
         try:
             entries = await asyncio.to_thread(read, path)
         except FileNotFoundError:  # another node replayed it first
             continue
-        live = False
+        until_ms = 0
         for uid, delivered in entries:
             known = latest.setdefault(uid, {})
             for noted in delivered:
-                live = live or noted.until_ms > now_ms
+                until_ms = max(until_ms, noted.until_ms)
                 before = known.get(noted.id)
                 if before is None or (noted.count, noted.until_ms) >= (
                     before.count,
                     before.until_ms,
                 ):
                     known[noted.id] = noted
-        if not (keep_live and live):
+        if keep_live and until_ms > now_ms:
+            kept.append((path, until_ms))
+        else:
             done.append(path)
-    found = Replayed()
+    found = Replayed(kept=kept)
     for uid, noted_by_id in latest.items():
         ended = [(n.id, n.count, n.first_ms) for n in noted_by_id.values()]
         for start in range(0, len(ended), REPLAY_BATCH):

@@ -38,6 +38,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.errors import NoMajority, PeerUnavailable, QueueNotFound
 from dynamiq.keyspace import KeyRange, intersect
 from dynamiq.models import HeldLease, LocalQueueStats, Message, ReceiveRequest
+from dynamiq.service.owners import by_owner, quietly, tell
 
 __all__ = ["Coordinator"]
 
@@ -379,7 +380,7 @@ class Coordinator:
         """Change leases where they are held: by the member serving each id."""
         if self._peers is None:
             return await self._queues.change_visibility(queue, ids, seconds)
-        mine, theirs = self._by_owner(ids)
+        mine, theirs = by_owner(self._membership, ids)
         if mine and seconds > 0 and not self.may_serve():
             raise self._no_majority()
         changed = await self._queues.change_visibility(queue, mine, seconds)
@@ -395,7 +396,7 @@ class Coordinator:
         member serving each id last delivered it with that count, or never did
         (it restarted since, or does not answer: the delivery is taken as current)."""
         ids = [i for i, _ in deliveries]
-        mine, theirs = self._by_owner(ids) if self._peers is not None else (ids, [])
+        mine, theirs = by_owner(self._membership, ids) if self._peers is not None else (ids, [])
         counts = dict(zip(mine, self._queues.deliveries(queue, mine), strict=True))
         for member, owned in theirs:
             assert self._peers is not None
@@ -411,9 +412,11 @@ class Coordinator:
         existed = await self._queues.delete(queue, ids)
         if self._peers is not None:
             peers = self._peers
-            _, theirs = self._by_owner([i for i, ok in zip(ids, existed, strict=True) if ok])
+            _, theirs = by_owner(
+                self._membership, [i for i, ok in zip(ids, existed, strict=True) if ok]
+            )
             for member, owned in theirs:
-                self._spawn(self._quietly(peers.release(member, queue, owned)))
+                self._spawn(quietly(peers.release(member, queue, owned)))
         return existed
 
     async def published(self, queue: str, ids: Sequence[int]) -> None:
@@ -425,38 +428,22 @@ class Coordinator:
         at their next fresh start, and could hand out a later message of its
         group, published through the owner itself, first. A duplicate is told
         too: its first copy may be from an attempt that failed after storing
-        it, before telling. A member that does not answer is passed by: the
-        next owner of its slice walks afresh.
+        it, before telling.
+
+        Raises:
+            BackendUnavailable: a member did not answer in time (``tell``)
+                (cut off from this node, or gone): the publish is not
+                acknowledged, and the publisher sends it again, through
+                another node if need be (a dedup id finds the first copy).
         """
         if self._peers is None or not ids:
             return
         lo, hi = self._membership.slice_of(self._membership.local().name)
         if lo <= min(ids) and max(ids) <= hi:  # every plain publish
             return
+        _, theirs = by_owner(self._membership, ids)
         peers = self._peers
-        _, theirs = self._by_owner(ids)
-        await asyncio.gather(
-            *(self._quietly(peers.published(member, queue, owned)) for member, owned in theirs)
-        )
-
-    def _by_owner(self, ids: Sequence[int]) -> tuple[list[int], list[tuple[Member, list[int]]]]:
-        """Split ids into this node's and, per other live member, the ones its slice holds."""
-        local = self._membership.local()
-        members = {m.name: m for m in self._membership.members()}
-        bounds = sorted((self._membership.slice_of(n), n) for n in members)
-        by_owner: dict[str, list[int]] = {}
-        for mid in ids:
-            owner = next((n for (lo, hi), n in bounds if lo <= mid <= hi), local.name)
-            by_owner.setdefault(owner, []).append(mid)
-        mine = by_owner.pop(local.name, [])
-        return mine, [(members[name], owned) for name, owned in by_owner.items()]
-
-    @staticmethod
-    async def _quietly(call: Coroutine[Any, Any, None]) -> None:
-        try:
-            await call
-        except PeerUnavailable as exc:  # its leases end by their timeout instead
-            log.debug("a peer did not answer: %s", exc)
+        await asyncio.gather(*(tell(peers, member, queue, owned) for member, owned in theirs))
 
     async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""

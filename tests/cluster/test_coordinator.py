@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from dynamiq.cluster.base import Member, StaticMembership, ViewListener
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService, QueueStats
+from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import slices
 from dynamiq.models import ReceiveRequest
 from dynamiq.service.cluster import Coordinator
@@ -47,7 +50,9 @@ class View(StaticMembership):
         return not self.paused
 
 
-async def _node(store: LmdbBackend, clock: FakeClock) -> tuple[QueueService, View, Coordinator]:
+async def _node(
+    store: LmdbBackend, clock: FakeClock, peers: PeerClient | None = None
+) -> tuple[QueueService, View, Coordinator]:
     """The queue ``q`` with one message due, and a node serving it in ``View``."""
     catalog = Catalog(store)
     await catalog.create_queue("q")
@@ -56,7 +61,7 @@ async def _node(store: LmdbBackend, clock: FakeClock) -> tuple[QueueService, Vie
     clock.advance(0.001)
     view = View()
     janitor = Janitor(catalog, queues, store, 2.0)
-    return queues, view, Coordinator(view, queues, janitor, PeerClient("token"))
+    return queues, view, Coordinator(view, queues, janitor, peers or PeerClient("token"))
 
 
 async def test_a_range_is_handed_over_once_the_view_gives_it_to_the_asker(
@@ -114,3 +119,23 @@ async def test_a_receive_under_way_when_a_pause_is_handled_gives_its_messages_ba
     assert await queues.stats("q") == QueueStats(1, 0, 1)
     await coordinator.leave()
     await coordinator.close()
+
+
+async def test_a_publish_in_a_slice_whose_owner_cannot_be_told_is_not_acknowledged(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    # Given a node that sees n2 live, but cannot reach it (cut off from this node)
+    peers = PeerClient("token")
+    _, view, coordinator = await _node(store, fake_clock, peers)
+    view.others = [_member("n2")]
+    lo, _ = slices(["n1", "n2"])["n2"]
+    try:
+        # When a message was stored in n2's slice (an ordered group's stripe is there),
+        # Then its publish is not answered as done: n2's walk would not meet it in
+        # time to keep its group in order, so the publisher must send it again
+        with pytest.raises(BackendUnavailable, match="n2"):
+            await coordinator.published("q", [lo + 1])
+        # while a publish in this node's own slice needs no one.
+        await coordinator.published("q", [0])
+    finally:
+        await peers.close()

@@ -105,14 +105,26 @@ async def test_an_extension_is_journaled_and_held_by_the_node_taking_over(
 async def test_a_restarted_node_holds_the_leases_of_its_previous_life(
     store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
-    queues, journal = await _node(store, fake_clock, tmp_path / "j", "n1")
+    directory = tmp_path / "j"
+    queues, journal = await _node(store, fake_clock, directory, "n1")
     (mid,) = await queues.publish("q", [b"m"])
     await queues.receive("q", 1, visibility_timeout=30)
     journal.close()  # killed
-    restarted, _ = await _node(store, fake_clock, tmp_path / "j", "n1")
+    (past,) = await asyncio.to_thread(lambda: list(directory.glob("*.journal")))
+    restarted, restarted_journal = await _node(store, fake_clock, directory, "n1")
     assert (await restarted.custody.replay()).stored == 1
     assert await restarted.receive("q", 1) == []
+    # A node taking over before the restarted one is back in its view finds the
+    # lease too: the past life's file stays while a lease in it lives,
+    other, _ = await _node(store, fake_clock, directory, "n2")
+    await other.custody.replay(["n2"])
+    assert await other.receive("q", 1) == []
+    restarted_journal.tidy()
+    assert await asyncio.to_thread(past.exists)
+    # and goes once it ended.
     fake_clock.advance(30)
+    restarted_journal.tidy()
+    assert not await asyncio.to_thread(past.exists)
     assert [m.id for m in await restarted.receive("q", 1)] == [mid]
 
 
