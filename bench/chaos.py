@@ -250,13 +250,14 @@ def _run(
     for number in range(1, args.rounds + 1):
         time.sleep(random.uniform(1.0, 3.0))
         fault = random.choice(faults)
+        began = time.monotonic()  # beside the checks' examples, which carry the same clock
         if fault in STORE_FAULTS:
             assert redis is not None and probe is not None
             done = store_fault(redis, probe, fault)
             times.setdefault("store: replica promoted", []).append(done.promoted)
             times.setdefault("store: all served again", []).append(done.serving)
             print(
-                f"round {number:2}: {fault} {done.victim}: replica promoted after "
+                f"round {number:2}: {fault} {done.victim} at {began:.2f}: replica promoted after "
                 f"{done.promoted:.1f} s, all served again after {done.serving:.1f} s"
             )
             continue
@@ -264,7 +265,10 @@ def _run(
         _fault(cluster, watch, node, fault)
         settled = cluster.wait_converged(60)
         times.setdefault(f"{fault}: settled", []).append(settled)
-        print(f"round {number:2}: {fault:8} {node.name}, settled {settled:.1f} s after recovery")
+        print(
+            f"round {number:2}: {fault:8} {node.name} at {began:.2f}, "
+            f"settled {settled:.1f} s after recovery"
+        )
     if probe is not None:
         probe.stop()
     loads = {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
@@ -278,6 +282,8 @@ def _run(
         report = each.ledger.report()
         print(f"\n{name}:")
         print("\n".join(report.lines()))
+        if each.ledger.examples:
+            print("first failures (monotonic s):\n  " + "\n  ".join(each.ledger.examples))
         if not drained:
             print(f"did not drain within {DRAIN_SECONDS} s")
         failed = failed or report.failed or not drained

@@ -44,6 +44,7 @@ from dynamiq.errors import DynamiqError
 from dynamiq.models import Message, Outgoing
 
 POISON = "poison-"
+EXAMPLES = 20  # failures of the checks kept as examples
 
 __all__ = ["Ledger", "Report", "Workload"]
 
@@ -64,6 +65,9 @@ class Ledger:
     order_violations: int = 0
     leased_until: dict[int, float] = field(default_factory=dict)  # id -> earliest lease end
     double_leases: int = 0
+    # The first few failures of the order and lease checks, as lines to read beside
+    # the faults' times (monotonic seconds).
+    examples: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered_in_group(self, group: str | None, expected: str, n: int) -> None:
@@ -74,6 +78,7 @@ class Ledger:
         last = self.last_in_group.get(expected, -1)
         if group != expected or n < last:
             self.order_violations += 1
+            self._example(f"group {expected}: message {n} after {last} (as part of {group})")
         else:
             self.last_in_group[expected] = n
 
@@ -85,7 +90,12 @@ class Ledger:
         for mid in ids:
             if answered < until.get(mid, 0.0):
                 self.double_leases += 1
+                self._example(f"id {mid}: leased again {until[mid] - answered:.2f} s early")
             until[mid] = asked + seconds
+
+    def _example(self, what: str) -> None:
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(f"{time.monotonic():.2f} {what}")
 
     def report(self) -> Report:
         """Check the ledger: lost, duplicated, unacknowledged."""

@@ -16,8 +16,7 @@ from dynamiq.client import Client
 from dynamiq.errors import NoMajority
 from dynamiq.testing.cluster import LocalCluster
 from dynamiq.testing.netns import Network, available
-from dynamiq.testing.workload import Workload
-from tests.cluster.test_cluster import covered_by, until
+from tests.cluster.test_cluster import covered_by, steady_load, until
 
 LEASE_SECONDS = 8.0  # far past the fence: a second lease inside it would be seen
 
@@ -53,12 +52,7 @@ def test_the_side_cut_off_stops_leasing_and_the_majority_takes_over_without_doub
     partitioned: tuple[LocalCluster, Network], fault: str
 ) -> None:
     cluster, network = partitioned
-    urls = [n.url for n in cluster.nodes.values()]
-    with Client(urls) as c:
-        c.create_queue("cut", visibility_timeout=LEASE_SECONDS)
-    time.sleep(0.5)
-    load = Workload(urls, "cut", rate=300, visibility=LEASE_SECONDS).start()
-    try:
+    with steady_load(cluster, "cut", visibility=LEASE_SECONDS) as load:
         time.sleep(2.0)
         cut_at = time.monotonic()
         (network.isolate if fault == "isolate" else network.one_way)("n3")
@@ -71,9 +65,6 @@ def test_the_side_cut_off_stops_leasing_and_the_majority_takes_over_without_doub
         network.heal()
         cluster.wait_converged(30)
         time.sleep(2.0)
-    finally:
-        load.stop()
-    assert load.drain(60)
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.double_leases) == (0, 0), report

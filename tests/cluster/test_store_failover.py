@@ -14,8 +14,7 @@ import pytest
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
 from dynamiq.testing.cluster import LocalCluster
-from dynamiq.testing.workload import Workload
-from tests.cluster.test_cluster import until
+from tests.cluster.test_cluster import steady_load, until
 from tests.servers import RedisCluster, redis_cluster
 
 pytestmark = pytest.mark.timeout(240)
@@ -54,11 +53,8 @@ def test_a_store_primary_failing_under_load_loses_nothing_and_the_nodes_serve_ag
     cluster, redis = on_redis
     urls = [n.url for n in cluster.nodes.values()]
     with Client(urls) as c:
-        c.create_queue("load", visibility_timeout=5.0)
         c.create_queue("probe")
-    time.sleep(0.5)
-    load = Workload(urls, "load", rate=400, visibility=5.0).start()
-    try:
+    with steady_load(cluster, "load") as load:
         time.sleep(2.0)
         victim = redis.primaries()[0]
         others = [p for p in redis.ports if p != victim]
@@ -78,9 +74,6 @@ def test_a_store_primary_failing_under_load_loses_nothing_and_the_nodes_serve_ag
         # The nodes serve again by themselves.
         until(lambda: _serves(urls), 30.0, 0.2)
         time.sleep(2.0)
-    finally:
-        load.stop()
-    assert load.drain(60)
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.double_leases) == (0, 0), report
