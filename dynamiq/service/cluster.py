@@ -27,7 +27,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Member, Membership
@@ -419,19 +419,22 @@ class Coordinator:
                 self._spawn(quietly(peers.release(member, queue, owned)))
         return existed
 
-    async def published(self, queue: str, ids: Sequence[int]) -> None:
+    async def published(self, queue: str, ids: Sequence[int], pinned: Collection[int] = ()) -> None:
         """Tell the members whose slices hold some of ``ids`` (a publish's answer) about
         them, before the publish is answered.
 
         Only a message pinned to a stripe (an ordered group's, a dedup id's)
-        lands outside this node's slice. Its owner's walks would meet it only
+        lands outside this node's slice, unless the node serves nothing now
+        (its publishes then take ids anywhere). Its owner's walks would meet it only
         at their next fresh start, and could hand out a later message of its
         group, published through the owner itself, first. A duplicate is told
         too: its first copy may be from an attempt that failed after storing
         it, before telling.
 
         Raises:
-            BackendUnavailable: a member did not answer in time (``tell``)
+            BackendUnavailable: a member did not answer in time (``tell``) about
+                ids ``pinned`` to its slice (a plain message's walk meets it
+                later at worst)
                 (cut off from this node, or gone): the publish is not
                 acknowledged, and the publisher sends it again, through
                 another node if need be (a dedup id finds the first copy).
@@ -443,7 +446,14 @@ class Coordinator:
             return
         _, theirs = by_owner(self._membership, ids)
         peers = self._peers
-        await asyncio.gather(*(tell(peers, member, queue, owned) for member, owned in theirs))
+        await asyncio.gather(
+            *(
+                tell(peers, member, queue, owned)
+                if any(i in pinned for i in owned)
+                else quietly(peers.published(member, queue, owned))
+                for member, owned in theirs
+            )
+        )
 
     async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""

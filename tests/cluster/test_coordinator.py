@@ -134,8 +134,10 @@ async def test_a_publish_in_a_slice_whose_owner_cannot_be_told_is_not_acknowledg
         # Then its publish is not answered as done: n2's walk would not meet it in
         # time to keep its group in order, so the publisher must send it again
         with pytest.raises(BackendUnavailable, match="n2"):
-            await coordinator.published("q", [lo + 1])
-        # while a publish in this node's own slice needs no one.
-        await coordinator.published("q", [0])
+            await coordinator.published("q", [lo + 1], pinned={lo + 1})
+        # while a plain message there is met by a walk anyway, and a publish in this
+        # node's own slice needs no one.
+        await coordinator.published("q", [lo + 2])
+        await coordinator.published("q", [0], pinned={0})
     finally:
         await peers.close()
