@@ -89,8 +89,8 @@ class Quorum:
 
     def reached(self, known: Collection[str]) -> int:
         """How many of ``known`` (this node included) it had a round trip with lately."""
-        since = self._clock() - self.window
-        return 1 + sum(1 for m in known if m != self.name and self._contact.get(m, -1) >= since)
+        since, contact = self._clock() - self.window, self._contact
+        return 1 + sum(1 for m in known if m != self.name and contact.get(m, -math.inf) >= since)
 
     def fence(self) -> float:
         """How long a gone member must have been silent before its slice is taken."""

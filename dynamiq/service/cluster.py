@@ -27,7 +27,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Member, Membership
@@ -37,8 +37,8 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import NoMajority, PeerUnavailable, QueueNotFound
 from dynamiq.keyspace import KeyRange, intersect
-from dynamiq.models import HeldLease, LocalQueueStats, Message, ReceiveRequest
-from dynamiq.service.owners import by_owner, quietly, tell
+from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing, ReceiveRequest
+from dynamiq.service.owners import by_owner, pinned_ids, quietly, tell
 
 __all__ = ["Coordinator"]
 
@@ -419,39 +419,43 @@ class Coordinator:
                 self._spawn(quietly(peers.release(member, queue, owned)))
         return existed
 
-    async def published(self, queue: str, ids: Sequence[int], pinned: Collection[int] = ()) -> None:
-        """Tell the members whose slices hold some of ``ids`` (a publish's answer) about
-        them, before the publish is answered.
+    async def published(
+        self, queue: str, ids: Sequence[int | None], messages: Sequence[bytes | Outgoing]
+    ) -> None:
+        """Tell the members whose slices hold some of ``ids`` (a publish's answer: the
+        id of each of ``messages``, None where none was stored) about them, before the
+        publish is answered.
 
         Only a message pinned to a stripe (an ordered group's, a dedup id's)
         lands outside this node's slice, unless the node serves nothing now
-        (its publishes then take ids anywhere). Its owner's walks would meet it only
-        at their next fresh start, and could hand out a later message of its
-        group, published through the owner itself, first. A duplicate is told
-        too: its first copy may be from an attempt that failed after storing
-        it, before telling.
+        (its publishes then take ids anywhere). Its owner's walks would meet it
+        only at their next fresh start, and could hand out a later message of
+        its group, published through the owner itself, first. A duplicate is
+        told too: its first copy may be from an attempt that failed after
+        storing it, before telling. A plain message elsewhere is told as it can
+        be: a walk meets it later at worst.
 
         Raises:
-            BackendUnavailable: a member did not answer in time (``tell``) about
-                ids ``pinned`` to its slice (a plain message's walk meets it
-                later at worst)
-                (cut off from this node, or gone): the publish is not
-                acknowledged, and the publisher sends it again, through
-                another node if need be (a dedup id finds the first copy).
+            BackendUnavailable: a member did not hear in time of a pinned message
+                in its slice (``tell``: it is cut off from this node, or gone).
+                The publish is not acknowledged, and the publisher sends it
+                again, through another node if need be (a dedup id finds the
+                first copy).
         """
-        if self._peers is None or not ids:
+        if self._peers is None:
             return
+        stored = [i for i in ids if i is not None]
         lo, hi = self._membership.slice_of(self._membership.local().name)
-        if lo <= min(ids) and max(ids) <= hi:  # every plain publish
+        if not stored or (lo <= min(stored) and max(stored) <= hi):  # every plain publish
             return
-        _, theirs = by_owner(self._membership, ids)
+        pinned = pinned_ids(messages, ids)
         peers = self._peers
         await asyncio.gather(
             *(
                 tell(peers, member, queue, owned)
-                if any(i in pinned for i in owned)
+                if not pinned.isdisjoint(owned)
                 else quietly(peers.published(member, queue, owned))
-                for member, owned in theirs
+                for member, owned in by_owner(self._membership, stored)[1]
             )
         )
 

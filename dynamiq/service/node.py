@@ -224,7 +224,7 @@ class Node:
         self._check_outgoing(messages, self._catalog.queue(queue).settings)
         self._janitor.idle.used((queue,))
         ids = await self._queues.publish(queue, messages)
-        await self._cluster.published(queue, ids, _pinned(messages, ids))
+        await self._cluster.published(queue, ids, messages)
         return ids
 
     async def publish_topic(
@@ -244,8 +244,7 @@ class Node:
         placed = await self._topics.publish(topic, messages, notices)
         self._janitor.idle.used(placed)
         for queue, ids in placed.items():
-            stored = [i for i in ids if i is not None]
-            await self._cluster.published(queue, stored, _pinned(messages, ids))
+            await self._cluster.published(queue, ids, messages)
         return placed
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
@@ -416,12 +415,3 @@ class Node:
     def _check_batch(self, size: int) -> None:
         if size > self.limits.maxbatch:
             raise Invalid(f"at most {self.limits.maxbatch} messages per request", field="batch")
-
-
-def _pinned(messages: Sequence[bytes | Outgoing], ids: Sequence[int | None]) -> set[int]:
-    """The ids of the messages pinned to a stripe (an ordered group's, a dedup id's)."""
-    return {
-        mid
-        for m, mid in zip(messages, ids, strict=True)
-        if mid is not None and isinstance(m, Outgoing) and (m.group or m.dedup_id)
-    }

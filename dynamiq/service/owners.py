@@ -10,8 +10,9 @@ from collections.abc import Coroutine, Sequence
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.errors import BackendUnavailable, PeerUnavailable
+from dynamiq.models import Outgoing
 
-__all__ = ["TELL_SECONDS", "by_owner", "quietly", "tell"]
+__all__ = ["TELL_SECONDS", "by_owner", "pinned_ids", "quietly", "tell"]
 
 log = logging.getLogger("dynamiq.cluster")
 
@@ -32,6 +33,15 @@ def by_owner(
         owned.setdefault(owner, []).append(mid)
     mine = owned.pop(local.name, [])
     return mine, [(members[name], theirs) for name, theirs in owned.items()]
+
+
+def pinned_ids(messages: Sequence[bytes | Outgoing], ids: Sequence[int | None]) -> set[int]:
+    """The ids of the messages pinned to a stripe (an ordered group's, a dedup id's)."""
+    return {
+        mid
+        for m, mid in zip(messages, ids, strict=True)
+        if mid is not None and isinstance(m, Outgoing) and (m.group or m.dedup_id)
+    }
 
 
 async def tell(peers: PeerClient, member: Member, queue: str, ids: list[int]) -> None:

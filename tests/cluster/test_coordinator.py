@@ -16,7 +16,7 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService, QueueStats
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import slices
-from dynamiq.models import ReceiveRequest
+from dynamiq.models import Outgoing, ReceiveRequest
 from dynamiq.service.cluster import Coordinator
 from dynamiq.storage.lmdb import LmdbBackend
 
@@ -133,11 +133,12 @@ async def test_a_publish_in_a_slice_whose_owner_cannot_be_told_is_not_acknowledg
         # When a message was stored in n2's slice (an ordered group's stripe is there),
         # Then its publish is not answered as done: n2's walk would not meet it in
         # time to keep its group in order, so the publisher must send it again
+        grouped = [Outgoing(b"m", group="g")]
         with pytest.raises(BackendUnavailable, match="n2"):
-            await coordinator.published("q", [lo + 1], pinned={lo + 1})
+            await coordinator.published("q", [lo + 1], grouped)
         # while a plain message there is met by a walk anyway, and a publish in this
         # node's own slice needs no one.
-        await coordinator.published("q", [lo + 2])
-        await coordinator.published("q", [0], pinned={0})
+        await coordinator.published("q", [lo + 2], [b"m"])
+        await coordinator.published("q", [0], grouped)
     finally:
         await peers.close()
