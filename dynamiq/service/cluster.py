@@ -35,10 +35,10 @@ from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.quorum import Quorum, heartbeats
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
-from dynamiq.errors import NoMajority, PeerUnavailable, QueueNotFound
+from dynamiq.errors import BackendUnavailable, NoMajority, PeerUnavailable, QueueNotFound
 from dynamiq.keyspace import KeyRange, intersect
 from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing, ReceiveRequest
-from dynamiq.service.owners import by_owner, pinned_ids, quietly, tell
+from dynamiq.service.owners import by_owner, quietly, tell_owners
 
 __all__ = ["Coordinator"]
 
@@ -105,7 +105,8 @@ class Coordinator:
     async def leave(self) -> None:
         """Stop serving, let the leases go, and tell the peers (SIGTERM)."""
         self._leaving = True
-        self._queues.set_keyspace(None)
+        self._pauses += 1  # receives under way answer nothing: their leases may not be
+        self._queues.set_keyspace(None)  # journaled before the others replay the journal
         self._queues.custody.stand_down()  # in the journal for whoever takes over
         for task in (self._reconciler, self._heartbeats):
             if task is not None:
@@ -312,8 +313,15 @@ class Coordinator:
         self._queues.release(queue, ids)
 
     def published_here(self, queue: str, ids: Sequence[int]) -> None:
-        """Note ``ids`` stored in this node's slice through another node."""
+        """Note ``ids`` stored in this node's slice through another node.
+
+        Raises:
+            BackendUnavailable: this node does not serve them now (it is taking the
+                slice over, or stood down): whoever does may not meet them in time.
+        """
         self._queues.published_elsewhere(queue, ids)
+        if ids and not self._serves(ids):
+            raise BackendUnavailable("stored in a slice this node does not serve now")
 
     def local_stats(self, queues: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue: leases and rates."""
@@ -422,41 +430,26 @@ class Coordinator:
     async def published(
         self, queue: str, ids: Sequence[int | None], messages: Sequence[bytes | Outgoing]
     ) -> None:
-        """Tell the members whose slices hold some of ``ids`` (a publish's answer: the
-        id of each of ``messages``, None where none was stored) about them, before the
-        publish is answered.
-
-        Only a message pinned to a stripe (an ordered group's, a dedup id's)
-        lands outside this node's slice, unless the node serves nothing now
-        (its publishes then take ids anywhere). Its owner's walks would meet it
-        only at their next fresh start, and could hand out a later message of
-        its group, published through the owner itself, first. A duplicate is
-        told too: its first copy may be from an attempt that failed after
-        storing it, before telling. A plain message elsewhere is told as it can
-        be: a walk meets it later at worst.
+        """Tell the members serving some of ``ids`` (a publish's answer: the id of each
+        of ``messages``, None where none was stored) about them, before the publish
+        is answered (``tell_owners``).
 
         Raises:
-            BackendUnavailable: a member did not hear in time of a pinned message
-                in its slice (``tell``: it is cut off from this node, or gone).
-                The publish is not acknowledged, and the publisher sends it
-                again, through another node if need be (a dedup id finds the
-                first copy).
+            BackendUnavailable: a pinned message (an ordered group's, a dedup id's)
+                lies in a slice no member could be told of in time.
         """
-        if self._peers is None:
-            return
-        stored = [i for i in ids if i is not None]
-        lo, hi = self._membership.slice_of(self._membership.local().name)
-        if not stored or (lo <= min(stored) and max(stored) <= hi):  # every plain publish
-            return
-        pinned = pinned_ids(messages, ids)
-        peers = self._peers
-        await asyncio.gather(
-            *(
-                tell(peers, member, queue, owned)
-                if not pinned.isdisjoint(owned)
-                else quietly(peers.published(member, queue, owned))
-                for member, owned in by_owner(self._membership, stored)[1]
-            )
+        if self._peers is not None:
+            await tell_owners(self._peers, self._membership, queue, ids, messages, self._serves)
+
+    def _serves(self, ids: Sequence[int]) -> bool:
+        """Whether this node leases ``ids`` now, with the right to: no other node does,
+        and its walks meet what is stored there."""
+        served = self._queues.keyspace
+        return (
+            served is not None
+            and served[0] <= min(ids)
+            and max(ids) <= served[1]
+            and self.may_serve()
         )
 
     async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:

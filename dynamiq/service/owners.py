@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.errors import BackendUnavailable, PeerUnavailable
 from dynamiq.models import Outgoing
 
-__all__ = ["TELL_SECONDS", "by_owner", "pinned_ids", "quietly", "tell"]
+__all__ = ["TELL_SECONDS", "by_owner", "pinned_ids", "quietly", "tell", "tell_owners"]
 
 log = logging.getLogger("dynamiq.cluster")
 
@@ -42,6 +42,68 @@ def pinned_ids(messages: Sequence[bytes | Outgoing], ids: Sequence[int | None]) 
         for m, mid in zip(messages, ids, strict=True)
         if mid is not None and isinstance(m, Outgoing) and (m.group or m.dedup_id)
     }
+
+
+async def tell_owners(
+    peers: PeerClient,
+    membership: Membership,
+    queue: str,
+    ids: Sequence[int | None],
+    messages: Sequence[bytes | Outgoing],
+    serves: Callable[[Sequence[int]], bool],
+) -> None:
+    """Tell the members whose slices hold some of a publish's ``ids`` (None where a
+    message was not stored) about them, before the publish is answered.
+
+    Only a message pinned to a stripe (an ordered group's, a dedup id's)
+    lands outside the slice this node ``serves``, unless it serves nothing
+    now (its publishes then take ids anywhere). Whoever serves it would meet
+    it only at a walk's next fresh start, and could hand out a later message
+    of its group, published through itself, first. So a pinned message is
+    acknowledged only once the member serving it heard of it (``tell``); and
+    one in this node's own slice by its view, only once this node serves that
+    with the right to (it is taking the slice over, or cut off from the
+    majority and its view is stale: another node may serve the slice). A
+    duplicate is told too: its first copy may be from an attempt that failed
+    after storing it, before telling. A plain message elsewhere is told as
+    it can be: a walk meets it later at worst.
+
+    Raises:
+        BackendUnavailable: a pinned message is not known in time to the node
+            serving it. The publish is not acknowledged, and the publisher
+            sends it again, through another node if need be (a dedup id finds
+            the first copy).
+    """
+    stored = [i for i in ids if i is not None]
+    if not stored or serves(stored):  # every plain publish of a serving node
+        return
+    pinned = pinned_ids(messages, ids)
+    mine, theirs = by_owner(membership, stored)
+    calls = [
+        tell(peers, member, queue, owned)
+        if not pinned.isdisjoint(owned)
+        else quietly(peers.published(member, queue, owned))
+        for member, owned in theirs
+    ]
+    if own := [mid for mid in mine if mid in pinned]:
+        calls.append(_until_served(serves, own))
+    await asyncio.gather(*calls)
+
+
+async def _until_served(serves: Callable[[Sequence[int]], bool], ids: list[int]) -> None:
+    """Wait up to ``TELL_SECONDS`` for this node to serve ``ids``.
+
+    Raises:
+        BackendUnavailable: it did not (taking its slice over, or cut off).
+    """
+    deadline = time.monotonic() + TELL_SECONDS
+    while not serves(ids):
+        if time.monotonic() >= deadline:
+            raise BackendUnavailable(
+                "stored in this node's slice, which it does not serve now (it is taking "
+                "it over, or is cut off from the majority): not acknowledged, publish it again"
+            )
+        await asyncio.sleep(TELL_RETRY_SECONDS)
 
 
 async def tell(peers: PeerClient, member: Member, queue: str, ids: list[int]) -> None:
