@@ -150,7 +150,7 @@ async def test_a_pinned_publish_in_a_slice_this_node_does_not_serve_yet_is_not_a
 ) -> None:
     # Given a node whose view gives it n2's old slice, which it does not serve yet (it
     # is taking it over; or its view is stale, and n2 serves it still)
-    queues, view, coordinator = await _node(store, fake_clock)
+    queues, _, coordinator = await _node(store, fake_clock)
     mine = slices(["n1", "n2"])["n1"]
     queues.set_keyspace(mine)
     lo, _ = slices(["n1", "n2"])["n2"]
