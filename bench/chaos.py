@@ -43,11 +43,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from statistics import median
 
@@ -169,12 +171,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --redis-cluster: rounds kill or pause a store primary too",
     )
+    parser.add_argument(
+        "--keep-logs", type=Path, help="copy the nodes' logs into this directory at the end"
+    )
+    parser.add_argument("--loglevel", default="warn", help="the nodes' log level")
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
-    extra = ["--core-loglevelstring", "warn"]
+    extra = ["--core-loglevelstring", args.loglevel]
     with (
         tempfile.TemporaryDirectory(prefix="dynamiq-chaos-") as tmp,
         contextlib.ExitStack() as stack,
@@ -199,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(cluster, args, seed, redis if args.store_faults else None)
         finally:
             cluster.stop()
+            if args.keep_logs is not None:
+                shutil.copytree(Path(tmp) / "logs", args.keep_logs, dirs_exist_ok=True)
 
 
 def _run(
@@ -206,6 +214,7 @@ def _run(
 ) -> int:
     print(f"chaos: {args.nodes} nodes, {args.rounds} rounds, {args.rate:g} msg/s, seed {seed}")
     print(f"formed in {cluster.start():.1f} s")
+    print(f"monotonic {time.monotonic():.2f} is {datetime.now().time()} (the nodes' log times)")
     urls = [n.url for n in cluster.nodes.values()]
     with Client(urls) as client:
         client.create_queue("chaos-dead")

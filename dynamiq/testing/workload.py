@@ -70,15 +70,20 @@ class Ledger:
     examples: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def delivered_in_group(self, group: str | None, expected: str, n: int) -> None:
-        """Note that message ``n`` of group ``expected`` arrived as part of ``group``.
+    def delivered_in_group(
+        self, group: str | None, expected: str, n: int, message_id: int = 0
+    ) -> None:
+        """Note that message ``n`` (id ``message_id``) of group ``expected`` arrived as
+        part of ``group``.
 
         Call with ``lock`` held, in the order the deliveries were seen.
         """
         last = self.last_in_group.get(expected, -1)
         if group != expected or n < last:
             self.order_violations += 1
-            self._example(f"group {expected}: message {n} after {last} (as part of {group})")
+            self._example(
+                f"group {expected}: message {n} (id {message_id}) after {last} (as part of {group})"
+            )
         else:
             self.last_in_group[expected] = n
 
@@ -340,7 +345,8 @@ class Workload:
             self.ledger.stored_as[body].add(m.id)
         expected = self._group_of(body)
         if expected is not None:
-            self.ledger.delivered_in_group(m.group, expected, int(body.rpartition("-")[2]))
+            n = int(body.rpartition("-")[2])
+            self.ledger.delivered_in_group(m.group, expected, n, m.id)
 
     def drain(self, timeout: float = 60.0) -> bool:
         """Receive and delete until the store holds nothing; False if time ran out.
