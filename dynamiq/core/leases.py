@@ -53,6 +53,16 @@ class LeaseTable:
         self._schedule(deadline, extended)
         return extended
 
+    def hold(self, ids: Iterable[int], now: float, timeout: float) -> None:
+        """Lease ``ids`` until ``now + timeout`` at least: a lease held here already
+        that ends sooner is moved to then, one that ends later stays (a lease
+        another node made, taken over, outlasts what this node knew of it)."""
+        deadline = now + timeout
+        later = [i for i in ids if self._deadline.get(i, -math.inf) < deadline]
+        for message_id in later:
+            self._deadline[message_id] = deadline
+        self._schedule(deadline, later)
+
     def _schedule(self, deadline: float, ids: list[int]) -> None:
         if ids:
             self._entries += 1

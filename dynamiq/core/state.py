@@ -171,7 +171,9 @@ class QueueState:
     def take_over(self, leases: Sequence[HeldLease], now: float) -> None:
         """Hold leases handed over by another node until they would end there."""
         for lease in leases:
-            self.leases.acquire((lease.id,), now, lease.seconds_left)
+            # a lease of its own may be here still, void (made across a pause) or
+            # older: the one taken over is honoured to its end all the same
+            self.leases.hold((lease.id,), now, lease.seconds_left)
             if lease.receive_count:
                 self.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
             if lease.group is not None:  # its group waits for it here now

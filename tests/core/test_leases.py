@@ -58,3 +58,19 @@ def test_extend_moves_only_live_leases(fake_clock: FakeClock) -> None:
     fake_clock.advance(14)
     assert leases.extend([1], fake_clock.now(), 5) == []  # its deadline has come
     assert leases.expire(fake_clock.now()) == [1]
+
+
+def test_hold_keeps_a_lease_until_the_later_of_two_ends(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    # Given this node's own leases on 1 (ending in 5 s) and 2 (in 30 s)
+    leases.acquire([1, 2], fake_clock.now(), 5)
+    leases.extend([2], fake_clock.now(), 30)
+    # When it takes over another node's leases on 1, 2 and 3, ending in 10 s
+    leases.hold([1, 2, 3], fake_clock.now(), 10)
+    # Then 1 and 3 end only then, and 2 at its own, later end
+    fake_clock.advance(5)
+    assert leases.expire(fake_clock.now()) == []
+    fake_clock.advance(5)
+    assert sorted(leases.expire(fake_clock.now())) == [1, 3]
+    fake_clock.advance(20)
+    assert leases.expire(fake_clock.now()) == [2]
