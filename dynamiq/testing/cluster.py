@@ -1,9 +1,12 @@
 """A local cluster on loopback: node processes sharing one data directory (for trying it out).
 
 Used by ``dynamiq cluster``, the cluster tests and ``bench.chaos``. Every node
-is a real ``dynamiq serve`` process. Its HTTP and gossip ports are chosen by
-the OS when it first starts (port 0) and read from the line it prints once it
-serves; a restart takes the same ports again, as a restarted machine would.
+is a real ``dynamiq serve`` process. On loopback its HTTP and gossip ports
+are picked free below the range the OS draws outgoing connections' ports
+from (``spare_port``): a restart takes the same ports again, as a restarted
+machine would, and a client's connection cannot hold one meanwhile. In a
+namespace they are chosen by the OS when it first starts (port 0) and read
+from the line it prints once it serves.
 The first node starts alone; the others are seeded with the nodes already
 known, so any of them can be killed, paused, restarted or stopped. With a
 ``Network`` each node runs in its own network namespace, at its address on
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import secrets
 import signal
@@ -27,14 +31,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dynamiq.cluster.swim import claim_port
 from dynamiq.testing.netns import Network
 
-__all__ = ["LocalCluster", "LocalNode"]
+__all__ = ["LocalCluster", "LocalNode", "spare_port"]
 
 HOST = "127.0.0.1"
 # What a node prints once it serves: its HTTP URL and, with gossip, its gossip address.
 SERVING = re.compile(rb"serving http://[^:]+:(\d+);.*?(?:gossip [^:]+:(\d+))?$", re.M)
 START_SECONDS = 30.0
+# Where ``spare_port`` looks: below the Redis Cluster test servers' ports (from
+# 20000) and below the OS's range for outgoing connections (from 32768 by default).
+SPARE_PORTS = (10000, 20000)
+
+
+def spare_port(host: str = HOST) -> int:
+    """Return a port free on ``host`` for TCP and UDP now, outside the range the OS
+    draws outgoing connections' ports from (0 when none was found)."""
+    for _ in range(200):
+        try:
+            return claim_port(host, random.randrange(*SPARE_PORTS))
+        except OSError:
+            continue
+    return 0
 
 
 @dataclass
@@ -170,12 +189,15 @@ class LocalCluster:
         node.cwd = self.checkout
         if self.network is not None:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
+        else:
+            node.http_port = http_port or spare_port()
+            node.gossip_port = spare_port()
         self.nodes[name] = node
         return node
 
     def _args(self, node: LocalNode, seeds: Sequence[str] | None) -> list[str]:
         if seeds is None:
-            seeds = [n.gossip for n in self.nodes.values() if n is not node and n.gossip_port]
+            seeds = [n.gossip for n in self.nodes.values() if n is not node and n.proc is not None]
         return [
             "--core-name",
             node.name,
