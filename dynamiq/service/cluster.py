@@ -163,6 +163,8 @@ class Coordinator:
         current = self._queues.keyspace
         kept = intersect(current, target)
         self._queues.set_keyspace(kept)  # stop serving what was lost, now
+        if kept != current:
+            log.info("let go of a part of the slice: serving %s now", kept or "nothing")
         if kept == target:
             return True
         lo, hi = target

@@ -166,3 +166,19 @@ async def test_a_pinned_publish_in_a_slice_this_node_does_not_serve_yet_is_not_a
     queues.set_keyspace((mine[0], ID_MAX))
     await coordinator.published("q", [lo + 1], grouped)
     coordinator.published_here("q", [lo + 1])
+
+
+async def test_a_receive_under_way_when_the_node_leaves_answers_nothing(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    _, _, coordinator = await _node(store, fake_clock)
+    coordinator.start()
+    # Given a receive under way (its leases are good while ``holds`` says so)
+    epoch = coordinator.epoch()
+    assert coordinator.holds(epoch)
+    # When the node leaves (SIGTERM): the others replay its lease journal, which may not
+    # name what that receive leases after this moment
+    await coordinator.leave()
+    # Then the receive answers nothing: its leases lapse instead
+    assert not coordinator.holds(epoch)
+    await coordinator.close()
