@@ -1,12 +1,9 @@
 """Store faults for the chaos command: a Redis Cluster primary killed or paused.
 
-A round picks one of the store's primaries and either
-
-- kills it (``kill -9``), waits until its replica is promoted, and starts it
-  again on its data at once, as a supervisor would: it rejoins as a replica;
-- or stops it (``SIGSTOP``) for twice the cluster's node timeout, so that
-  its replica is promoted meanwhile, then lets it go on: it finds itself
-  demoted and follows the new primary.
+A round hits one of the store's primaries (``RedisCluster.fail_primary``):
+it kills it (``kill -9``) and starts it again once its replica is promoted,
+or stops it (``SIGSTOP``) past the node timeout and lets it go on; either
+way it comes back as a replica.
 
 Then it waits until every primary has its replica in step again. A probe
 publishes one message and receives and deletes what it finds, through each
@@ -18,10 +15,9 @@ time includes the old primary's restart and resynchronisation.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynamiq.client import Client
@@ -31,10 +27,8 @@ from tests.servers import RedisCluster
 __all__ = ["STORE_FAULTS", "Probe", "Recovery", "store_fault"]
 
 STORE_FAULTS = ("primary kill -9", "primary SIGSTOP")
-NODE_TIMEOUT = 2.0  # the test cluster's cluster-node-timeout, in seconds
 PROBE_QUEUE = "chaos-probe"
 PROBE_EVERY = 0.05
-WHOLE_WITHIN = 60.0
 
 
 class Probe:
@@ -92,30 +86,8 @@ class Recovery:
 
 def store_fault(redis: RedisCluster, probe: Probe, fault: str) -> Recovery:
     """Hit a random primary with ``fault``; return once the store is whole again."""
-    victim = random.choice(redis.primaries())
-    others = [p for p in redis.ports if p != victim]
     started = time.monotonic()
-    if fault == "primary kill -9":
-        redis.kill(victim)
-    else:
-        redis.pause(victim)
-    promoted = _until(lambda: len(redis.primaries(others)) == 3, WHOLE_WITHIN) - started
-    if fault == "primary kill -9":
-        redis.restart(victim)
-    else:
-        time.sleep(max(0.0, started + 2 * NODE_TIMEOUT - time.monotonic()))
-        redis.resume(victim)
-    _until(redis.whole, WHOLE_WITHIN)
+    victim, promoted = redis.fail_primary(fault.removeprefix("primary "))
     time.sleep(1.0)  # probes after the store is whole: a failure here counts too
     last = probe.last_failure(started)
     return Recovery(victim, promoted, 0.0 if last is None else last - started)
-
-
-def _until(check: Callable[[], bool], timeout: float) -> float:
-    """Poll ``check`` until it holds; return when (monotonic)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the Redis Cluster did not recover within {timeout:g} s")
-        time.sleep(0.1)
-    return time.monotonic()

@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,8 @@ __all__ = [
     "redis_server",
     "require",
 ]
+
+NODE_TIMEOUT_MS = 2000  # a Redis Cluster's cluster-node-timeout: a failover takes about this
 
 
 def free_port() -> int:
@@ -190,6 +192,33 @@ class RedisCluster:
         """Whether every slot is served and every primary has its replica in step."""
         return _whole(require("redis-cli"), self.ports)
 
+    def fail_primary(self, fault: str, within: float = 60.0) -> tuple[int, float]:
+        """Hit a random primary with ``fault`` and bring it back as a replica; return
+        once the cluster is whole again: the primary hit, and the seconds until its
+        replica was promoted.
+
+        ``kill -9`` kills it, and once its replica is promoted starts it again on
+        its data, as a supervisor would; ``SIGSTOP`` stops it for twice the node
+        timeout (its replica is promoted meanwhile), then lets it go on, to find
+        itself demoted.
+        """
+        victim = random.choice(self.primaries())
+        others = [p for p in self.ports if p != victim]
+        started = time.monotonic()
+        if fault == "kill -9":
+            self.kill(victim)
+        else:
+            self.pause(victim)
+        _poll(lambda: len(self.primaries(others)) == 3, within, "promote a replica")
+        promoted = time.monotonic() - started
+        if fault == "kill -9":
+            self.restart(victim)
+        else:
+            time.sleep(max(0.0, started + 2 * NODE_TIMEOUT_MS / 1000 - time.monotonic()))
+            self.resume(victim)
+        _poll(self.whole, within, "become whole again")
+        return victim, promoted
+
 
 @contextmanager
 def redis_cluster(data: Path) -> Iterator[RedisCluster]:
@@ -213,7 +242,7 @@ def redis_cluster(data: Path) -> Iterator[RedisCluster]:
                 "--cluster-config-file",
                 str(node / "nodes.conf"),
                 "--cluster-node-timeout",
-                "2000",
+                str(NODE_TIMEOUT_MS),
                 "--cluster-replica-validity-factor",
                 "0",
             ]
@@ -237,15 +266,19 @@ def redis_cluster(data: Path) -> Iterator[RedisCluster]:
             timeout=60,
         )
         cluster = RedisCluster(ports, procs, commands)
-        deadline = time.monotonic() + 30
-        while not _whole(cli, ports):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the Redis Cluster did not become whole")
-            time.sleep(0.1)
+        _poll(cluster.whole, 30.0, "become whole")
         yield cluster
     finally:
         for proc in procs.values():
             _stop(proc)
+
+
+def _poll(check: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Redis Cluster did not {what} within {within:g} s")
+        time.sleep(0.1)
 
 
 def _whole(cli: str, ports: list[int]) -> bool:

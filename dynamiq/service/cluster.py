@@ -168,9 +168,9 @@ class Coordinator:
         if kept == target:
             return True
         lo, hi = target
-        live = {m.name for m in self._membership.members()}
-        gone = sorted(n for n in self._membership.known() if n not in live)
-        if len(live) <= len(self._membership.known()) // 2:
+        live, known = {m.name for m in self._membership.members()}, self._membership.known()
+        gone = sorted(known - live)
+        if len(live) <= len(known) // 2:
             return False  # the view lags the heartbeats: no majority to confirm with
         if not await self._fenced(gone):
             return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
@@ -96,14 +96,15 @@ async def _until_served(serves: Callable[[Sequence[int]], bool], ids: list[int])
     Raises:
         BackendUnavailable: it did not (taking its slice over, or cut off).
     """
-    deadline = time.monotonic() + TELL_SECONDS
-    while not serves(ids):
-        if time.monotonic() >= deadline:
-            raise BackendUnavailable(
-                "stored in this node's slice, which it does not serve now (it is taking "
-                "it over, or is cut off from the majority): not acknowledged, publish it again"
-            )
-        await asyncio.sleep(TELL_RETRY_SECONDS)
+
+    async def served() -> str | None:
+        return None if serves(ids) else "not served"
+
+    if await _patiently(served) is not None:
+        raise BackendUnavailable(
+            "stored in this node's slice, which it does not serve now (it is taking "
+            "it over, or is cut off from the majority): not acknowledged, publish it again"
+        )
 
 
 async def tell(peers: PeerClient, member: Member, queue: str, ids: list[int]) -> None:
@@ -113,17 +114,30 @@ async def tell(peers: PeerClient, member: Member, queue: str, ids: list[int]) ->
     Raises:
         BackendUnavailable: it did not answer (cut off from this node, or gone).
     """
-    deadline = time.monotonic() + TELL_SECONDS
-    while True:
+
+    async def told() -> str | None:
         try:
-            return await peers.published(member, queue, ids)
+            await peers.published(member, queue, ids)
         except PeerUnavailable as exc:
-            if time.monotonic() >= deadline:
-                raise BackendUnavailable(
-                    f"stored, but {member.name}, which serves it, could not be told "
-                    f"({exc}): not acknowledged, publish it again"
-                ) from exc
+            return str(exc)
+        return None
+
+    if (why := await _patiently(told)) is not None:
+        raise BackendUnavailable(
+            f"stored, but {member.name}, which serves it, could not be told "
+            f"({why}): not acknowledged, publish it again"
+        )
+
+
+async def _patiently(attempt: Callable[[], Awaitable[str | None]]) -> str | None:
+    """Make ``attempt`` every ``TELL_RETRY_SECONDS`` until it succeeds (answers None)
+    or ``TELL_SECONDS`` have passed; return why the last one failed, if it did."""
+    deadline = time.monotonic() + TELL_SECONDS
+    while (why := await attempt()) is not None:
+        if time.monotonic() >= deadline:
+            return why
         await asyncio.sleep(TELL_RETRY_SECONDS)
+    return None
 
 
 async def quietly(call: Coroutine[object, object, None]) -> None:

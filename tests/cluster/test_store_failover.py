@@ -56,20 +56,8 @@ def test_a_store_primary_failing_under_load_loses_nothing_and_the_nodes_serve_ag
         c.create_queue("probe")
     with steady_load(cluster, "load") as load:
         time.sleep(2.0)
-        victim = redis.primaries()[0]
-        others = [p for p in redis.ports if p != victim]
-        if fault == "kill -9":
-            redis.kill(victim)
-        else:
-            redis.pause(victim)
         # Its replica is promoted; the old primary comes back and follows it.
-        until(lambda: len(redis.primaries(others)) == 3, 30.0, 0.1)
-        if fault == "kill -9":
-            redis.restart(victim)
-        else:
-            time.sleep(2.0)
-            redis.resume(victim)
-        until(redis.whole, 60.0, 0.2)
+        victim, _ = redis.fail_primary(fault)
         assert redis.role(victim) == "slave"
         # The nodes serve again by themselves.
         until(lambda: _serves(urls), 30.0, 0.2)
