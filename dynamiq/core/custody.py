@@ -15,6 +15,7 @@ it ends. When a slice changes hands the promise must go with it:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
@@ -26,6 +27,8 @@ from dynamiq.models import HeldLease
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Custody"]
+
+log = logging.getLogger("dynamiq.core")
 
 
 class Custody:
@@ -64,6 +67,9 @@ class Custody:
     def _take_over(self, record: QueueRecord, leases: Sequence[HeldLease]) -> None:
         state = self._state_of(record)
         state.take_over(leases, self._clock.now())
+        if log.isEnabledFor(logging.DEBUG):
+            heads = [(lease.group, lease.id) for lease in leases if lease.group is not None]
+            log.debug("%s: took over %d leases, group heads %s", record.name, len(leases), heads)
         if self._journal is not None:  # this node answers for them now
             self._journal.note(record.uid, state, [lease.id for lease in leases])
 

@@ -105,6 +105,9 @@ class Lifecycle:
             counted, held = state.groups.admit(counted)
             if held:
                 await self._check_heads(record, state, held)
+            if log.isEnabledFor(logging.DEBUG):
+                heads = [(m.group, m.id) for m in counted if m.group is not None]
+                log.debug("%s: group heads handed out %s, %d held", record.name, heads, len(held))
         if counted and settings.counts_receives:  # decisions hang on the count: stored first
             rows = [(m.id, with_meta(found[m.id], meta_of_message(m))) for m in counted]
             stored = await self._store.replace(record.uid, rows)
@@ -136,6 +139,8 @@ class Lifecycle:
             return set()
         records = await self._store.get(record.uid, ids)
         gone = [h for h, raw in zip(ids, records, strict=True) if raw is None]
+        if gone:
+            log.debug("%s: group heads found gone %s", record.name, gone)
         state.release(gone)
         return set(gone)
 

@@ -61,7 +61,8 @@ class Ledger:
     failed_publishes: int = 0
     failed_calls: int = 0
     stored_as: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    last_in_group: dict[str, int] = field(default_factory=dict)  # group -> newest n delivered
+    # group -> the newest n delivered, and its id
+    last_in_group: dict[str, tuple[int, int]] = field(default_factory=dict)
     order_violations: int = 0
     leased_until: dict[int, float] = field(default_factory=dict)  # id -> earliest lease end
     double_leases: int = 0
@@ -78,14 +79,16 @@ class Ledger:
 
         Call with ``lock`` held, in the order the deliveries were seen.
         """
-        last = self.last_in_group.get(expected, -1)
+        last, last_id = self.last_in_group.get(expected, (-1, 0))
         if group != expected or n < last:
             self.order_violations += 1
+            before = self.delivered[message_id] - 1
             self._example(
-                f"group {expected}: message {n} (id {message_id}) after {last} (as part of {group})"
+                f"group {expected}: message {n} (id {message_id}, delivered {before} times "
+                f"before) after {last} (id {last_id}) (as part of {group})"
             )
         else:
-            self.last_in_group[expected] = n
+            self.last_in_group[expected] = (n, message_id)
 
     def leased(self, ids: Sequence[int], asked: float, answered: float, seconds: float) -> None:
         """Note deliveries of ``ids`` by a receive sent at ``asked`` and answered at
