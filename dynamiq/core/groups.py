@@ -101,11 +101,24 @@ class Groups:
         return self._group_of.get(message_id)
 
     def lead(self, group: str, message_id: int) -> None:
-        """Make a message its group's head (the oldest behind the last, or a lease
-        handed over by another node)."""
+        """Make a message its group's head (the oldest behind the last)."""
         self._forget_behind(message_id)
         self._heads[group] = message_id
         self._group_of[message_id] = group
+
+    def taken_over(self, group: str, message_id: int) -> None:
+        """Note a lease on a message of ``group`` that another node made (a handoff, or
+        its lease journal): the message heads its group, unless this node knows a
+        newer head. A group's messages go out in id order, so of two leases on it
+        the older is stale: that message was deleted before the newer went out
+        (a journal keeps a lease until it would have ended, deleted or not)."""
+        head = self._heads.get(group)
+        if head is not None:
+            if head >= message_id:
+                return
+            del self._group_of[head]
+            self._unsent.discard(head)
+        self.lead(group, message_id)
 
     def ended(self, ids: Iterable[int]) -> list[int]:
         """Note messages gone (deleted, dead-lettered, expired); return, sorted, the ids

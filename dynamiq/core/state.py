@@ -177,7 +177,7 @@ class QueueState:
             if lease.receive_count:
                 self.counts[lease.id] = (lease.receive_count, lease.first_received_ms)
             if lease.group is not None:  # its group waits for it here now
-                self.groups.lead(lease.group, lease.id)
+                self.groups.taken_over(lease.group, lease.id)
 
     def stand_down(self) -> int:
         """Walk afresh when serving again (others may have served the slice meanwhile),

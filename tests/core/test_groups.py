@@ -158,6 +158,36 @@ async def test_a_handed_over_lease_keeps_its_group_waiting(
     assert second.body == b"2"
 
 
+async def test_an_older_lease_taken_over_does_not_displace_the_groups_head(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    # Given a group whose first message was deleted and whose second is in flight
+    one, _ = await two_engines(store, fake_clock)
+    await one.publish("q", [Outgoing(b"%d" % i, group="g") for i in range(1, 4)])
+    (first,) = await one.receive("q", 10)
+    assert await one.delete("q", [first.id]) == [True]
+    (second,) = await one.receive("q", 10)
+    assert second.body == b"2"
+    # When a lease on the first comes back from a lease journal (it keeps a lease
+    # until it would have ended, deleted or not), and ends
+    one.custody.take_over("q", [HeldLease(first.id, 1.0, 1, first.first_received_ms, "g")])
+    fake_clock.advance(2.0)
+    # Then the third still waits for the second
+    assert await one.receive("q", 10) == []
+    assert await one.delete("q", [second.id]) == [True]
+    assert [m.body for m in await one.receive("q", 10)] == [b"3"]
+
+
+def test_of_two_leases_taken_over_on_one_group_the_newer_leads() -> None:
+    groups = Groups()
+    groups.taken_over("g", 7)
+    groups.taken_over("g", 5)  # deleted before 7 went out: stale
+    assert groups.group_of(7) == "g" and groups.group_of(5) is None
+    groups.taken_over("g", 9)
+    assert groups.group_of(9) == "g" and groups.group_of(7) is None
+    assert groups.head_of(Message(8, b"", group="g")) == 9
+
+
 def test_the_head_goes_and_the_oldest_behind_it_leads_at_once() -> None:
     groups = Groups()
     msgs = [Message(i, b"", group="g" if i < 5 else None) for i in range(1, 6)]
