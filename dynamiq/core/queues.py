@@ -39,6 +39,8 @@ log = logging.getLogger("dynamiq.core")
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
 EXPIRY_BATCH = 1000  # expired messages removed per upkeep round, at most
 SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
+# A receive whose reads took longer leases what it hands out anew from the answer.
+SLOW_READ_SECONDS = 0.5
 
 
 class QueueService:
@@ -261,12 +263,38 @@ class QueueService:
             if got and not self._awake():  # paused meanwhile: others may hand them out
                 state.offer_again(sorted(m.id for m in got))
                 got = []
+            got, lapsed = self._lease_from_now(record, state, got, now + lease, lease)
         except BaseException:
             state.leases.release(ids)
             raise
-        if len(got) < len(ids):
-            state.leases.release(set(ids).difference(m.id for m in got))
+        if len(got) + len(lapsed) < len(ids):
+            state.leases.release(set(ids).difference(m.id for m in got).difference(lapsed))
         return got, due_at
+
+    def _lease_from_now(
+        self, record: QueueRecord, state: QueueState, got: list[Message], ends: float, lease: float
+    ) -> tuple[list[Message], list[int]]:
+        """Lease ``got`` (leased before the reads, to end at ``ends``) for a whole lease
+        from now when the reads were slow (a store failing over, say). Return the
+        messages to hand out, and the ids whose lease ended meanwhile: not handed
+        out, as the end may have been settled and the message leased again."""
+        now = self._clock.now()
+        if not got or ends - now >= lease - SLOW_READ_SECONDS:
+            return got, []
+        deadline = state.leases.deadline
+        live = [m for m in got if deadline(m.id) == ends and ends > now]
+        ids = state.leases.extend([m.id for m in live], now, lease)
+        if self._life.journal is not None:  # a node taking over holds them as long
+            self._life.journal.note(record.uid, state, ids)
+        log.info(
+            "%s: a receive's reads took %.1f s: %d of %d leases ended meanwhile",
+            record.name,
+            now - (ends - lease),
+            len(got) - len(live),
+            len(got),
+        )
+        kept = set(ids)
+        return [m for m in live if m.id in kept], [m.id for m in got if m.id not in kept]
 
     async def _offer_lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
         """Settle leases that ended without a delete; offer again what is to be."""
@@ -310,8 +338,11 @@ class QueueService:
         return existed
 
     def release(self, queue: str, ids: Sequence[int]) -> None:
-        """End the leases on ``ids`` (deleted through another node)."""
-        if state := self._states.get(self._catalog.queue(queue).uid):
+        """End the leases on ``ids`` (deleted through another node), and forget their
+        records: a walk that read their keys before the delete must not find them."""
+        uid = self._catalog.queue(queue).uid
+        self._recent.discard(uid, ids)
+        if state := self._states.get(uid):
             state.release(ids)
 
     def deliveries(self, queue: str, ids: Sequence[int]) -> list[int]:

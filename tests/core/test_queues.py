@@ -23,6 +23,7 @@ from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.core.fresh import two_engines
 
 ENVELOPES = Envelopes("us-east-1", "000000000000", FakeClock())
 
@@ -250,6 +251,20 @@ async def test_recent_records_spare_the_store_read_but_never_outlive_a_delete(
     assert [m.body for m in await queues.receive("q", 10)] == [b"a", b"c"]
 
 
+async def test_a_message_deleted_through_another_node_is_not_handed_out_from_memory(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    one, two = await two_engines(store, fake_clock)
+    a, b = await one.publish("q", [b"a", b"b"])
+    # Given a walk that read both keys (and a record of each in memory)
+    assert [m.id for m in await one.receive("q", 1)] == [a]
+    # When b is deleted through another node, which tells this one
+    assert await two.delete("q", [b]) == [True]
+    one.release("q", [b])
+    # Then the walk here does not hand it out from what it read before the delete
+    assert await one.receive("q", 10) == []
+
+
 class Recorder(MetricsFanout):
     """Keeps what the engine reports (our own port; no third-party sink involved)."""
 
@@ -350,6 +365,61 @@ async def test_a_failed_read_is_an_error_not_an_empty_queue(
     # and once it is back the message is there at once, not after an empty hint
     outage.down = False
     assert [m.id for m in await queues.receive("q", 1)] == [mid]
+
+
+class _SlowReads:
+    """The real store, whose record reads take ``seconds`` of the fake clock (a store
+    failing over answers late)."""
+
+    def __init__(self, store: LmdbBackend, clock: FakeClock) -> None:
+        self._store = store
+        self._clock = clock
+        self.seconds = 0.0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def get(self, *args: Any, **kwargs: Any) -> list[bytes | None]:
+        self._clock.advance(self.seconds)
+        return await self._store.get(*args, **kwargs)
+
+
+async def _reading_slowly(
+    store: LmdbBackend, clock: FakeClock
+) -> tuple[QueueService, _SlowReads, list[int]]:
+    """Publish two messages through one node; return another node, whose reads of
+    their records (not in its memory) are slow, its store, and their ids."""
+    catalog = Catalog(store)
+    await catalog.create_queue("q", QueueSettings(visibility_timeout=10))
+    ids = await QueueService(store, catalog, clock).publish("q", [b"a", b"b"])
+    slow = _SlowReads(store, clock)
+    return QueueService(slow, catalog, clock), slow, list(ids)  # type: ignore[arg-type]
+
+
+async def test_a_receive_whose_reads_were_slow_leases_for_a_whole_timeout_from_its_answer(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    queues, slow, (a, b) = await _reading_slowly(store, fake_clock)
+    slow.seconds = 4
+    assert [m.id for m in await queues.receive("q", 1)] == [a]
+    slow.seconds = 0
+    # Its consumer has the whole 10 s from the answer, not the 6 s left of a lease
+    # made before the reads
+    fake_clock.advance(9.9)
+    assert [m.id for m in await queues.receive("q", 1)] == [b]
+    fake_clock.advance(0.2)
+    assert [m.id for m in await queues.receive("q", 1)] == [a]
+
+
+async def test_a_message_whose_lease_ended_during_slow_reads_is_not_handed_out(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    queues, slow, (a, _) = await _reading_slowly(store, fake_clock)
+    slow.seconds = 11  # longer than the lease made before the reads
+    assert await queues.receive("q", 1) == []
+    # It is offered again at once, as a message whose lease ended
+    slow.seconds = 0
+    assert [m.id for m in await queues.receive("q", 1)] == [a]
 
 
 async def test_a_receive_paused_under_way_answers_nothing_and_leases_nothing(
