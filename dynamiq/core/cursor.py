@@ -57,9 +57,9 @@ class PartitionCursor:
     to their end (``touch``), so a queue that keeps up needs no scan at all;
     one into a lane whose scan is out is placed when the scan comes back, as
     the scan may have read the stripe before the message was stored.
-    Anything else (another process publishing, a receive that failed after
-    taking ids) is caught up by replacing the cursor with a
-    fresh one, which the caller does every ``CURSOR_SECONDS``.
+    Anything else (another process publishing) is caught up by replacing the
+    cursor with a fresh one, which the caller does every ``CURSOR_SECONDS``,
+    and at once after a receive that failed after taking ids.
     """
 
     def __init__(self, part: Partition, born: float) -> None:

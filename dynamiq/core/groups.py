@@ -19,7 +19,10 @@ age order), and those that waited are offered again, so the next walk hands
 out the new head and holds the rest again. A head is never chosen by which
 message a walk happens to meet first: a walk that takes only a few, or that
 passed a message by while it waited and reads on after the head went, would
-otherwise hand out a later message of the group first.
+otherwise hand out a later message of the group first. A lease taken over
+from another node (a handoff, a lease journal) heads its group unless a
+newer head is known: of two messages of a group leased one after the other,
+the older was gone before the newer went out.
 """
 
 from __future__ import annotations

@@ -215,8 +215,10 @@ class QueueService:
                 got, due_at = await self._walks.run(self._moves, take)
             except BaseException:
                 # A read that failed says nothing of the partition: no empty hint,
-                # or the next receives would answer "nothing" instead of 503.
+                # or the next receives would answer "nothing" instead of 503; and
+                # what the walk took is met again.
                 state.partitions.release(part, self._clock.now(), found=True)
+                state.walk_afresh(part)
                 raise
             state.partitions.release(part, self._clock.now(), bool(got), due_at)
             if due_at is not None and (state.next_due is None or due_at < state.next_due):

@@ -132,6 +132,12 @@ class QueueState:
             cursor = self.cursors[part.index] = PartitionCursor(part, now)
         return cursor
 
+    def walk_afresh(self, part: Partition) -> None:
+        """Start a partition's walk over, from what the store holds (a receive failed
+        after its walk took ids, which would otherwise not come again until the
+        cursor is replaced, while later ones of their groups do)."""
+        self.cursors.pop(part.index, None)
+
     def published(self, ids: list[int]) -> None:
         self.partitions.wake(ids)
         ascending = sorted(ids)

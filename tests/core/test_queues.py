@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
 from dynamiq.metrics.base import MetricsFanout
-from dynamiq.models import QueueSettings
+from dynamiq.models import Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 from tests.core.fresh import two_engines
 
@@ -367,32 +367,35 @@ async def test_a_failed_read_is_an_error_not_an_empty_queue(
     assert [m.id for m in await queues.receive("q", 1)] == [mid]
 
 
-class _SlowReads:
-    """The real store, whose record reads take ``seconds`` of the fake clock (a store
-    failing over answers late)."""
+class _FailingOver:
+    """The real store, failing over: its record reads take ``seconds`` of the fake
+    clock, or fail while ``down``."""
 
     def __init__(self, store: LmdbBackend, clock: FakeClock) -> None:
         self._store = store
         self._clock = clock
         self.seconds = 0.0
+        self.down = False
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
 
     async def get(self, *args: Any, **kwargs: Any) -> list[bytes | None]:
+        if self.down:
+            raise BackendUnavailable("the store is failing over")
         self._clock.advance(self.seconds)
         return await self._store.get(*args, **kwargs)
 
 
 async def _reading_slowly(
-    store: LmdbBackend, clock: FakeClock
-) -> tuple[QueueService, _SlowReads, list[int]]:
-    """Publish two messages through one node; return another node, whose reads of
-    their records (not in its memory) are slow, its store, and their ids."""
+    store: LmdbBackend, clock: FakeClock, messages: Sequence[bytes | Outgoing] = (b"a", b"b")
+) -> tuple[QueueService, _FailingOver, list[int]]:
+    """Publish messages through one node; return another node, whose reads of their
+    records (not in its memory) go to a store failing over, that store, and their ids."""
     catalog = Catalog(store)
     await catalog.create_queue("q", QueueSettings(visibility_timeout=10))
-    ids = await QueueService(store, catalog, clock).publish("q", [b"a", b"b"])
-    slow = _SlowReads(store, clock)
+    ids = await QueueService(store, catalog, clock).publish("q", messages)
+    slow = _FailingOver(store, clock)
     return QueueService(slow, catalog, clock), slow, list(ids)  # type: ignore[arg-type]
 
 
@@ -420,6 +423,21 @@ async def test_a_message_whose_lease_ended_during_slow_reads_is_not_handed_out(
     # It is offered again at once, as a message whose lease ended
     slow.seconds = 0
     assert [m.id for m in await queues.receive("q", 1)] == [a]
+
+
+async def test_a_group_whose_receive_failed_after_its_walk_comes_in_order_after(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    group = [Outgoing(b"%d" % i, group="g") for i in range(1, 4)]
+    queues, failing, _ = await _reading_slowly(store, fake_clock, group)
+    # Given a receive whose walk took the group's first message, and whose read of it
+    # failed
+    failing.down = True
+    with pytest.raises(BackendUnavailable):
+        await queues.receive("q", 1)
+    # Then once the store is back, the group starts from that message, not the next
+    failing.down = False
+    assert [m.body for m in await queues.receive("q", 10)] == [b"1"]
 
 
 async def test_a_receive_paused_under_way_answers_nothing_and_leases_nothing(
