@@ -38,6 +38,7 @@ from dynamiq.storage.base import (
     claim_value,
     move_in_steps,
 )
+from dynamiq.storage.redis_scripts import DELETE, INSERT, INSERT_CLAIMED, MOVE, REPLACE
 
 try:
     import redis.asyncio as aioredis
@@ -54,83 +55,6 @@ SHARD_SHIFT = 63 - SHARD_BITS
 META = "dq:meta"
 WAIT_MS = 5000
 SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
-
-_INSERT = """
-local out = {}
-for i = 1, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('ZADD', KEYS[2], 0, ARGV[i])
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out
-"""
-
-_DELETE = """
-local out = {}
-for i = 1, #ARGV do
-  local gone = redis.call('HDEL', KEYS[1], ARGV[i])
-  if gone == 1 then redis.call('ZREM', KEYS[2], ARGV[i]) end
-  out[#out + 1] = gone
-end
-return out
-"""
-
-_REPLACE = """
-local out = {}
-for i = 1, #ARGV, 2 do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out
-"""
-
-# A move inside one shard: 1 moved, 0 source absent, -1 target taken.
-_MOVE = """
-local out = {}
-for i = 1, #ARGV, 3 do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
-    out[#out + 1] = 0
-  elseif redis.call('HSETNX', KEYS[1], ARGV[i + 1], ARGV[i + 2]) == 0 then
-    out[#out + 1] = -1
-  else
-    redis.call('HDEL', KEYS[1], ARGV[i])
-    redis.call('ZREM', KEYS[2], ARGV[i])
-    redis.call('ZADD', KEYS[2], 0, ARGV[i + 1])
-    out[#out + 1] = 1
-  end
-end
-return out
-"""
-
-# KEYS: the shard's hash and sorted set, then one claim per object. ARGV: the
-# caller's clock (epoch ms), then per object its member, value, claim record
-# (13-digit expiry, then value) and the claim's time to live (ms). Per object:
-# 1 stored and claimed, 0 its id taken, else the live claim's record.
-_INSERT_CLAIMED = """
-local out = {}
-local now = tonumber(ARGV[1])
-for i = 1, #KEYS - 2 do
-  local a = i * 4 - 2
-  local held = redis.call('GET', KEYS[i + 2])
-  if held and tonumber(string.sub(held, 1, 13)) > now then
-    out[i] = held
-  elseif redis.call('HSETNX', KEYS[1], ARGV[a], ARGV[a + 1]) == 1 then
-    redis.call('ZADD', KEYS[2], 0, ARGV[a])
-    redis.call('SET', KEYS[i + 2], ARGV[a + 2], 'PX', ARGV[a + 3])
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out
-"""
 
 # One command for one server: (routing key, adds the command to a pipeline).
 Command = tuple[str, Callable[[Any], Awaitable[Any]]]
@@ -233,11 +157,11 @@ class RedisBackend:
         # The scripts' own client only encodes them (it never connects): every
         # call names the pipeline it travels in.
         encoder = aioredis.Redis()
-        self._script_insert = encoder.register_script(_INSERT)
-        self._script_delete = encoder.register_script(_DELETE)
-        self._script_replace = encoder.register_script(_REPLACE)
-        self._script_move = encoder.register_script(_MOVE)
-        self._script_insert_claimed = encoder.register_script(_INSERT_CLAIMED)
+        self._script_insert = encoder.register_script(INSERT)
+        self._script_delete = encoder.register_script(DELETE)
+        self._script_replace = encoder.register_script(REPLACE)
+        self._script_move = encoder.register_script(MOVE)
+        self._script_insert_claimed = encoder.register_script(INSERT_CLAIMED)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
