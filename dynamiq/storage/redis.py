@@ -195,12 +195,14 @@ class RedisBackend:
     async def _pipeline(
         self, server: aioredis.Redis, commands: list[Command], write: bool
     ) -> list[Any]:
-        pipe = server.pipeline(transaction=False)
-        for _, add in commands:
-            await add(pipe)
-        if write and self._wait_replicas:
-            pipe.wait(self._wait_replicas, WAIT_MS)
-        results: list[Any] = await pipe.execute(raise_on_error=False)
+        # Reset on the way out, failed or not: a pipeline left holding its connection
+        # (a server gone mid-call) is reported "Unclosed" when collected.
+        async with server.pipeline(transaction=False) as pipe:
+            for _, add in commands:
+                await add(pipe)
+            if write and self._wait_replicas:
+                pipe.wait(self._wait_replicas, WAIT_MS)
+            results: list[Any] = await pipe.execute(raise_on_error=False)
         if write and self._wait_replicas:
             acked = results.pop()
             if not isinstance(acked, int) or acked < self._wait_replicas:
