@@ -253,6 +253,15 @@ def test_batches_answer_per_entry_and_refuse_whole_requests(sqs: Any, new_queue:
             sqs.send_message_batch(QueueUrl=url, Entries=entries)
         assert error_of(refused)[0] == code
 
+    # The batch limit counts bytes: 800 characters of two bytes each are too many for
+    # a queue of 1 KiB messages, though each message fits
+    small = new_queue(MaximumMessageSize="1024")
+    wide = [{"Id": str(i), "MessageBody": "é" * 400} for i in range(2)]
+    with pytest.raises(ClientError) as refused:
+        sqs.send_message_batch(QueueUrl=small, Entries=wide)
+    assert error_of(refused)[0] == "AWS.SimpleQueueService.BatchRequestTooLong"
+    assert len(sqs.send_message_batch(QueueUrl=small, Entries=wide[:1])["Successful"]) == 1
+
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)[
         "Messages"
     ]

@@ -106,7 +106,7 @@ async def send_message(call: Call) -> dict[str, Any]:
 async def send_message_batch(call: Call) -> dict[str, Any]:
     record = call.queue()
     entries = batch_entries(call.params)
-    total = sum(len(str(e.get("MessageBody", ""))) for e in entries)
+    total = sum(len(str(e.get("MessageBody", "")).encode()) for e in entries)  # bytes, as SQS
     limit = call.node.message_limit(record.settings)
     if total > limit:
         raise AwsError(
