@@ -23,7 +23,7 @@ import msgspec
 from dynamiq.core.clock import Clock
 from dynamiq.models import AttributeValue, Outgoing
 
-__all__ = ["Envelopes", "Notice"]
+__all__ = ["Envelopes", "Notice", "topic_arn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +39,20 @@ class Notice:
         return cls(str(uuid.uuid4()), subject)
 
 
+def topic_arn(region: str, account: str, topic: str) -> str:
+    """The ARN naming ``topic`` to SNS clients."""
+    return f"arn:aws:sns:{region}:{account}:{topic}"
+
+
 class Envelopes:
     """Wraps messages of this node's topics, named by ARNs of ``region`` and ``account``."""
 
     def __init__(self, region: str, account: str, clock: Clock) -> None:
-        self._arn = f"arn:aws:sns:{region}:{account}:"
+        self._region, self._account = region, account
         self._clock = clock
 
     def topic_arn(self, topic: str) -> str:
-        return self._arn + topic
+        return topic_arn(self._region, self._account, topic)
 
     def wrap(self, topic: str, message: Outgoing | bytes, notice: Notice) -> Outgoing:
         """The copy of ``message`` a queue subscribed without raw delivery stores."""

@@ -12,6 +12,7 @@ from dynamiq.api.aws.errors import AwsError
 from dynamiq.api.aws.params import Params
 from dynamiq.config import SqsSettings
 from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.notifications import topic_arn
 from dynamiq.errors import QueueNotFound
 from dynamiq.models import Message, ReceiveRequest
 from dynamiq.service.node import Node
@@ -57,7 +58,7 @@ class Call:
             raise AwsError("QueueDoesNotExist", "The specified queue does not exist.") from None
 
     def topic_arn(self, name: str) -> str:
-        return f"arn:aws:sns:{self.settings.region}:{self.settings.account}:{name}"
+        return topic_arn(self.settings.region, self.settings.account, name)
 
     def name_of_arn(self, arn: object, param: str, service: str = "sqs") -> str:
         """The queue (or topic) an ARN names."""
