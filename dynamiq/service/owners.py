@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
 from dynamiq.cluster.base import Member, Membership
@@ -24,14 +25,16 @@ def by_owner(
     membership: Membership, ids: Sequence[int]
 ) -> tuple[list[int], list[tuple[Member, list[int]]]]:
     """Split ids into this node's and, per other live member, the ones its slice holds."""
-    local = membership.local()
+    local = membership.local().name
     members = {m.name: m for m in membership.members()}
     bounds = sorted((membership.slice_of(n), n) for n in members)
+    starts = [lo for (lo, _), _ in bounds]
     owned: dict[str, list[int]] = {}
     for mid in ids:
-        owner = next((n for (lo, hi), n in bounds if lo <= mid <= hi), local.name)
+        at = bisect_right(starts, mid) - 1  # the last slice starting at or before mid
+        owner = bounds[at][1] if at >= 0 and mid <= bounds[at][0][1] else local
         owned.setdefault(owner, []).append(mid)
-    mine = owned.pop(local.name, [])
+    mine = owned.pop(local, [])
     return mine, [(members[name], theirs) for name, theirs in owned.items()]
 
 

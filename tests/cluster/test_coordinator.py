@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dynamiq.cluster.base import Member, StaticMembership, ViewListener
 from dynamiq.cluster.peers import PeerClient
@@ -18,6 +20,7 @@ from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX, slices
 from dynamiq.models import Outgoing, ReceiveRequest
 from dynamiq.service.cluster import Coordinator
+from dynamiq.service.owners import by_owner
 from dynamiq.storage.lmdb import LmdbBackend
 
 
@@ -182,3 +185,18 @@ async def test_a_receive_under_way_when_the_node_leaves_answers_nothing(
     # Then the receive answers nothing: its leases lapse instead
     assert not coordinator.holds(epoch)
     await coordinator.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 7), st.lists(st.integers(0, ID_MAX), max_size=30))
+def test_ids_go_to_the_member_whose_slice_holds_them(members: int, ids: list[int]) -> None:
+    view = View()
+    view.others = [_member(f"n{i}") for i in range(2, members + 1)]
+    bounds = slices(m.name for m in view.members())
+    ids += [end for lo, hi in bounds.values() for end in (lo, hi)]  # the edges too
+    mine, theirs = by_owner(view, ids)
+    assert all(bounds["n1"][0] <= mid <= bounds["n1"][1] for mid in mine)
+    for member, owned in theirs:
+        lo, hi = bounds[member.name]
+        assert member.name != "n1" and owned and all(lo <= mid <= hi for mid in owned)
+    assert sorted(mine + [mid for _, owned in theirs for mid in owned]) == sorted(ids)
