@@ -285,18 +285,26 @@ class QueueService:
             return got, []
         deadline = state.leases.deadline
         live = [m for m in got if deadline(m.id) == ends and ends > now]
-        ids = state.leases.extend([m.id for m in live], now, lease)
-        if self._life.journal is not None:  # a node taking over holds them as long
-            self._life.journal.note(record.uid, state, ids)
+        kept = set(self._extend(record, state, [m.id for m in live], now, lease))
+        ended = [m.id for m in got if m.id not in kept]
         log.info(
             "%s: a receive's reads took %.1f s: %d of %d leases ended meanwhile",
             record.name,
             now - (ends - lease),
-            len(got) - len(live),
+            len(ended),
             len(got),
         )
-        kept = set(ids)
-        return [m for m in live if m.id in kept], [m.id for m in got if m.id not in kept]
+        return live, ended
+
+    def _extend(
+        self, record: QueueRecord, state: QueueState, ids: Sequence[int], now: float, seconds: float
+    ) -> list[int]:
+        """Move the live leases of ``ids`` to end ``seconds`` from ``now``, journaled (a
+        node taking over holds them as long); return the ids extended."""
+        live = state.leases.extend(ids, now, seconds)
+        if self._life.journal is not None:
+            self._life.journal.note(record.uid, state, live)
+        return live
 
     async def _offer_lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
         """Settle leases that ended without a delete; offer again what is to be."""
@@ -369,11 +377,9 @@ class QueueService:
         state = self._state(record)
         now = self._clock.now()
         if seconds > 0:
-            live = state.leases.extend(ids, now, seconds)
+            live = self._extend(record, state, ids, now, seconds)
             if record.settings.retry_backoff is not None:
                 state.nacked.update(live)
-            if self._life.journal is not None:  # a node taking over holds them as long
-                self._life.journal.note(record.uid, state, live)
             return live
         live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
         state.nacked.difference_update(live)

@@ -446,13 +446,8 @@ class Coordinator:
     def _serves(self, ids: Sequence[int]) -> bool:
         """Whether this node leases ``ids`` now, with the right to: no other node does,
         and its walks meet what is stored there."""
-        served = self._queues.keyspace
-        return (
-            served is not None
-            and served[0] <= min(ids)
-            and max(ids) <= served[1]
-            and self.may_serve()
-        )
+        serves = self._queues.serves
+        return serves(min(ids)) and serves(max(ids)) and self.may_serve()
 
     async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
         """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""

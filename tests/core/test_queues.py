@@ -333,58 +333,47 @@ async def test_a_reload_racing_with_a_change_does_not_undo_it(store: LmdbBackend
     assert catalog.queues() == ["late"]
 
 
-class _Outage:
-    """The real store, whose scans fail while ``down`` (a store that stopped answering)."""
-
-    def __init__(self, store: LmdbBackend) -> None:
-        self._store = store
-        self.down = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    async def scan(self, *args: Any, **kwargs: Any) -> list[list[int]]:
-        if self.down:
-            raise BackendUnavailable("the store is down")
-        return await self._store.scan(*args, **kwargs)
-
-
-async def test_a_failed_read_is_an_error_not_an_empty_queue(
-    store: LmdbBackend, fake_clock: FakeClock
-) -> None:
-    outage = _Outage(store)
-    catalog = Catalog(store)
-    await catalog.create_queue("q")
-    queues = QueueService(outage, catalog, fake_clock)  # type: ignore[arg-type]
-    (mid,) = await queues.publish("q", [b"waiting"])
-    # While the store is down a receive fails (503), it does not answer "nothing"
-    outage.down = True
-    for _ in range(3):
-        with pytest.raises(BackendUnavailable):
-            await queues.receive("q", 1)
-    # and once it is back the message is there at once, not after an empty hint
-    outage.down = False
-    assert [m.id for m in await queues.receive("q", 1)] == [mid]
-
-
 class _FailingOver:
-    """The real store, failing over: its record reads take ``seconds`` of the fake
-    clock, or fail while ``down``."""
+    """The real store, failing over: while ``scans_down`` its scans fail, while
+    ``down`` its record reads do, and they take ``seconds`` of the fake clock."""
 
     def __init__(self, store: LmdbBackend, clock: FakeClock) -> None:
         self._store = store
         self._clock = clock
         self.seconds = 0.0
-        self.down = False
+        self.down = self.scans_down = False
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)
+
+    async def scan(self, *args: Any, **kwargs: Any) -> list[list[int]]:
+        if self.scans_down:
+            raise BackendUnavailable("the store is down")
+        return await self._store.scan(*args, **kwargs)
 
     async def get(self, *args: Any, **kwargs: Any) -> list[bytes | None]:
         if self.down:
             raise BackendUnavailable("the store is failing over")
         self._clock.advance(self.seconds)
         return await self._store.get(*args, **kwargs)
+
+
+async def test_a_failed_read_is_an_error_not_an_empty_queue(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    outage = _FailingOver(store, fake_clock)
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    queues = QueueService(outage, catalog, fake_clock)  # type: ignore[arg-type]
+    (mid,) = await queues.publish("q", [b"waiting"])
+    # While the store is down a receive fails (503), it does not answer "nothing"
+    outage.scans_down = True
+    for _ in range(3):
+        with pytest.raises(BackendUnavailable):
+            await queues.receive("q", 1)
+    # and once it is back the message is there at once, not after an empty hint
+    outage.scans_down = False
+    assert [m.id for m in await queues.receive("q", 1)] == [mid]
 
 
 async def _reading_slowly(
