@@ -7,6 +7,9 @@ RUN pip install --no-cache-dir . && useradd --system dynamiq && mkdir /data && c
 USER dynamiq
 ENV DYNAMIQ_STORAGE_PATH=/data DYNAMIQ_CORE_HTTPADDRESS=0.0.0.0
 VOLUME /data
+# Bound to 0.0.0.0, the node needs keys: give the administrator's key in
+# DYNAMIQ_AUTH_ADMINKEY (`dynamiq keys secret` makes one), or set
+# DYNAMIQ_AUTH_ENABLED=false on a network you trust.
 # Gossip uses UDP and, for large packets, TCP on core.port. In a cluster set
 # DYNAMIQ_CLUSTER_ADDRESS to the address the other nodes reach this one at.
 EXPOSE 8081 7946/udp 7946/tcp

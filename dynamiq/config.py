@@ -20,6 +20,7 @@ from dynamiq.errors import ConfigError
 from dynamiq.models import MAX_DELAY_SECONDS
 
 __all__ = [
+    "AuthSettings",
     "ClusterSettings",
     "CoreSettings",
     "LimitsSettings",
@@ -33,10 +34,17 @@ __all__ = [
 
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 # Variables the project reads for other purposes than settings: the client's
-# nodes, the Riak tests' node, the benchmark's driver and baseline checkout,
+# nodes and key, the Riak tests' node, the benchmark's driver and baseline checkout,
 # the installer's extras.
 OTHER_VARIABLES = frozenset(
-    {"DYNAMIQ_HOSTS", "DYNAMIQ_RIAK_URL", "DYNAMIQ_PEERS", "DYNAMIQ_BASELINE", "DYNAMIQ_EXTRAS"}
+    {
+        "DYNAMIQ_HOSTS",
+        "DYNAMIQ_KEY",
+        "DYNAMIQ_RIAK_URL",
+        "DYNAMIQ_PEERS",
+        "DYNAMIQ_BASELINE",
+        "DYNAMIQ_EXTRAS",
+    }
 )
 STATS_TYPES = ("statsd", "prometheus", "none")
 BACKENDS = ("lmdb", "redis", "riak")
@@ -211,12 +219,7 @@ class ClusterSettings:
         """Return the secret, reading ``secret_file`` when that is how it was given."""
         if not self.secret_file:
             return self.secret
-        try:
-            secret = Path(self.secret_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read: {exc}", key="cluster.secret_file") from None
-        _require(bool(secret), "cluster.secret_file", "the file is empty")
-        return secret
+        return _read_secret(self.secret_file, "cluster.secret_file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +242,74 @@ class SqsSettings:
         )
 
 
+AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
+AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MIN_SECRET_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """``[auth]``: application keys on every route but the cluster's own.
+
+    ``enabled`` is ``auto`` by default: off on a loopback address, on anywhere
+    else (a node reachable from other machines serves no one without a key
+    unless ``enabled = false`` is written). ``v1`` and ``sqs`` say whether those
+    APIs, whose clients cannot always send a key, are served without one
+    (``open``) or need one like v2 (``key``); ``metrics`` the same for
+    ``/metrics``. ``failedpersecond``/``failedburst`` bound wrong keys per client
+    address.
+    """
+
+    enabled: str = "auto"
+    adminkey: str = ""
+    adminkeyfile: str = ""
+    v1: str = "key"
+    sqs: str = "key"
+    metrics: str = "key"
+    failedpersecond: float = 1.0
+    failedburst: int = 20
+
+    def __post_init__(self) -> None:
+        _require(
+            self.enabled.lower() in AUTH_SWITCHES,
+            "auth.enabled",
+            "must be auto, true or false",
+        )
+        for key in ("v1", "sqs", "metrics"):
+            _require(getattr(self, key) in ("open", "key"), f"auth.{key}", "must be open or key")
+        _require(
+            not (self.adminkey and self.adminkeyfile),
+            "auth.adminkeyfile",
+            "give either auth.adminkey or auth.adminkeyfile, not both",
+        )
+        _require(
+            not self.adminkey or len(self.adminkey.encode()) >= MIN_SECRET_BYTES,
+            "auth.adminkey",
+            f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)",
+        )
+        _require(self.failedpersecond > 0, "auth.failedpersecond", "must be > 0")
+        _require(self.failedburst >= 1, "auth.failedburst", "must be >= 1")
+
+    def on(self, address: str) -> bool:
+        """Whether keys are required on a node whose HTTP port is bound to ``address``."""
+        switch = AUTH_SWITCHES[self.enabled.lower()]
+        return address not in LOOPBACK if switch is None else switch
+
+    def admin_key(self) -> str:
+        """Return the administrator's key, reading ``adminkeyfile`` when that is how it
+        was given ("" when there is none)."""
+        if not self.adminkeyfile:
+            return self.adminkey
+        key = _read_secret(self.adminkeyfile, "auth.adminkeyfile")
+        _require(
+            len(key.encode()) >= MIN_SECRET_BYTES,
+            "auth.adminkeyfile",
+            f"the key must be at least {MIN_SECRET_BYTES} bytes",
+        )
+        return key
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a node is configured with."""
@@ -249,6 +320,7 @@ class Settings:
     limits: LimitsSettings = field(default_factory=LimitsSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     sqs: SqsSettings = field(default_factory=SqsSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
 
     def __post_init__(self) -> None:
         _require(
@@ -260,6 +332,13 @@ class Settings:
             self.storage.backend != "riak" or bool(self.core.riaknodes),
             "core.riaknodes",
             "must name at least one Riak node (host:8098) when storage.backend is riak",
+        )
+        _require(
+            not self.auth.on(self.core.httpaddress)
+            or bool(self.auth.adminkey or self.auth.adminkeyfile),
+            "auth.adminkey",
+            "is required when keys are (auth.enabled is true, or auto and core.httpaddress "
+            "is not loopback); to serve without keys write auth.enabled = false",
         )
         address = self.cluster.address or self.core.httpaddress
         _require(
@@ -275,6 +354,16 @@ class Settings:
 
 
 SECTIONS: dict[str, type[Any]] = {f.name: f.default_factory for f in dataclasses.fields(Settings)}  # type: ignore[misc]
+
+
+def _read_secret(path: str, key: str) -> str:
+    """Return the secret a file holds (surrounding whitespace dropped)."""
+    try:
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", key=key) from None
+    _require(bool(secret), key, "the file is empty")
+    return secret
 
 
 def _require(ok: bool, key: str, message: str) -> None:

@@ -29,11 +29,12 @@ from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.quorum import Quorum
 from dynamiq.cluster.swim import SwimMembership
 from dynamiq.cluster.wire import peer_token
-from dynamiq.config import Settings, StatsSettings, StorageSettings
+from dynamiq.config import LOOPBACK, Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.journal import LeaseJournal
+from dynamiq.core.keys import KeyRing
 from dynamiq.core.notifications import Envelopes
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver
@@ -43,6 +44,7 @@ from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.metrics.prometheus import PrometheusMetrics
 from dynamiq.service.cluster import Coordinator
+from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
 from dynamiq.storage.base import StorageBackend
 
@@ -150,7 +152,15 @@ def create_app(
         journal=journal,
         awake=membership.awake,
     )
-    janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000, clock)
+    address = settings.core.httpaddress
+    keys = KeyRing(store, clock) if settings.auth.on(address) else None
+    if keys is None and address not in LOOPBACK:
+        log.warning(
+            "auth.enabled = false on %s: anyone who reaches this port may read, "
+            "delete and drop every queue",
+            address,
+        )
+    janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000, clock, keys)
     reporter = Reporter(
         queues,
         store,
@@ -164,6 +174,17 @@ def create_app(
     quorum = Quorum(settings.core.name, settings.cluster.suspecttimeout) if peers else None
     coordinator = Coordinator(membership, queues, janitor, peers, quorum)
     catalog.on_change = coordinator.announce
+    auth = settings.auth
+    guard = Guard(
+        keys,
+        auth.admin_key() if keys else "",
+        auth.failedpersecond,
+        auth.failedburst,
+        clock,
+        coordinator.announced,
+    )
+    if keys is not None:
+        keys.on_change = coordinator.announce
     redriver = Redriver(
         store,
         catalog,
@@ -178,8 +199,16 @@ def create_app(
     node = Node(
         catalog, queues, topics, coordinator, membership, janitor, settings.limits, redriver
     )
+    keyless = frozenset(api for api in ("v1", "sqs", "metrics") if getattr(auth, api) == "open")
     services = Services(
-        node, metrics, prometheus.render, reporter.report_queues, token, settings.sqs
+        node,
+        metrics,
+        prometheus.render,
+        reporter.report_queues,
+        token,
+        settings.sqs,
+        guard,
+        keyless,
     )
     app = build_app(services, settings.limits.maxbodybytes)
 
@@ -192,6 +221,7 @@ def create_app(
         [
             _owned(None, store.close),  # exits last
             _owned(catalog.reload, None),
+            _owned(keys.reload if keys else None, None),
             _owned(queues.custody.replay, None),  # counts and leases a kill -9 left
             _owned(None, peers.close if peers else None),
             _owned(lambda: membership.start(on_fatal or _log_fatal), membership.stop),

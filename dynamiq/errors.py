@@ -21,8 +21,10 @@ __all__ = [
     "QueueNotFound",
     "RedriveRunning",
     "ServerError",
+    "TooManyRequests",
     "TopicExists",
     "TopicNotFound",
+    "Unauthorized",
     "error_for_code",
 ]
 
@@ -73,11 +75,35 @@ class Invalid(ClientError):
         self.field = field
 
 
+class Unauthorized(ClientError):
+    """Raised when a request carries no key, or one that is wrong or revoked."""
+
+    code = "UNAUTHORIZED"
+    status = 401
+
+
 class Forbidden(ClientError):
-    """Raised when a request lacks the credentials a route needs (internal routes)."""
+    """Raised when a request's credentials do not allow what it asks: a role that does
+    not take the route, a name outside the key's application, a peer's route."""
 
     code = "FORBIDDEN"
     status = 403
+
+
+class TooManyRequests(ClientError):
+    """Raised when a client goes past a rate: its key's requests per second, or the
+    failed attempts allowed from its address.
+
+    Attributes:
+        retry_after: seconds a client should wait before retrying.
+    """
+
+    code = "TOO_MANY_REQUESTS"
+    status = 429
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class PayloadTooLarge(ClientError):

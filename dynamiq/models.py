@@ -14,6 +14,7 @@ from dynamiq.errors import Invalid
 from dynamiq.keyspace import ID_MAX
 
 __all__ = [
+    "APPLICATION_PATTERN",
     "NAME_PATTERN",
     "AttributeValue",
     "Attributes",
@@ -31,8 +32,12 @@ __all__ = [
     "validate_name",
 ]
 
-# 1-80 characters of A-Z a-z 0-9 _ . -, but not "." or ".." (a URL path cannot carry them).
-NAME_PATTERN = re.compile(r"^(?!\.\.?$)[A-Za-z0-9_.-]{1,80}$")
+# An application (a namespace of queues and topics): 1-40 of a-z 0-9 _ -.
+APPLICATION = r"[a-z0-9][a-z0-9_-]{0,39}"
+APPLICATION_PATTERN = re.compile(APPLICATION)
+# 1-80 characters of A-Z a-z 0-9 _ . -, but not "." or ".." (a URL path cannot carry
+# them), after the application's name and ":" for a name in an application.
+NAME_PATTERN = re.compile(rf"^(?:{APPLICATION}:)?(?!\.\.?$)[A-Za-z0-9_.-]{{1,80}}$")
 MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
 MAX_PARTITIONS_LIMIT = 256
 MAX_PARTITION_AGE = float(10**9)
@@ -74,7 +79,10 @@ def validate_name(kind: str, name: str, field: str = "name") -> str:
     ``.`` and ``..`` are refused: a URL path cannot carry them as a segment.
     """
     if not NAME_PATTERN.fullmatch(name):
-        rule = f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' (not '.' or '..')"
+        rule = (
+            f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' "
+            "(not '.' or '..'), after 'application:' in an application"
+        )
         raise Invalid(rule if field == "name" else f"{field}: {rule}", field=field)
     return name
 

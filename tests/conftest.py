@@ -89,7 +89,8 @@ def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield cluster.url
 
 
-async def _client(flags: dict[str, str]) -> TestClient[Any, Any]:
+async def node_client_with(flags: dict[str, str]) -> TestClient[Any, Any]:
+    """Start a node app with the tests' usual limits and ``flags``."""
     settings = load_settings(
         env={},
         flags={
@@ -103,19 +104,38 @@ async def _client(flags: dict[str, str]) -> TestClient[Any, Any]:
     return await node_client(settings)
 
 
+async def _store_flags(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The flags of the store ``request.param`` names (lmdb, redis, redis-cluster)."""
+    if request.param == "lmdb":
+        return {"storage.path": str(tmp_path / "data")}
+    url = request.getfixturevalue(request.param.replace("-", "_") + "_url")
+    await flush_redis(url)
+    # The node's own files (its lease journal) stay in the test's directory.
+    return {"storage.backend": "redis", "storage.url": url, "storage.path": str(tmp_path)}
+
+
 @pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
 async def http(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on a real store, behind a real HTTP server."""
-    if request.param == "lmdb":
-        flags = {"storage.path": str(tmp_path / "data")}
-    else:
-        url = request.getfixturevalue(request.param.replace("-", "_") + "_url")
-        await flush_redis(url)
-        # The node's own files (its lease journal) stay in the test's directory.
-        flags = {"storage.backend": "redis", "storage.url": url, "storage.path": str(tmp_path)}
-    client = await _client(flags)
+    client = await node_client_with(await _store_flags(request, tmp_path))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+ADMIN_KEY = "the-administrators-test-key-0123456789abcdef"
+
+
+@pytest.fixture(params=["lmdb", "redis"])
+async def keyed(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[TestClient[Any, Any]]:
+    """A node that needs keys, whose administrator's key is ``ADMIN_KEY``."""
+    flags = {"auth.enabled": "true", "auth.adminkey": ADMIN_KEY}
+    client = await node_client_with({**await _store_flags(request, tmp_path), **flags})
     try:
         yield client
     finally:
@@ -125,7 +145,7 @@ async def http(
 @pytest.fixture
 async def lmdb_http(tmp_path: Path) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on the embedded store only."""
-    client = await _client({"storage.path": str(tmp_path / "data")})
+    client = await node_client_with({"storage.path": str(tmp_path / "data")})
     try:
         yield client
     finally:

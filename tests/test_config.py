@@ -120,7 +120,13 @@ def test_seeds_need_a_secret_and_a_reachable_address() -> None:
     with pytest.raises(ConfigError, match=r"cluster\.secret: is required"):
         load_settings(env={"DYNAMIQ_CORE_SEEDSERVER": "a"})
     with pytest.raises(ConfigError, match=r"cluster\.address"):
-        load_settings(env={"DYNAMIQ_CLUSTER_SECRET": "s", "DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0"})
+        load_settings(
+            env={
+                "DYNAMIQ_CLUSTER_SECRET": "s",
+                "DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0",
+                "DYNAMIQ_AUTH_ENABLED": "false",
+            }
+        )
     with pytest.raises(ConfigError, match=r"core\.seedserver"):
         load_settings(env={"DYNAMIQ_CORE_SEEDSERVER": "a:notaport", "DYNAMIQ_CLUSTER_SECRET": "s"})
     alone = load_settings(env={})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -121,8 +122,11 @@ def _wire_value(value: AttributeValue) -> str | int | float | AttributeBytes:
     return value
 
 
-def encode_message(message: Message, force_base64: bool = False) -> ReceivedMessage:
-    """Return a message for the wire: UTF-8 text when it is, base64 otherwise."""
+def encode_message(
+    message: Message, force_base64: bool = False, shown: Callable[[str], str] = str
+) -> ReceivedMessage:
+    """Return a message for the wire: UTF-8 text when it is, base64 otherwise
+    (``shown``: the name the caller knows a dead letter's source queue by)."""
     body, encoding = _text(message.body, force_base64)
     bare = message.dead_letter is None and message.routing_key is None and message.group is None
     if bare and not (message.receive_count or message.attributes):
@@ -139,7 +143,10 @@ def encode_message(message: Message, force_base64: bool = False) -> ReceivedMess
         None
         if note is None
         else DeadLetterNote(
-            note.source_queue, note.reason, note.receive_count, iso_time(note.dead_lettered_ms)
+            shown(note.source_queue),
+            note.reason,
+            note.receive_count,
+            iso_time(note.dead_lettered_ms),
         ),
         _wire_attributes(message.attributes),
         message.routing_key,

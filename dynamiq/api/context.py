@@ -9,6 +9,7 @@ from aiohttp import web
 
 from dynamiq.config import SqsSettings
 from dynamiq.metrics.base import Metrics
+from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
 
 __all__ = ["SERVICES", "Services"]
@@ -25,6 +26,8 @@ class Services:
     peer_token: str | None = None  # what members show on internal routes; None: no gossip
     # The region and account the SQS endpoint puts in its ARNs.
     sqs: SqsSettings = field(default_factory=SqsSettings)
+    guard: Guard = field(default_factory=lambda: Guard(None))  # keys off by default
+    keyless: frozenset[str] = frozenset()  # APIs served without keys while they are on
 
 
 SERVICES = web.AppKey("services", Services)

@@ -26,6 +26,8 @@ from dynamiq.errors import (
     NotFound,
     PayloadTooLarge,
     ServerError,
+    TooManyRequests,
+    Unauthorized,
 )
 
 __all__ = ["Renderer", "error_middleware", "error_response", "render_v1", "render_v2"]
@@ -107,8 +109,10 @@ def _forget_frames(exc: BaseException) -> None:
 def error_response(request: web.Request, render: Renderer, error: DynamiqError) -> web.Response:
     """Render ``error`` and count it (for an API whose handler renders its own errors)."""
     response = render(error)
-    if isinstance(error, BackendUnavailable):
+    if isinstance(error, BackendUnavailable | TooManyRequests):
         response.headers["Retry-After"] = str(error.retry_after)
+    if isinstance(error, Unauthorized):
+        response.headers["WWW-Authenticate"] = 'Bearer realm="dynamiq"'
     if isinstance(error, MethodNotAllowed):
         response.headers["Allow"] = ",".join(sorted(error.allowed))
     request.config_dict[SERVICES].metrics.error(error.code)

@@ -29,6 +29,7 @@ from dynamiq.cluster.wire import (
     QueueNames,
 )
 from dynamiq.errors import BadRequest, Forbidden
+from dynamiq.service.access import Access
 from dynamiq.service.node import Node
 
 __all__ = ["ROUTES", "routes"]
@@ -131,16 +132,16 @@ async def leave(request: web.Request) -> web.Response:
 
 P = "/internal/v1"
 ROUTES: tuple[Route, ...] = (
-    Route("POST", f"{P}/queues/{{queue}}/receive", receive),
-    Route("POST", f"{P}/queues/{{queue}}/visibility", change_visibility),
-    Route("POST", f"{P}/queues/{{queue}}/deliveries", deliveries),
-    Route("POST", f"{P}/queues/{{queue}}/release", release),
-    Route("POST", f"{P}/queues/{{queue}}/published", published),
-    Route("POST", f"{P}/stats", stats),
-    Route("POST", f"{P}/handoff", handoff),
-    Route("POST", f"{P}/heartbeat", heartbeat),
-    Route("POST", f"{P}/sync", sync),
-    Route("POST", f"{P}/leave", leave),
+    Route("POST", f"{P}/queues/{{queue}}/receive", receive, access=Access.PEER),
+    Route("POST", f"{P}/queues/{{queue}}/visibility", change_visibility, access=Access.PEER),
+    Route("POST", f"{P}/queues/{{queue}}/deliveries", deliveries, access=Access.PEER),
+    Route("POST", f"{P}/queues/{{queue}}/release", release, access=Access.PEER),
+    Route("POST", f"{P}/queues/{{queue}}/published", published, access=Access.PEER),
+    Route("POST", f"{P}/stats", stats, access=Access.PEER),
+    Route("POST", f"{P}/handoff", handoff, access=Access.PEER),
+    Route("POST", f"{P}/heartbeat", heartbeat, access=Access.PEER),
+    Route("POST", f"{P}/sync", sync, access=Access.PEER),
+    Route("POST", f"{P}/leave", leave, access=Access.PEER),
 )
 
 

@@ -8,6 +8,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from dynamiq.api.context import SERVICES
+from dynamiq.api.routes import Route, route_defs
+from dynamiq.service.access import Access
 
 __all__ = ["metrics_middleware", "routes"]
 
@@ -28,8 +30,8 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 
 def routes() -> list[web.RouteDef]:
-    """Return the observability routes."""
-    return [web.get("/metrics", scrape)]
+    """Return the observability routes (served without keys when ``auth.metrics = open``)."""
+    return route_defs((Route("GET", "/metrics", scrape, access=Access.MONITOR),), api="metrics")
 
 
 async def scrape(request: web.Request) -> web.Response:

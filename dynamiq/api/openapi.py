@@ -17,7 +17,9 @@ from dynamiq import __version__
 from dynamiq.api import schemas as s
 from dynamiq.api.routes import Param, Route
 from dynamiq.config import LimitsSettings
+from dynamiq.core.keys import KEY_ID
 from dynamiq.models import ID_PATTERN, NAME_PATTERN
+from dynamiq.service.access import Access
 
 __all__ = ["openapi_document"]
 
@@ -29,14 +31,18 @@ _PATH_PARAMS = {
     "queue": {"type": "string", "pattern": NAME_PATTERN.pattern},
     "topic": {"type": "string", "pattern": NAME_PATTERN.pattern},
     "id": {"type": "string", "pattern": ID_PATTERN},
+    "key_id": {"type": "string", "pattern": f"^{KEY_ID.pattern}$"},
 }
 
 _ERRORS = {
     "400": "Malformed JSON",
+    "401": "No key, or a wrong or revoked one (when the node needs keys)",
+    "403": "The key's role does not allow this, or the name is another application's",
     "404": "No such queue, topic or message",
     "409": "The name is taken, or the queue is another's dead-letter queue",
     "413": "Body larger than limits.maxbodybytes",
     "422": "Invalid input (types, ranges, names, batch size)",
+    "429": "Past the key's rate, or too many wrong keys; retry after Retry-After seconds",
     "503": "The store is unavailable; retry after Retry-After seconds",
 }
 
@@ -77,6 +83,8 @@ def _operation(route: Route, limits: LimitsSettings) -> dict[str, Any]:
     for code, text in _ERRORS.items():
         responses[code] = {"description": text, "content": _json(_ref(s.ErrorBody))}
     op: dict[str, Any] = {"summary": route.summary, "parameters": params, "responses": responses}
+    if route.access is not Access.OPEN:
+        op["security"] = [{"key": []}]
     if route.request is not None:
         op["requestBody"] = {"required": route.body_required, "content": _json(_ref(route.request))}
     return op
@@ -121,5 +129,9 @@ def openapi_document(routes: Sequence[Route], limits: LimitsSettings) -> dict[st
             "strings; bodies are UTF-8 text or base64 per the `encoding` field.",
         },
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {
+            "schemas": components,
+            # Only when the node needs keys (auth.enabled): `Authorization: Bearer <key>`.
+            "securitySchemes": {"key": {"type": "http", "scheme": "bearer"}},
+        },
     }

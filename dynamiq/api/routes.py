@@ -9,10 +9,21 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from dynamiq.api.auth import caller, guarded
 from dynamiq.api.context import SERVICES
+from dynamiq.service.access import Access, Principal
 from dynamiq.service.node import Node
 
-__all__ = ["Param", "Route", "node", "queue_param", "route_defs"]
+__all__ = [
+    "Param",
+    "Route",
+    "node",
+    "queue_name",
+    "queue_param",
+    "route_defs",
+    "topic_name",
+    "who",
+]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -37,11 +48,30 @@ class Route:
     status: int = 200
     body_required: bool = True
     query: tuple[Param, ...] = field(default=())
+    access: Access = Access.ADMIN  # what the caller's key must allow
 
 
-def route_defs(table: Sequence[Route]) -> list[web.RouteDef]:
-    """Return aiohttp's route definitions for ``table``."""
-    return [web.route(r.method, r.path, r.handler) for r in table]
+def route_defs(table: Sequence[Route], api: str = "v2") -> list[web.RouteDef]:
+    """Return aiohttp's route definitions for ``table``, each behind the door
+    (``api``: which API the table is, for the APIs a node may serve without keys)."""
+    return [web.route(r.method, r.path, guarded(r.handler, r.access, api)) for r in table]
+
+
+def who(request: web.Request) -> Principal:
+    """Return the caller of a route that names queues or topics (never an open one)."""
+    principal = caller(request)
+    assert principal is not None, "a route open to all has no caller"
+    return principal
+
+
+def queue_name(request: web.Request, key: str = "queue") -> str:
+    """Return the full name of the queue the path names, as the caller knows it."""
+    return who(request).name_of(request.match_info[key])
+
+
+def topic_name(request: web.Request) -> str:
+    """Return the full name of the topic the path names, as the caller knows it."""
+    return who(request).name_of(request.match_info["topic"])
 
 
 def node(request: web.Request) -> Node:
@@ -55,6 +85,6 @@ def queue_param(request: web.Request) -> str:
     Checked before the body is read, so that a request to a missing queue is
     a 404 whatever its body.
     """
-    name = request.match_info["queue"]
+    name = queue_name(request)
     node(request).require_queue(name)
     return name

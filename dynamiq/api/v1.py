@@ -16,9 +16,10 @@ from aiohttp import web
 from dynamiq.api.bodies import json_response
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_middleware, render_v1
-from dynamiq.api.routes import Route, node, queue_param, route_defs
+from dynamiq.api.routes import Route, node, queue_name, queue_param, route_defs, topic_name, who
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
 from dynamiq.models import Message, ReceiveRequest, parse_id
+from dynamiq.service.access import Access
 
 __all__ = ["ROUTES", "application"]
 
@@ -60,48 +61,54 @@ async def partition_range(request: web.Request) -> web.Response:
 
 async def list_topics(request: web.Request) -> web.Response:
     """List topics."""
-    return json_response({"topics": node(request).topic_names()})
+    return json_response({"topics": who(request).visible(node(request).topic_names())})
 
 
 async def create_topic(request: web.Request) -> web.Response:
     """Create a topic: 201, or 422 when it exists."""
-    await node(request).create_topic(request.match_info["topic"])
+    await node(request).create_topic(topic_name(request))
     return json_response({"Queues": []}, status=201)
 
 
 async def get_topic(request: web.Request) -> web.Response:
     """Return a topic's subscribers."""
-    return json_response({"Queues": node(request).subscribers(request.match_info["topic"])})
+    subscribers = node(request).subscribers(topic_name(request))
+    return json_response({"Queues": [who(request).shown(q) for q in subscribers]})
 
 
 async def delete_topic(request: web.Request) -> web.Response:
     """Delete a topic."""
-    await node(request).delete_topic(request.match_info["topic"])
+    await node(request).delete_topic(topic_name(request))
     return json_response({"Deleted": True})
 
 
 async def subscribe(request: web.Request) -> web.Response:
     """Subscribe a queue; both must exist (422 otherwise, as the original)."""
-    topic, queue = request.match_info["topic"], request.match_info["queue"]
+    topic, queue = topic_name(request), queue_name(request)
     try:
         subscriptions = await node(request).subscribe(topic, queue, keep=True)
     except NotFound as exc:
-        kind, name = ("Queue", queue) if isinstance(exc, QueueNotFound) else ("Topic", topic)
+        kind, name = (
+            ("Queue", request.match_info["queue"])
+            if isinstance(exc, QueueNotFound)
+            else ("Topic", request.match_info["topic"])
+        )
         raise Invalid(f"{kind} {name} does not exist. Please create it first.") from None
-    return json_response({"Queues": [sub.queue for sub in subscriptions]})
+    return json_response({"Queues": [who(request).shown(sub.queue) for sub in subscriptions]})
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue; return the remaining subscribers."""
-    topic, queue = request.match_info["topic"], request.match_info["queue"]
+    topic, queue = topic_name(request), queue_name(request)
     remaining = await node(request).unsubscribe(topic, queue)
-    return json_response({"Queues": [sub.queue for sub in remaining]})
+    return json_response({"Queues": [who(request).shown(sub.queue) for sub in remaining]})
 
 
 async def publish_topic(request: web.Request) -> web.Response:
     """Publish the raw body to every subscriber that takes it: ``{queue: id}``."""
-    ids = await node(request).publish_topic(request.match_info["topic"], [await request.read()])
-    return json_response({queue: str(mid) for queue, (mid,) in ids.items()})
+    ids = await node(request).publish_topic(topic_name(request), [await request.read()])
+    shown = who(request).shown
+    return json_response({shown(queue): str(mid) for queue, (mid,) in ids.items()})
 
 
 # -- queues -------------------------------------------------------------------
@@ -109,18 +116,18 @@ async def publish_topic(request: web.Request) -> web.Response:
 
 async def list_queues(request: web.Request) -> web.Response:
     """List queues."""
-    return json_response({"queues": node(request).queue_names()})
+    return json_response({"queues": who(request).visible(node(request).queue_names())})
 
 
 async def create_queue(request: web.Request) -> web.Response:
     """Create a queue with default settings: 201 ``"created"``."""
-    await node(request).create_queue(request.match_info["queue"])
+    await node(request).create_queue(queue_name(request))
     return json_response("created", status=201)
 
 
 async def get_queue(request: web.Request) -> web.Response:
     """Return a queue's settings, in both spellings, and its partition count."""
-    view = await node(request).describe_queue(request.match_info["queue"])
+    view = await node(request).describe_queue(queue_name(request))
     # The original's settings only: the lifecycle's are v2's.
     settings = {k: v for k, v in view.settings.to_dict().items() if k in _PASCAL}
     pascal = {_PASCAL[key]: value for key, value in settings.items()}
@@ -144,7 +151,7 @@ async def configure_queue(request: web.Request) -> web.Response:
 
 async def delete_queue(request: web.Request) -> web.Response:
     """Delete a queue and its messages."""
-    await node(request).delete_queue(request.match_info["queue"])
+    await node(request).delete_queue(queue_name(request))
     return json_response({"Deleted": True})
 
 
@@ -153,7 +160,7 @@ async def delete_queue(request: web.Request) -> web.Response:
 
 async def publish(request: web.Request) -> web.Response:
     """Publish the raw body; the id comes back as raw text once it is durable."""
-    (message_id,) = await node(request).publish(request.match_info["queue"], [await request.read()])
+    (message_id,) = await node(request).publish(queue_name(request), [await request.read()])
     return web.Response(text=str(message_id))
 
 
@@ -210,30 +217,30 @@ async def _json_object(request: web.Request) -> dict[str, Any]:
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/status/servers", servers),
-    Route("GET", "/status/partitionrange", partition_range),
-    Route("GET", "/topics", list_topics),
-    Route("PUT", "/topics/{topic}", create_topic),
-    Route("GET", "/topics/{topic}", get_topic),
-    Route("DELETE", "/topics/{topic}", delete_topic),
-    Route("PUT", "/topics/{topic}/queues/{queue}", subscribe),
-    Route("DELETE", "/topics/{topic}/queues/{queue}", unsubscribe),
-    Route("PUT", "/topics/{topic}/message", publish_topic),
-    Route("GET", "/queues", list_queues),
-    Route("PUT", "/queues/{queue}", create_queue),
-    Route("GET", "/queues/{queue}", get_queue),
-    Route("PATCH", "/queues/{queue}", configure_queue),
-    Route("DELETE", "/queues/{queue}", delete_queue),
-    Route("PUT", "/queues/{queue}/message", publish),
-    Route("GET", "/queues/{queue}/message/{id}", peek),
-    Route("DELETE", "/queues/{queue}/message/{id}", delete_message),
-    Route("GET", "/queues/{queue}/messages/{batch}", receive),
-    Route("DELETE", "/queues/{queue}/messages/{ids}", delete_messages),
+    Route("GET", "/status/servers", servers, access=Access.READ),
+    Route("GET", "/status/partitionrange", partition_range, access=Access.READ),
+    Route("GET", "/topics", list_topics, access=Access.READ),
+    Route("PUT", "/topics/{topic}", create_topic, access=Access.MANAGE),
+    Route("GET", "/topics/{topic}", get_topic, access=Access.READ),
+    Route("DELETE", "/topics/{topic}", delete_topic, access=Access.MANAGE),
+    Route("PUT", "/topics/{topic}/queues/{queue}", subscribe, access=Access.MANAGE),
+    Route("DELETE", "/topics/{topic}/queues/{queue}", unsubscribe, access=Access.MANAGE),
+    Route("PUT", "/topics/{topic}/message", publish_topic, access=Access.PRODUCE),
+    Route("GET", "/queues", list_queues, access=Access.READ),
+    Route("PUT", "/queues/{queue}", create_queue, access=Access.MANAGE),
+    Route("GET", "/queues/{queue}", get_queue, access=Access.READ),
+    Route("PATCH", "/queues/{queue}", configure_queue, access=Access.MANAGE),
+    Route("DELETE", "/queues/{queue}", delete_queue, access=Access.MANAGE),
+    Route("PUT", "/queues/{queue}/message", publish, access=Access.PRODUCE),
+    Route("GET", "/queues/{queue}/message/{id}", peek, access=Access.CONSUME),
+    Route("DELETE", "/queues/{queue}/message/{id}", delete_message, access=Access.CONSUME),
+    Route("GET", "/queues/{queue}/messages/{batch}", receive, access=Access.CONSUME),
+    Route("DELETE", "/queues/{queue}/messages/{ids}", delete_messages, access=Access.CONSUME),
 )
 
 
 def application() -> web.Application:
     """Return the v1 API as a sub-application (mounted at ``/v1``) with its own error shape."""
     app = web.Application(middlewares=[error_middleware(render_v1)])
-    app.add_routes(route_defs(ROUTES))
+    app.add_routes(route_defs(ROUTES, api="v1"))
     return app

@@ -11,14 +11,25 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from dynamiq.api import keys
 from dynamiq.api import schemas as s
 from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
-from dynamiq.api.routes import Param, Route, node, queue_param, route_defs
+from dynamiq.api.routes import (
+    Param,
+    Route,
+    node,
+    queue_name,
+    queue_param,
+    route_defs,
+    topic_name,
+    who,
+)
 from dynamiq.core.routing import Subscription
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service import reports
+from dynamiq.service.access import Access, Principal
 from dynamiq.service.reports import QueueView, RedriveView
 
 __all__ = ["ROUTES", "routes"]
@@ -32,17 +43,20 @@ async def openapi(request: web.Request) -> web.Response:
 # -- queues -------------------------------------------------------------------
 
 
-def _info(view: QueueView) -> s.QueueInfo:
+def _info(view: QueueView, caller: Principal) -> s.QueueInfo:
     stats = view.stats
+    settings = view.settings.to_dict()
+    if settings.get("dead_letter_queue"):
+        settings["dead_letter_queue"] = caller.shown(settings["dead_letter_queue"])
     return s.QueueInfo(
-        name=view.name,
-        settings=msgspec.convert(view.settings.to_dict(), s.QueueSettingsBody),
+        name=caller.shown(view.name),
+        settings=msgspec.convert(settings, s.QueueSettingsBody),
         stats=s.QueueStatsBody(stats.depth, stats.in_flight, stats.partitions),
         expires_at=None if view.expires_at_ms is None else iso_time(view.expires_at_ms),
     )
 
 
-def _changes(body: s.QueueSettingsBody) -> dict[str, Any]:
+def _changes(body: s.QueueSettingsBody, caller: Principal) -> dict[str, Any]:
     """The settings a request names: null turns a clearable one off, and is ignored
     for the others (as v2 always did)."""
     out: dict[str, Any] = {}
@@ -51,36 +65,41 @@ def _changes(body: s.QueueSettingsBody) -> dict[str, Any]:
         if value is msgspec.UNSET or (value is None and field not in s.CLEARABLE_SETTINGS):
             continue
         out[field] = msgspec.to_builtins(value)
+    if isinstance(out.get("dead_letter_queue"), str):
+        out["dead_letter_queue"] = caller.name_of(out["dead_letter_queue"])
     return out
 
 
 async def list_queues(request: web.Request) -> web.Response:
     """List queues."""
-    return json_response(s.QueueList(node(request).queue_names()))
+    return json_response(s.QueueList(who(request).visible(node(request).queue_names())))
 
 
 async def create_queue(request: web.Request) -> web.Response:
     """Create a queue, with optional settings: 201, or 409 when it exists."""
+    name, caller = queue_name(request), who(request)
     body = await read_json(request, s.QueueSettingsBody, optional=True)
-    view = await node(request).create_queue(request.match_info["queue"], _changes(body))
-    return json_response(_info(view), status=201)
+    view = await node(request).create_queue(name, _changes(body, caller))
+    return json_response(_info(view, caller), status=201)
 
 
 async def get_queue(request: web.Request) -> web.Response:
     """Return a queue's settings and stats."""
-    return json_response(_info(await node(request).describe_queue(request.match_info["queue"])))
+    view = await node(request).describe_queue(queue_name(request))
+    return json_response(_info(view, who(request)))
 
 
 async def configure_queue(request: web.Request) -> web.Response:
     """Change some settings; validated, effective at once."""
-    name = queue_param(request)
+    name, caller = queue_param(request), who(request)
     body = await read_json(request, s.QueueSettingsBody)
-    return json_response(_info(await node(request).configure_queue(name, _changes(body))))
+    view = await node(request).configure_queue(name, _changes(body, caller))
+    return json_response(_info(view, caller))
 
 
 async def delete_queue(request: web.Request) -> web.Response:
     """Delete a queue and its messages."""
-    await node(request).delete_queue(request.match_info["queue"])
+    await node(request).delete_queue(queue_name(request))
     return json_response({"deleted": True})
 
 
@@ -92,19 +111,29 @@ async def purge_queue(request: web.Request) -> web.Response:
 async def redrive(request: web.Request) -> web.Response:
     """Start moving a dead-letter queue's messages back: 202 with the task."""
     name = queue_param(request)
+    caller = who(request)
     body = await read_json(request, s.RedriveRequest, optional=True)
-    view = await node(request).redrive(name, body.to, body.max_per_second)
-    return json_response(view, status=202)
+    to = None if body.to is None else caller.name_of(body.to)
+    view = await node(request).redrive(name, to, body.max_per_second)
+    return json_response(_redrive(view, caller), status=202)
+
+
+def _redrive(view: RedriveView, caller: Principal) -> RedriveView:
+    if view.to is not None:
+        view.to = caller.shown(view.to)
+    return view
 
 
 async def redrive_status(request: web.Request) -> web.Response:
     """Return the latest redrive of a queue."""
-    return json_response(await node(request).redrive_status(queue_param(request)))
+    view = await node(request).redrive_status(queue_param(request))
+    return json_response(_redrive(view, who(request)))
 
 
 async def cancel_redrive(request: web.Request) -> web.Response:
     """Cancel a running redrive; what it moved stays moved."""
-    return json_response(await node(request).cancel_redrive(queue_param(request)))
+    view = await node(request).cancel_redrive(queue_param(request))
+    return json_response(_redrive(view, who(request)))
 
 
 # -- messages -----------------------------------------------------------------
@@ -126,10 +155,10 @@ async def receive(request: web.Request) -> web.Response:
     """Lease up to ``max_messages``, waiting up to ``wait_seconds`` for one to arrive."""
     name = queue_param(request)
     body = await read_json(request, s.ReceiveRequest, optional=True)
-    force = body.encoding == "base64"
+    force, shown = body.encoding == "base64", who(request).shown
 
     def render(messages: list[Message]) -> web.Response:
-        return json_response(s.ReceiveResponse([encode_message(m, force) for m in messages]))
+        return json_response(s.ReceiveResponse([encode_message(m, force, shown) for m in messages]))
 
     wait = node(request).wait_of(name, body.wait_seconds)
     ask = ReceiveRequest(name, body.max_messages, body.visibility_timeout, wait)
@@ -157,7 +186,7 @@ async def peek(request: web.Request) -> web.Response:
     """Read one message without leasing it."""
     name = queue_param(request)
     message = await node(request).peek(name, parse_id(request.match_info["id"]))
-    return json_response(s.PeekResponse(encode_message(message)))
+    return json_response(s.PeekResponse(encode_message(message, shown=who(request).shown)))
 
 
 async def peek_many(request: web.Request) -> web.Response:
@@ -166,7 +195,8 @@ async def peek_many(request: web.Request) -> web.Response:
     raw = request.query.get("max", "10")
     count = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else 0
     messages = await node(request).peek_many(name, count)
-    return json_response(s.ReceiveResponse([encode_message(m) for m in messages]))
+    shown = who(request).shown
+    return json_response(s.ReceiveResponse([encode_message(m, shown=shown) for m in messages]))
 
 
 def _split(texts: list[str], flags: list[bool]) -> tuple[list[str], list[str]]:
@@ -182,7 +212,8 @@ def _split(texts: list[str], flags: list[bool]) -> tuple[list[str], list[str]]:
 
 async def queue_stats(request: web.Request) -> web.Response:
     """Return a queue's contents, oldest message age and rates, cluster-wide."""
-    (detail,) = await node(request).queue_stats([request.match_info["queue"]])
+    (detail,) = await node(request).queue_stats([queue_name(request)])
+    detail.queue = who(request).shown(detail.queue)
     return json_response(detail)
 
 
@@ -201,58 +232,62 @@ async def status(request: web.Request) -> web.Response:
 
 async def list_topics(request: web.Request) -> web.Response:
     """List topics."""
-    return json_response(s.TopicList(node(request).topic_names()))
+    return json_response(s.TopicList(who(request).visible(node(request).topic_names())))
 
 
-def _topic(name: str, subscriptions: list[Subscription]) -> s.TopicInfo:
-    listed = [msgspec.convert(sub.to_dict(), s.SubscriptionInfo) for sub in subscriptions]
-    return s.TopicInfo(name, [sub.queue for sub in subscriptions], listed)
+def _topic(name: str, subscriptions: list[Subscription], caller: Principal) -> s.TopicInfo:
+    listed = [
+        msgspec.convert({**sub.to_dict(), "queue": caller.shown(sub.queue)}, s.SubscriptionInfo)
+        for sub in subscriptions
+    ]
+    return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed)
 
 
 async def create_topic(request: web.Request) -> web.Response:
     """Create a topic: 201, or 409 when it exists."""
-    name = request.match_info["topic"]
+    name = topic_name(request)
     await node(request).create_topic(name)
-    return json_response(_topic(name, []), status=201)
+    return json_response(_topic(name, [], who(request)), status=201)
 
 
 async def get_topic(request: web.Request) -> web.Response:
     """Return a topic and its subscriptions."""
-    name = request.match_info["topic"]
-    return json_response(_topic(name, node(request).subscriptions(name)))
+    name = topic_name(request)
+    return json_response(_topic(name, node(request).subscriptions(name), who(request)))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
     """Delete a topic (its queues stay)."""
-    await node(request).delete_topic(request.match_info["topic"])
+    await node(request).delete_topic(topic_name(request))
     return json_response({"deleted": True})
 
 
 async def subscribe(request: web.Request) -> web.Response:
     """Subscribe a queue to a topic, or change what it takes (idempotent)."""
-    topic = request.match_info["topic"]
+    topic = topic_name(request)
     node(request).require_topic(topic)  # 404s before the body is read
     queue = queue_param(request)
     body = await read_json(request, s.SubscriptionBody, optional=True)
     subscriptions = await node(request).subscribe(topic, queue, body.pattern, body.filter)
-    return json_response(_topic(topic, subscriptions))
+    return json_response(_topic(topic, subscriptions, who(request)))
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue (idempotent)."""
-    topic, queue = request.match_info["topic"], request.match_info["queue"]
-    return json_response(_topic(topic, await node(request).unsubscribe(topic, queue)))
+    topic, queue = topic_name(request), queue_name(request)
+    remaining = await node(request).unsubscribe(topic, queue)
+    return json_response(_topic(topic, remaining, who(request)))
 
 
 async def publish_topic(request: web.Request) -> web.Response:
     """Publish a batch to the subscribers that take each message; ids per queue."""
-    name = request.match_info["topic"]
+    name, shown = topic_name(request), who(request).shown
     node(request).require_topic(name)
     ids = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(
         s.TopicPublishResponse(
-            {q: [None if i is None else str(i) for i in v] for q, v in ids.items()},
-            {q: v.duplicate for q, v in ids.items() if v.duplicate} or None,
+            {shown(q): [None if i is None else str(i) for i in v] for q, v in ids.items()},
+            {shown(q): v.duplicate for q, v in ids.items() if v.duplicate} or None,
         )
     )
 
@@ -262,18 +297,39 @@ Q = "/v2/queues/{queue}"
 T = "/v2/topics/{topic}"
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/v2/openapi.json", openapi),
-    Route("GET", "/v2/queues", list_queues, "List queues", response=s.QueueList),
-    Route("PUT", Q, create_queue, "Create a queue", s.QueueSettingsBody, s.QueueInfo, 201, False),
-    Route("GET", Q, get_queue, "Describe a queue", response=s.QueueInfo),
-    Route("PATCH", Q, configure_queue, "Change queue settings", s.QueueSettingsBody, s.QueueInfo),
-    Route("DELETE", Q, delete_queue, "Delete a queue and its messages"),
+    Route("GET", "/v2/openapi.json", openapi, access=Access.OPEN),
+    Route(
+        "GET", "/v2/queues", list_queues, "List queues", response=s.QueueList, access=Access.READ
+    ),
+    Route(
+        "PUT",
+        Q,
+        create_queue,
+        "Create a queue",
+        s.QueueSettingsBody,
+        s.QueueInfo,
+        201,
+        False,
+        access=Access.MANAGE,
+    ),
+    Route("GET", Q, get_queue, "Describe a queue", response=s.QueueInfo, access=Access.READ),
+    Route(
+        "PATCH",
+        Q,
+        configure_queue,
+        "Change queue settings",
+        s.QueueSettingsBody,
+        s.QueueInfo,
+        access=Access.MANAGE,
+    ),
+    Route("DELETE", Q, delete_queue, "Delete a queue and its messages", access=Access.MANAGE),
     Route(
         "POST",
         f"{Q}/purge",
         purge_queue,
         "Drop every message published before the call",
         response=s.PurgeResponse,
+        access=Access.MANAGE,
     ),
     Route(
         "POST",
@@ -284,11 +340,32 @@ ROUTES: tuple[Route, ...] = (
         RedriveView,
         202,
         False,
+        access=Access.MANAGE,
     ),
-    Route("GET", f"{Q}/redrive", redrive_status, "The latest redrive", response=RedriveView),
-    Route("DELETE", f"{Q}/redrive", cancel_redrive, "Cancel a redrive", response=RedriveView),
     Route(
-        "POST", f"{Q}/messages", publish, "Publish messages", s.PublishRequest, s.PublishResponse
+        "GET",
+        f"{Q}/redrive",
+        redrive_status,
+        "The latest redrive",
+        response=RedriveView,
+        access=Access.READ,
+    ),
+    Route(
+        "DELETE",
+        f"{Q}/redrive",
+        cancel_redrive,
+        "Cancel a redrive",
+        response=RedriveView,
+        access=Access.MANAGE,
+    ),
+    Route(
+        "POST",
+        f"{Q}/messages",
+        publish,
+        "Publish messages",
+        s.PublishRequest,
+        s.PublishResponse,
+        access=Access.PRODUCE,
     ),
     Route(
         "GET",
@@ -296,6 +373,7 @@ ROUTES: tuple[Route, ...] = (
         peek,
         "Read a message without leasing it",
         response=s.PeekResponse,
+        access=Access.CONSUME,
     ),
     Route(
         "POST",
@@ -305,8 +383,17 @@ ROUTES: tuple[Route, ...] = (
         s.ReceiveRequest,
         s.ReceiveResponse,
         body_required=False,
+        access=Access.CONSUME,
     ),
-    Route("POST", f"{Q}/delete", delete, "Delete messages", s.DeleteRequest, s.DeleteResponse),
+    Route(
+        "POST",
+        f"{Q}/delete",
+        delete,
+        "Delete messages",
+        s.DeleteRequest,
+        s.DeleteResponse,
+        access=Access.CONSUME,
+    ),
     Route(
         "POST",
         f"{Q}/visibility",
@@ -314,6 +401,7 @@ ROUTES: tuple[Route, ...] = (
         "Extend leases, or end them with 0",
         s.VisibilityRequest,
         s.VisibilityResponse,
+        access=Access.CONSUME,
     ),
     Route(
         "GET",
@@ -321,6 +409,7 @@ ROUTES: tuple[Route, ...] = (
         queue_stats,
         "A queue's contents, oldest message age and rates",
         response=reports.QueueStatsDetail,
+        access=Access.READ,
     ),
     Route(
         "GET",
@@ -329,6 +418,7 @@ ROUTES: tuple[Route, ...] = (
         "The oldest messages, without leasing them",
         response=s.ReceiveResponse,
         query=(_MAX,),
+        access=Access.CONSUME,
     ),
     Route(
         "GET",
@@ -336,6 +426,7 @@ ROUTES: tuple[Route, ...] = (
         node_stats,
         "Every queue's stats and their sums",
         response=reports.NodeStats,
+        access=Access.MONITOR,
     ),
     Route(
         "GET",
@@ -343,11 +434,22 @@ ROUTES: tuple[Route, ...] = (
         status,
         "This node and the cluster members it sees",
         response=reports.Status,
+        access=Access.READ,
     ),
-    Route("GET", "/v2/topics", list_topics, "List topics", response=s.TopicList),
-    Route("PUT", T, create_topic, "Create a topic", response=s.TopicInfo, status=201),
-    Route("GET", T, get_topic, "Describe a topic", response=s.TopicInfo),
-    Route("DELETE", T, delete_topic, "Delete a topic"),
+    Route(
+        "GET", "/v2/topics", list_topics, "List topics", response=s.TopicList, access=Access.READ
+    ),
+    Route(
+        "PUT",
+        T,
+        create_topic,
+        "Create a topic",
+        response=s.TopicInfo,
+        status=201,
+        access=Access.MANAGE,
+    ),
+    Route("GET", T, get_topic, "Describe a topic", response=s.TopicInfo, access=Access.READ),
+    Route("DELETE", T, delete_topic, "Delete a topic", access=Access.MANAGE),
     Route(
         "PUT",
         f"{T}/subscriptions/{{queue}}",
@@ -356,6 +458,7 @@ ROUTES: tuple[Route, ...] = (
         s.SubscriptionBody,
         s.TopicInfo,
         body_required=False,
+        access=Access.MANAGE,
     ),
     Route(
         "DELETE",
@@ -363,6 +466,7 @@ ROUTES: tuple[Route, ...] = (
         unsubscribe,
         "Unsubscribe a queue",
         response=s.TopicInfo,
+        access=Access.MANAGE,
     ),
     Route(
         "POST",
@@ -371,7 +475,9 @@ ROUTES: tuple[Route, ...] = (
         "Publish to the subscribed queues that take each message",
         s.PublishRequest,
         s.TopicPublishResponse,
+        access=Access.PRODUCE,
     ),
+    *keys.ROUTES,
 )
 
 

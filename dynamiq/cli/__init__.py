@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from dynamiq import __version__
-from dynamiq.cli import admin, messages, serve
+from dynamiq.cli import admin, keys, messages, serve
 from dynamiq.cli.output import Output
 from dynamiq.cli.usage import UsageError
 from dynamiq.client import AsyncClient
@@ -53,9 +53,16 @@ def parser() -> argparse.ArgumentParser:
         options.add_argument(
             "--json", action="store_true", default=default or False, help="machine-readable output"
         )
+        options.add_argument(
+            "--key-file",
+            default=default,
+            metavar="FILE",
+            help="a file holding the key to send (default $DYNAMIQ_KEY)",
+        )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.register(sub)
     admin.register(sub, common)
+    keys.register(sub, common)
     messages.register(sub, common)
     completion = sub.add_parser("completion", help="print a bash or zsh completion script")
     completion.add_argument("shell", choices=("bash", "zsh"))
@@ -91,12 +98,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _talk(args: argparse.Namespace, out: Output) -> int:
     # A command's own spool (``spool flush``) is opened by the command itself.
-    client = AsyncClient(args.url, spool=getattr(args, "spool", None))
+    client = AsyncClient(args.url, spool=getattr(args, "spool", None), key=_key(args))
     try:
         status: int = await args.run(args, client, out)
         return status
     finally:
         await client.close()
+
+
+def _key(args: argparse.Namespace) -> str | None:
+    """The key ``--key-file`` holds; None: the client's default ($DYNAMIQ_KEY)."""
+    if not args.key_file:
+        return None
+    try:
+        with open(args.key_file, encoding="utf-8") as file:
+            return file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read --key-file: {exc}") from None
 
 
 def _completion(args: argparse.Namespace) -> int:

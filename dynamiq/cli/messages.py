@@ -312,7 +312,9 @@ async def spool_flush(args: argparse.Namespace, client: AsyncClient, out: Output
     try:
         _, total = await asyncio.to_thread(spool.backlog)
         progress = out.progress(f"spool {args.path}", total)
-        async with AsyncClient(client.urls, spool=spool, spool_sender=False) as sender:
+        async with AsyncClient(
+            client.urls, spool=spool, spool_sender=False, key=client.key or ""
+        ) as sender:
             try:
                 sent = await sender.flush_spool(progress.advance)
             finally:

@@ -55,6 +55,7 @@ class AsyncClient:
         spool: str | os.PathLike[str] | Spool | None = None,
         spool_max_bytes: int = DEFAULT_MAX_BYTES,
         spool_sender: bool = True,
+        key: str | None = None,
     ) -> None:
         """Prepare a client for one node or several.
 
@@ -77,6 +78,8 @@ class AsyncClient:
                 ``SpoolFull``.
             spool_sender: send from a background task (the blocking client
                 sends from a thread instead).
+            key: the application key sent with every request (``<key_id>.<secret>``),
+                for nodes that need one; default ``DYNAMIQ_KEY``, else none.
 
         A request that cannot reach a node, or that a node answers with 503,
         goes to the next node. A retried publish may store its messages twice
@@ -103,6 +106,13 @@ class AsyncClient:
         )
         self._spool_sender = spool_sender
         self._sender: asyncio.Task[None] | None = None
+        key = os.environ.get("DYNAMIQ_KEY") if key is None else key
+        self._auth = {"Authorization": f"Bearer {key}"} if key else {}
+
+    @property
+    def key(self) -> str | None:
+        """The key this client sends, if any."""
+        return self._auth["Authorization"].removeprefix("Bearer ") if self._auth else None
 
     @property
     def url(self) -> str:
@@ -340,6 +350,33 @@ class AsyncClient:
         result: dict[str, Any] = await self._call("GET", "/v2/status")
         return result
 
+    # -- keys (an administrator's) -------------------------------------------
+
+    async def create_key(
+        self,
+        application: str,
+        role: str,
+        *,
+        description: str = "",
+        requests_per_second: float | None = None,
+    ) -> dict[str, Any]:
+        """Make an application key; ``key`` in the answer is shown this once."""
+        body: dict[str, Any] = {"application": application, "role": role}
+        if description:
+            body["description"] = description
+        if requests_per_second is not None:
+            body["requests_per_second"] = requests_per_second
+        result: dict[str, Any] = await self._call("POST", "/v2/keys", body)
+        return result
+
+    async def keys(self) -> list[dict[str, Any]]:
+        """Return every key (never their secrets)."""
+        return list((await self._call("GET", "/v2/keys"))["keys"])
+
+    async def revoke_key(self, key_id: str) -> None:
+        """Revoke a key on every node."""
+        await self._call("DELETE", f"/v2/keys/{key_id}")
+
     # -- the spool -----------------------------------------------------------
 
     async def _publish(self, path: str, bodies: Sequence[Body | Outgoing], extras: Extras) -> Any:
@@ -426,7 +463,8 @@ class AsyncClient:
     async def _once(self, method: str, path: str, data: bytes | None, extra_time: float) -> Any:
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=self._timeout + extra_time)
-        headers = {"Content-Type": "application/json"} if data is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers |= self._auth
         try:
             async with self._session.request(
                 method, self.url + path, data=data, headers=headers, timeout=timeout

@@ -10,6 +10,7 @@ import logging
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.idle import IdleQueues
+from dynamiq.core.keys import KeyRing
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound
 from dynamiq.storage.base import StorageBackend
@@ -29,8 +30,10 @@ class Janitor:
         store: StorageBackend,
         interval: float,
         clock: Clock | None = None,
+        keys: KeyRing | None = None,
     ) -> None:
         self._catalog = catalog
+        self._keys = keys
         self._store = store
         self._queues = queues
         self._interval = interval
@@ -52,9 +55,11 @@ class Janitor:
         self._kicked.set()
 
     async def reload(self) -> None:
-        """Reload the catalog and forget the state of queues that are gone."""
+        """Reload the catalog (and the keys) and forget the state of queues that are gone."""
         await self._catalog.reload()
         self._queues.forget_dropped()
+        if self._keys is not None:
+            await self._keys.reload()
 
     async def run_once(self) -> None:
         """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""

@@ -68,6 +68,7 @@ class LocalNode:
     host: str = HOST
     prefix: list[str] = field(default_factory=list)  # runs the process (a namespace)
     cwd: Path | None = None  # ``-m dynamiq`` runs the package of this directory first
+    key: str = ""  # sent with status reads when the node needs keys
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
@@ -149,8 +150,10 @@ class LocalNode:
 
     def status(self, timeout: float = 1.0) -> dict[str, Any] | None:
         """Return the node's ``/v2/status``, or None when it does not answer."""
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        request = urllib.request.Request(f"{self.url}/v2/status", headers=headers)
         try:
-            with urllib.request.urlopen(f"{self.url}/v2/status", timeout=timeout) as r:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
                 data: dict[str, Any] = json.load(r)
                 return data
         except (OSError, urllib.error.URLError, ValueError):
@@ -179,6 +182,8 @@ class LocalCluster:
         self.extra = list(extra)
         self.env = {**os.environ, **(env or {}), "DYNAMIQ_CLUSTER_SECRET": self.secret}
         self.env.setdefault("PYTHONUNBUFFERED", "1")
+        if network is not None:  # addresses beyond loopback: keys are on unless said
+            self.env.setdefault("DYNAMIQ_AUTH_ENABLED", "false")
         (data / "logs").mkdir(parents=True, exist_ok=True)
         self.nodes: dict[str, LocalNode] = {}
         for i in range(nodes):
@@ -187,6 +192,7 @@ class LocalCluster:
     def _define(self, name: str, http_port: int) -> LocalNode:
         node = LocalNode(name, http_port, 0, [], self.data / "logs" / f"{name}.log")
         node.cwd = self.checkout
+        node.key = self.env.get("DYNAMIQ_AUTH_ADMINKEY", "")
         if self.network is not None:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         else:

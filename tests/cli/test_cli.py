@@ -17,6 +17,7 @@ import pexpect
 import pytest
 
 from dynamiq.client import Client
+from dynamiq.testing.cluster import LocalCluster
 from tests.servers import free_port
 
 COMMANDS = [
@@ -26,6 +27,7 @@ COMMANDS = [
     "topics",
     "stats",
     "status",
+    "keys",
     "redrive",
     "publish",
     "consume",
@@ -270,3 +272,44 @@ def test_a_terminal_gets_a_progress_bar_and_drawn_tables(
     table.expect(pexpect.EOF)
     drawn = re.sub(r"\x1b\[[0-9;]*m", "", str(table.before))  # without the colours
     assert "┃ queue" in drawn and "│ 50,000" in drawn
+
+
+ADMIN_KEY = "the-command-lines-admin-key-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def keyed_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = {"DYNAMIQ_AUTH_ENABLED": "true", "DYNAMIQ_AUTH_ADMINKEY": ADMIN_KEY}
+    cluster = LocalCluster(tmp_path_factory.mktemp("keyed"), 1, env=env)
+    cluster.start()
+    try:
+        yield cluster.nodes["n1"].url
+    finally:
+        cluster.stop()
+
+
+def test_keys_are_made_used_listed_and_revoked_from_the_command_line(
+    keyed_node: str, tmp_path: Path
+) -> None:
+    admin = tmp_path / "admin.key"
+    admin.write_text(ADMIN_KEY + "\n")
+    made = dynamiq("keys", "create", "shop", "manage", "--key-file", str(admin), url=keyed_node)
+    key = made.stdout.strip()
+    assert re.fullmatch(r"dq[0-9a-f]{16}\.[A-Za-z0-9_-]{43}", key)
+    assert "not shown again" in made.stderr
+    own = tmp_path / "shop.key"
+    own.write_text(key)
+    dynamiq("queues", "create", "orders", "--key-file", str(own), url=keyed_node)
+    listed = dynamiq("queues", "list", "--json", "--key-file", str(admin), url=keyed_node)
+    assert [q["queue"] for q in json.loads(listed.stdout)] == ["shop:orders"]
+    keys = json.loads(
+        dynamiq("keys", "list", "--json", "--key-file", str(admin), url=keyed_node).stdout
+    )
+    assert [(k["application"], k["role"]) for k in keys] == [("shop", "manage")]
+    assert key.split(".")[1] not in json.dumps(keys)
+    dynamiq("keys", "revoke", keys[0]["key_id"], "--key-file", str(admin), url=keyed_node)
+    refused = dynamiq("queues", "list", "--key-file", str(own), url=keyed_node, check=1)
+    assert "UNAUTHORIZED" in refused.stderr
+    assert "UNAUTHORIZED" in dynamiq("queues", "list", url=keyed_node, check=1).stderr
+    secret = dynamiq("keys", "secret").stdout.strip()
+    assert len(secret) == 43 and secret != dynamiq("keys", "secret").stdout.strip()

@@ -28,9 +28,13 @@ if not Path(CHROMIUM).exists():
 sync_api = pytest.importorskip("playwright.sync_api")
 
 
-@pytest.fixture
-def page(node_factory: NodeFactory) -> Iterator[Any]:
-    node = node_factory().start()
+ADMIN_KEY = "the-consoles-administrators-key-0123456789abcdef"
+
+
+@pytest.fixture(params=[False])
+def page(node_factory: NodeFactory, request: pytest.FixtureRequest) -> Iterator[Any]:
+    keys = ("--auth-enabled", "true", "--auth-adminkey", ADMIN_KEY) if request.param else ()
+    node = node_factory(*keys).start()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,
@@ -212,3 +216,25 @@ def test_dedup_and_auto_delete_settings_are_shown_and_saved(page: Any) -> None:
         "content_dedup": True,
     }
     assert saved["settings"]["expires_after_seconds"] is None
+
+
+@pytest.mark.parametrize("page", [True], indirect=True)
+def test_a_node_that_needs_keys_asks_for_one_and_keeps_it_in_the_tab(page: Any) -> None:
+    expect = sync_api.expect
+    login = page.locator("#login")
+    expect(login).to_be_visible()
+    expect(page.locator("#error")).to_be_hidden()
+    page.get_by_label("key").fill("dq0000000000000000.wrong")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("#login-refused")).to_be_visible()
+    page.get_by_label("key").fill(ADMIN_KEY)
+    page.get_by_role("button", name="Log in").click()
+    expect(login).to_be_hidden()
+    page.get_by_label("new queue name").fill("keyed")
+    page.get_by_role("button", name="Create queue").click()
+    expect(page.locator("#queues tbody tr[data-queue=keyed]")).to_be_visible()
+    assert ADMIN_KEY not in page.url
+    assert page.evaluate("sessionStorage.getItem('dynamiq.key')") == ADMIN_KEY
+    page.get_by_role("button", name="Log out").click()
+    expect(login).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('dynamiq.key')") is None

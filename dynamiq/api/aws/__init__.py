@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from dynamiq.api.auth import caller
 from dynamiq.api.aws import query
 from dynamiq.api.aws.call import Action, Answer, Call, Leasing
 from dynamiq.api.aws.errors import AwsError, sns_error, sqs_error
@@ -34,6 +35,7 @@ from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
 from dynamiq.errors import DynamiqError
+from dynamiq.service.access import Access
 
 __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 
@@ -117,6 +119,12 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
             data = query.params(wire.dialect, ((k, str(v)) for k, v in form), name)
             if "account" in request.match_info:  # posted to the queue's own URL
                 data.setdefault("QueueUrl", request.path)
+        if caller(request) is None:
+            raise AwsError(
+                "AccessDenied",
+                "The SQS endpoint is not served while this node needs keys "
+                "(auth.sqs = open serves it without them).",
+            )
         if action is None:
             raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
         name = name.removeprefix(TARGET_PREFIX)
@@ -154,11 +162,24 @@ async def _json_parameters(request: web.Request) -> dict[str, Any]:
 
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/", endpoint, summary="SQS and SNS (AWS JSON 1.0 and query protocols)"),
-    Route("POST", r"/{account:\d{12}}/{queue}", endpoint, summary="SQS at a queue's URL (query)"),
+    Route(
+        "POST",
+        "/",
+        endpoint,
+        summary="SQS and SNS (AWS JSON 1.0 and query protocols)",
+        access=Access.OPEN,
+    ),
+    Route(
+        "POST",
+        r"/{account:\d{12}}/{queue}",
+        endpoint,
+        summary="SQS at a queue's URL (query)",
+        access=Access.OPEN,
+    ),
 )
 
 
 def routes() -> list[web.RouteDef]:
-    """Return the SQS and SNS routes."""
-    return route_defs(ROUTES)
+    """Return the SQS and SNS routes (served only when ``auth.sqs = open`` while keys are on:
+    AWS SDKs sign requests with SigV4, which application keys do not do)."""
+    return route_defs(ROUTES, api="sqs")

@@ -41,6 +41,7 @@ _CODES: dict[str, tuple[str, int]] = {
     "InternalFailure": ("InternalFailure", 500),
     "ServiceUnavailable": ("ServiceUnavailable", 503),
     "InvalidAction": ("InvalidAction", 400),
+    "AccessDenied": ("AccessDenied", 403),
 }
 # SQS's shapes SNS names alike.
 _SNS_SHARED = frozenset(
@@ -53,12 +54,14 @@ _SNS_SHARED = frozenset(
         "InvalidAction",
         "MalformedQueryString",
         "ServiceUnavailable",
+        "AccessDenied",
     }
 )
 # SNS's codes whose status is not 400.
 _SNS_STATUS = {
     "NotFound": 404,
     "AuthorizationError": 403,
+    "AccessDenied": 403,
     "InternalError": 500,
     "ServiceUnavailable": 503,
 }

@@ -23,13 +23,25 @@ function button(label, onclick, cls) {
   return b;
 }
 
+// A node that needs keys: the key lives in this tab's session storage, never in a URL.
+const KEY = "dynamiq.key";
+
+class LoggedOut extends Error {}
+
 async function api(method, path, body) {
   const init = { method, headers: {} };
+  const key = sessionStorage.getItem(KEY);
+  if (key) init.headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   const res = await fetch(path, init);
+  if (res.status === 401) {
+    sessionStorage.removeItem(KEY);
+    showLogin(Boolean(key));
+    throw new LoggedOut("this node needs a key");
+  }
   const text = await res.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
@@ -40,7 +52,14 @@ async function api(method, path, body) {
   return data;
 }
 
+function showLogin(refused) {
+  $("login").hidden = false;
+  $("login-refused").hidden = !refused;
+  $("logout").hidden = true;
+}
+
 function showError(err) {
+  if (err instanceof LoggedOut) return;
   $("error").textContent = String(err && err.message ? err.message : err);
   $("error").hidden = false;
 }
@@ -184,6 +203,7 @@ async function renderMembers() {
 }
 
 async function refresh() {
+  if (!$("login").hidden) return;
   try {
     const stats = await api("GET", "/v2/stats");
     state.queues = stats.queues.map((q) => q.queue);
@@ -280,7 +300,25 @@ function numberOrSkip(form, key, changes) {
   if (raw !== "") changes[key] = Number(raw);
 }
 
+function wireLogin() {
+  $("login").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const input = e.target.elements.key;
+    sessionStorage.setItem(KEY, input.value.trim());
+    input.value = "";
+    $("login").hidden = true;
+    $("logout").hidden = false;
+    act(async () => {});
+  });
+  $("logout").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    showLogin(false);
+  });
+  $("logout").hidden = !sessionStorage.getItem(KEY);
+}
+
 function wire() {
+  wireLogin();
   $("create-queue").addEventListener("submit", (e) => {
     e.preventDefault();
     const name = e.target.elements.name.value.trim();

@@ -1,0 +1,119 @@
+"""The keys API: make, list and revoke application keys (administrators only)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from aiohttp import web
+
+from dynamiq.api.bodies import iso_time, json_response, read_json
+from dynamiq.api.context import SERVICES
+from dynamiq.api.routes import Route
+from dynamiq.errors import Invalid
+from dynamiq.models import APPLICATION_PATTERN
+from dynamiq.service.access import Access
+from dynamiq.service.guard import Guard, KeyView
+
+__all__ = ["ROUTES", "KeyInfo", "KeyList", "NewKey", "NewKeyRequest"]
+
+Role = Literal["admin", "monitor", "manage", "produce-consume", "produce", "consume"]
+
+
+class NewKeyRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A key to make: its application (namespace), role, and optionally a rate."""
+
+    application: Annotated[str, msgspec.Meta(pattern=f"^{APPLICATION_PATTERN.pattern}$")]
+    role: Role
+    description: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    requests_per_second: Annotated[float, msgspec.Meta(gt=0)] | None = None
+
+
+class KeyInfo(msgspec.Struct):
+    """A key as listed: never its secret."""
+
+    key_id: str
+    application: str
+    role: str
+    description: str
+    created: str
+    last_used: str | None  # to the minute; null: never
+    requests_per_second: float | None
+
+
+class NewKey(msgspec.Struct):
+    """A key just made: ``key`` (``<key_id>.<secret>``) is what requests send, shown once."""
+
+    key_id: str
+    secret: str
+    key: str
+    application: str
+    role: str
+
+
+class KeyList(msgspec.Struct):
+    """Every key."""
+
+    keys: list[KeyInfo]
+
+
+def _info(view: KeyView) -> KeyInfo:
+    return KeyInfo(
+        view.key_id,
+        view.application,
+        view.role,
+        view.description,
+        iso_time(view.created_ms),
+        iso_time(view.last_used_ms) if view.last_used_ms else None,
+        view.requests_per_second,
+    )
+
+
+def _guard_of(request: web.Request) -> Guard:
+    guard = request.config_dict[SERVICES].guard
+    if not guard.enabled:
+        raise Invalid("keys are off on this node (auth.enabled)")
+    return guard
+
+
+async def create_key(request: web.Request) -> web.Response:
+    """Make a key; its secret is in this answer only."""
+    guard = _guard_of(request)
+    body = await read_json(request, NewKeyRequest)
+    view, key = await guard.create_key(
+        body.application, body.role, body.description, body.requests_per_second
+    )
+    secret = key.partition(".")[2]
+    new = NewKey(view.key_id, secret, key, view.application, view.role)
+    return json_response(new, status=201)
+
+
+async def list_keys(request: web.Request) -> web.Response:
+    """List the keys (ids, application, role, when made and last used)."""
+    return json_response(KeyList([_info(v) for v in _guard_of(request).listed()]))
+
+
+async def revoke_key(request: web.Request) -> web.Response:
+    """Revoke a key on every node."""
+    await _guard_of(request).revoke_key(request.match_info["key_id"])
+    return json_response({"deleted": True})
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/v2/keys",
+        create_key,
+        "Make an application key (shown once)",
+        NewKeyRequest,
+        NewKey,
+        201,
+        access=Access.ADMIN,
+    ),
+    Route(
+        "GET", "/v2/keys", list_keys, "List application keys", response=KeyList, access=Access.ADMIN
+    ),
+    Route(
+        "DELETE", "/v2/keys/{key_id}", revoke_key, "Revoke a key on every node", access=Access.ADMIN
+    ),
+)

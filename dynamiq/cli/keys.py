@@ -1,0 +1,85 @@
+"""``dynamiq keys``: make, list and revoke application keys; make secrets."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+from typing import Any
+
+from dynamiq.cli.output import Output
+from dynamiq.client import AsyncClient
+
+__all__ = ["register"]
+
+ROLES = ("admin", "monitor", "manage", "produce-consume", "produce", "consume")
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``keys`` to the ``dynamiq`` parser's subcommands."""
+    keys = sub.add_parser("keys", help="make, list or revoke application keys (administrators)")
+    actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser(
+        "create", parents=[common], help="make a key; it is printed this once"
+    )
+    create.add_argument("application", help="the application (namespace) it belongs to")
+    create.add_argument("role", choices=ROLES)
+    create.add_argument("--description", default="", help="what the key is for")
+    create.add_argument(
+        "--rate", type=float, metavar="N", help="at most N requests per second on each node"
+    )
+    create.set_defaults(run=create_key)
+    listed = actions.add_parser("list", parents=[common], help="every key (never its secret)")
+    listed.set_defaults(run=list_keys)
+    revoke = actions.add_parser("revoke", parents=[common], help="revoke a key on every node")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(run=revoke_key)
+    secret = actions.add_parser(
+        "secret", help="print a new random secret (an administrator's key, a cluster secret)"
+    )
+    secret.set_defaults(main=print_secret)
+
+
+async def create_key(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
+    made = await client.create_key(
+        args.application, args.role, description=args.description, requests_per_second=args.rate
+    )
+    if out.as_json:
+        out.json(made)
+    else:
+        out.line(made["key"])
+        out.note(
+            f"key {made['key_id']} ({made['role']} of {made['application']}): "
+            "keep it now, it is not shown again"
+        )
+    return 0
+
+
+async def list_keys(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
+    keys = await client.keys()
+    headers = ("key", "application", "role", "created", "last used", "rate", "description")
+    rows = [
+        [
+            k["key_id"],
+            k["application"],
+            k["role"],
+            k["created"],
+            k["last_used"] or "-",
+            k["requests_per_second"] or "-",
+            k["description"],
+        ]
+        for k in keys
+    ]
+    out.result(keys, headers, rows)
+    return 0
+
+
+async def revoke_key(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
+    await client.revoke_key(args.key_id)
+    out.result({"revoked": args.key_id})
+    return 0
+
+
+def print_secret(args: argparse.Namespace) -> int:
+    """Print 32 random bytes as URL-safe base64 (43 characters)."""
+    print(secrets.token_urlsafe(32))
+    return 0

@@ -1,0 +1,252 @@
+"""Application keys: kept hashed in the store's configuration, checked once, then fast.
+
+A key is ``<key_id>.<secret>``. The store holds, under ``k/<key_id>``, the
+key's application, role and limits and a salted scrypt hash of its secret;
+the secret itself is shown once, when the key is made. A node checks a key
+the first time it sees it with scrypt (tens of milliseconds, in a thread),
+and afterwards by a SHA-256 of it kept in memory; a reload that no longer
+finds the key (revoked on any node) forgets that too.
+
+When a key was last used is written to ``ku/<key_id>`` at most once a
+minute per node: ``last_used`` is to the minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import re
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.errors import Invalid, NotFound
+from dynamiq.models import APPLICATION_PATTERN
+from dynamiq.storage.base import StorageBackend
+
+__all__ = [
+    "KEY_ID",
+    "ROLES",
+    "KeyNotFound",
+    "KeyRecord",
+    "KeyRing",
+    "new_secret",
+]
+
+log = logging.getLogger("dynamiq.core")
+
+ROLES = ("admin", "monitor", "manage", "produce-consume", "produce", "consume")
+KEY_ID = re.compile(r"dq[0-9a-f]{16}")
+# scrypt with 16 MiB of memory: about 50 ms a check on one core.
+_SCRYPT = {"n": 1 << 14, "r": 8, "p": 1, "dklen": 32, "maxmem": 64 << 20}
+_SCRYPT_AT_ONCE = 2  # checks running together (each takes 16 MiB)
+LAST_USED_EVERY_MS = 60_000
+MAX_DESCRIPTION = 256
+
+
+class KeyNotFound(NotFound):
+    """Raised when a key id names no key (never made, or revoked)."""
+
+    code = "KEY_NOT_FOUND"
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"key {key_id!r} does not exist")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """A key as stored: what it may do, and the hash its secret must match."""
+
+    key_id: str
+    application: str
+    role: str
+    description: str
+    created_ms: int
+    salt: bytes
+    digest: bytes
+    requests_per_second: float | None = None  # on each node; None: no limit
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "application": self.application,
+                "role": self.role,
+                "description": self.description,
+                "created_ms": self.created_ms,
+                "salt": self.salt.hex(),
+                "scrypt": self.digest.hex(),
+                "requests_per_second": self.requests_per_second,
+            }
+        ).encode()
+
+    @classmethod
+    def decode(cls, key_id: str, raw: bytes) -> KeyRecord:
+        data: dict[str, Any] = json.loads(raw)
+        return cls(
+            key_id,
+            data["application"],
+            data["role"],
+            data.get("description", ""),
+            data.get("created_ms", 0),
+            bytes.fromhex(data["salt"]),
+            bytes.fromhex(data["scrypt"]),
+            data.get("requests_per_second"),
+        )
+
+
+def new_secret() -> str:
+    """Return a fresh secret: 32 random bytes, URL-safe base64 (43 characters)."""
+    return secrets.token_urlsafe(32)
+
+
+def _scrypt(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)
+
+
+def _fast(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class KeyRing:
+    """The cluster's keys as this node knows them, and the ones it has checked."""
+
+    def __init__(self, store: StorageBackend, clock: Clock | None = None) -> None:
+        self._store = store
+        self._clock = clock or MonotonicClock()
+        self._keys: dict[str, KeyRecord] = {}
+        self._checked: dict[str, bytes] = {}  # key id -> SHA-256 of the whole key
+        self._used: dict[str, int] = {}  # key id -> last use seen here (epoch ms)
+        self._written: dict[str, int] = {}  # key id -> last use written to the store
+        self._stored_use: dict[str, int] = {}  # key id -> last use the store holds
+        self._at_once = asyncio.Semaphore(_SCRYPT_AT_ONCE)
+        # Called after every change made here (the cluster tells its peers).
+        self.on_change: Callable[[], None] = lambda: None
+
+    # -- reading -------------------------------------------------------------
+
+    def records(self) -> list[KeyRecord]:
+        """Return every key, oldest first."""
+        return sorted(self._keys.values(), key=lambda r: (r.created_ms, r.key_id))
+
+    def last_used_ms(self, key_id: str) -> int:
+        """When the key was last used, to the minute (0: never)."""
+        return max(self._used.get(key_id, 0), self._stored_use.get(key_id, 0))
+
+    def checked(self, token: str) -> KeyRecord | None:
+        """Return the key ``token`` is, if this node has checked it before; else None."""
+        key_id = token.partition(".")[0]
+        digest = self._checked.get(key_id)
+        if digest is None or not hmac.compare_digest(digest, _fast(token)):
+            return None
+        return self._used_now(self._keys[key_id])
+
+    async def verify(self, token: str) -> KeyRecord | None:
+        """Return the key ``token`` is, or None when it is no key (wrong, revoked)."""
+        known = self.checked(token)
+        if known is not None:
+            return known
+        key_id, dot, secret = token.partition(".")
+        record = self._keys.get(key_id)
+        if not dot or record is None:
+            return None
+        async with self._at_once:
+            digest = await asyncio.to_thread(_scrypt, secret, record.salt)
+        if not hmac.compare_digest(digest, record.digest) or self._keys.get(key_id) != record:
+            return None
+        self._checked[key_id] = _fast(token)
+        return self._used_now(record)
+
+    def _used_now(self, record: KeyRecord) -> KeyRecord:
+        self._used[record.key_id] = self._clock.wall_ms()
+        return record
+
+    # -- changing ------------------------------------------------------------
+
+    async def create(
+        self,
+        application: str,
+        role: str,
+        description: str = "",
+        requests_per_second: float | None = None,
+    ) -> tuple[KeyRecord, str]:
+        """Make a key; return it and the whole key (``<key_id>.<secret>``), shown once."""
+        if not APPLICATION_PATTERN.fullmatch(application):
+            raise Invalid(
+                f"application {application!r} must be 1-40 of a-z, 0-9, _ and -, "
+                "starting with a letter or digit",
+                "application",
+            )
+        if role not in ROLES:
+            raise Invalid(f"role must be one of {', '.join(ROLES)}", "role")
+        if len(description) > MAX_DESCRIPTION:
+            raise Invalid(f"description is longer than {MAX_DESCRIPTION} characters", "description")
+        if requests_per_second is not None and not 0 < requests_per_second <= 1e9:
+            raise Invalid("requests_per_second must be > 0", "requests_per_second")
+        key_id, secret, salt = "dq" + secrets.token_hex(8), new_secret(), secrets.token_bytes(16)
+        async with self._at_once:
+            digest = await asyncio.to_thread(_scrypt, secret, salt)
+        record = KeyRecord(
+            key_id,
+            application,
+            role,
+            description,
+            self._clock.wall_ms(),
+            salt,
+            digest,
+            requests_per_second,
+        )
+        await self._store.meta_put({f"k/{key_id}": record.encode()})
+        self._keys[key_id] = record
+        self.on_change()
+        return record, f"{key_id}.{secret}"
+
+    async def revoke(self, key_id: str) -> None:
+        """Revoke a key: refused on this node at once, on the others once they reload."""
+        if key_id not in self._keys:
+            raise KeyNotFound(key_id)
+        await self._store.meta_delete([f"k/{key_id}", f"ku/{key_id}"])
+        self._forget([key_id])
+        self.on_change()
+
+    def _forget(self, key_ids: Iterable[str]) -> None:
+        for key_id in key_ids:
+            self._keys.pop(key_id, None)
+            self._checked.pop(key_id, None)
+            self._used.pop(key_id, None)
+            self._written.pop(key_id, None)
+
+    # -- upkeep --------------------------------------------------------------
+
+    async def reload(self) -> None:
+        """Read the keys the store holds now; forget the others (revoked elsewhere)."""
+        entries = await self._store.meta_scan("k")
+        keys: dict[str, KeyRecord] = {}
+        used: dict[str, int] = {}
+        for name, raw in entries.items():
+            kind, _, key_id = name.partition("/")
+            if kind == "k" and KEY_ID.fullmatch(key_id):
+                keys[key_id] = KeyRecord.decode(key_id, raw)
+            elif kind == "ku" and raw.isdigit():
+                used[key_id] = int(raw)
+        changed = [k for k, r in self._keys.items() if keys.get(k) != r]
+        self._forget(changed)
+        self._keys = keys
+        self._stored_use = {k: v for k, v in used.items() if k in keys}
+        await self._write_uses()
+
+    async def _write_uses(self) -> None:
+        """Write the last uses seen here that are over a minute newer than written."""
+        due = {
+            key_id: at
+            for key_id, at in self._used.items()
+            if at - self._written.get(key_id, 0) >= LAST_USED_EVERY_MS and key_id in self._keys
+        }
+        if not due:
+            return
+        await self._store.meta_put({f"ku/{k}": b"%d" % at for k, at in due.items()})
+        self._written |= due

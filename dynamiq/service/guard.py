@@ -1,0 +1,158 @@
+"""The door: who a request's key is, and whether it may call again now.
+
+With keys off everyone is ``ANYONE``. With keys on, a request names a key
+(``<key_id>.<secret>``, or the administrator's key from the configuration);
+a missing or wrong one is ``Unauthorized``. Wrong keys are limited per client
+address: past the burst, an address gets ``TooManyRequests`` for unknown keys
+without any being checked (keys this node checked before still pass, so a
+neighbour's typo does not lock a working client out). A key with a rate gets
+``TooManyRequests`` past it, counted on each node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from dynamiq.core.buckets import Buckets
+from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.core.keys import KeyRecord, KeyRing
+from dynamiq.errors import TooManyRequests, Unauthorized
+from dynamiq.service.access import ANYONE, Principal, principal_of
+
+__all__ = ["ADMIN_KEY_ID", "Guard", "KeyView"]
+
+ADMIN_KEY_ID = "admin"  # the configured administrator's key, as metrics and logs name it
+
+
+@dataclass(frozen=True, slots=True)
+class KeyView:
+    """A key as listed: never its secret."""
+
+    key_id: str
+    application: str
+    role: str
+    description: str
+    created_ms: int
+    last_used_ms: int
+    requests_per_second: float | None
+
+
+class Guard:
+    """Tells callers apart and holds them to their rates."""
+
+    def __init__(
+        self,
+        ring: KeyRing | None,
+        admin_key: str = "",
+        failed_per_second: float = 1.0,
+        failed_burst: int = 20,
+        clock: Clock | None = None,
+        announced: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``ring`` None: keys are off, and every caller is ``ANYONE``; ``announced``
+        returns once the cluster's other nodes heard of the last change."""
+        self._ring = ring
+        self._announced = announced
+        self._admin = hashlib.sha256(admin_key.encode()).digest() if admin_key else None
+        self._clock = clock or MonotonicClock()
+        self._failed = Buckets(failed_per_second, failed_burst)
+        self._rates: dict[str, Buckets] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Whether requests need keys."""
+        return self._ring is not None
+
+    @property
+    def ring(self) -> KeyRing:
+        """The keys (only when they are on)."""
+        assert self._ring is not None, "keys are off"
+        return self._ring
+
+    async def identify(self, token: str | None, source: str) -> Principal:
+        """Return who ``token`` is, from the client address ``source``.
+
+        Raises:
+            Unauthorized: no key, or a wrong or revoked one.
+            TooManyRequests: ``source`` sent too many wrong keys lately.
+        """
+        ring = self._ring
+        if ring is None:
+            return ANYONE
+        if not token:
+            raise Unauthorized("this node needs a key: send Authorization: Bearer <key>")
+        if self._admin is not None and hmac.compare_digest(
+            hashlib.sha256(token.encode()).digest(), self._admin
+        ):
+            return Principal(ADMIN_KEY_ID, "admin")
+        record = ring.checked(token)
+        if record is None:
+            now = self._clock.now()
+            wait = self._failed.waiting(source, now)
+            if wait:
+                raise TooManyRequests(
+                    f"too many wrong keys from {source}; wait before trying again",
+                    math.ceil(wait),
+                )
+            record = await ring.verify(token)
+            if record is None:
+                self._failed.take(source, now)
+                raise Unauthorized("the key is wrong or was revoked")
+        return self._admitted(record)
+
+    def _admitted(self, record: KeyRecord) -> Principal:
+        rate = record.requests_per_second
+        if rate is not None:
+            buckets = self._rates.get(record.key_id)
+            if buckets is None:
+                buckets = self._rates[record.key_id] = Buckets(rate, max(1.0, rate))
+            wait = buckets.take(None, self._clock.now())
+            if wait:
+                raise TooManyRequests(
+                    f"key {record.key_id} is limited to {rate:g} requests per second",
+                    math.ceil(wait),
+                )
+        return principal_of(record.key_id, record.role, record.application, rate)
+
+    # -- keys ---------------------------------------------------------------
+
+    def listed(self) -> list[KeyView]:
+        """Return every key, oldest first."""
+        return [self._view(r) for r in self.ring.records()]
+
+    def _view(self, record: KeyRecord) -> KeyView:
+        return KeyView(
+            record.key_id,
+            record.application,
+            record.role,
+            record.description,
+            record.created_ms,
+            self.ring.last_used_ms(record.key_id),
+            record.requests_per_second,
+        )
+
+    async def create_key(
+        self,
+        application: str,
+        role: str,
+        description: str = "",
+        requests_per_second: float | None = None,
+    ) -> tuple[KeyView, str]:
+        """Make a key; return it and the whole key, to be shown once."""
+        record, token = await self.ring.create(application, role, description, requests_per_second)
+        await self._told()
+        return self._view(record), token
+
+    async def revoke_key(self, key_id: str) -> None:
+        """Revoke a key; return once every node that answers refuses it."""
+        await self.ring.revoke(key_id)
+        self._rates.pop(key_id, None)
+        await self._told()
+
+    async def _told(self) -> None:
+        if self._announced is not None:
+            await self._announced()
