@@ -48,6 +48,10 @@ OTHER_VARIABLES = frozenset(
 )
 STATS_TYPES = ("statsd", "prometheus", "none")
 BACKENDS = ("lmdb", "redis", "riak")
+AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
+AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MIN_SECRET_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,11 @@ class LimitsSettings:
         )
 
 
+# Gossip packets are pickles checked by an HMAC of the secret: a guessed secret
+# would run code on every node.
+_SHORT_SECRET = f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)"
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
     """``[cluster]``: gossip between nodes (the original's ``core.port``/``seed*`` say where).
@@ -214,12 +223,19 @@ class ClusterSettings:
             "cluster.secret_file",
             "give either cluster.secret or cluster.secret_file, not both",
         )
+        _require(
+            not self.secret or len(self.secret.encode()) >= MIN_SECRET_BYTES,
+            "cluster.secret",
+            _SHORT_SECRET,
+        )
 
     def shared_secret(self) -> str:
         """Return the secret, reading ``secret_file`` when that is how it was given."""
         if not self.secret_file:
             return self.secret
-        return _read_secret(self.secret_file, "cluster.secret_file")
+        secret = _read_secret(self.secret_file, "cluster.secret_file")
+        _require(len(secret.encode()) >= MIN_SECRET_BYTES, "cluster.secret_file", _SHORT_SECRET)
+        return secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,12 +256,6 @@ class SqsSettings:
             "sqs.account",
             "must be 12 digits",
         )
-
-
-AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
-AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
-MIN_SECRET_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +279,7 @@ class AuthSettings:
     metrics: str = "key"
     failedpersecond: float = 1.0
     failedburst: int = 20
+    hosts: str = ""  # names clients may call this node by while keys are off, comma-separated
 
     def __post_init__(self) -> None:
         _require(
@@ -295,6 +306,10 @@ class AuthSettings:
         """Whether keys are required on a node whose HTTP port is bound to ``address``."""
         switch = AUTH_SWITCHES[self.enabled.lower()]
         return address not in LOOPBACK if switch is None else switch
+
+    def host_names(self) -> list[str]:
+        """Return ``hosts`` as a list of lower-case names."""
+        return [h.strip().lower() for h in self.hosts.split(",") if h.strip()]
 
     def admin_key(self) -> str:
         """Return the administrator's key, reading ``adminkeyfile`` when that is how it

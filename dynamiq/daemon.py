@@ -209,6 +209,7 @@ def create_app(
         settings.sqs,
         guard,
         keyless,
+        frozenset(_host_names(settings)),
     )
     app = build_app(services, settings.limits.maxbodybytes)
 
@@ -234,6 +235,13 @@ def create_app(
         ]
     )
     return app
+
+
+def _host_names(settings: Settings) -> list[str]:
+    """The names a node answers to while keys are off: loopback's, its own, the configured."""
+    own = [settings.core.httpaddress, settings.cluster.address, socket.gethostname()]
+    named = [n.lower().strip("[]") for n in own if n and n not in ("0.0.0.0", "::")]
+    return [*LOOPBACK, *named, *settings.auth.host_names()]
 
 
 def _log_fatal(error: DynamiqError) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "TopicExists",
     "TopicNotFound",
     "Unauthorized",
+    "UnsupportedMediaType",
     "error_for_code",
 ]
 
@@ -111,6 +112,13 @@ class PayloadTooLarge(ClientError):
 
     code = "PAYLOAD_TOO_LARGE"
     status = 413
+
+
+class UnsupportedMediaType(ClientError):
+    """Raised when a JSON route is sent a body that does not say it is JSON."""
+
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    status = 415
 
 
 class MethodNotAllowed(ClientError):

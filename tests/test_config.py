@@ -11,6 +11,8 @@ import pytest
 from dynamiq.config import load_settings
 from dynamiq.errors import ConfigError
 
+SECRET = "a-cluster-secret-of-thirty-two-bytes-or-more"
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -109,11 +111,11 @@ def test_seed_entries_may_carry_their_own_port() -> None:
         env={
             "DYNAMIQ_CORE_SEEDSERVER": "a, 127.0.0.1:7950,b:1",
             "DYNAMIQ_CORE_SEEDPORT": "7000",
-            "DYNAMIQ_CLUSTER_SECRET": "s",
+            "DYNAMIQ_CLUSTER_SECRET": SECRET,
         }
     )
     assert s.core.seeds() == ["a:7000", "127.0.0.1:7950", "b:1"]
-    assert s.gossip and s.cluster.shared_secret() == "s"
+    assert s.gossip and s.cluster.shared_secret() == SECRET
 
 
 def test_seeds_need_a_secret_and_a_reachable_address() -> None:
@@ -122,25 +124,57 @@ def test_seeds_need_a_secret_and_a_reachable_address() -> None:
     with pytest.raises(ConfigError, match=r"cluster\.address"):
         load_settings(
             env={
-                "DYNAMIQ_CLUSTER_SECRET": "s",
+                "DYNAMIQ_CLUSTER_SECRET": SECRET,
                 "DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0",
                 "DYNAMIQ_AUTH_ENABLED": "false",
             }
         )
     with pytest.raises(ConfigError, match=r"core\.seedserver"):
-        load_settings(env={"DYNAMIQ_CORE_SEEDSERVER": "a:notaport", "DYNAMIQ_CLUSTER_SECRET": "s"})
+        load_settings(
+            env={"DYNAMIQ_CORE_SEEDSERVER": "a:notaport", "DYNAMIQ_CLUSTER_SECRET": SECRET}
+        )
     alone = load_settings(env={})
     assert not alone.gossip and alone.core.seeds() == []
 
 
 def test_the_secret_can_come_from_a_file(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
-    secret.write_text("from a file\n")
+    secret.write_text("from a file, and long enough to sign\n")
     s = load_settings(env={"DYNAMIQ_CLUSTER_SECRET_FILE": str(secret)})
-    assert s.gossip and s.cluster.shared_secret() == "from a file"
+    assert s.gossip and s.cluster.shared_secret() == "from a file, and long enough to sign"
     empty = tmp_path / "empty"
     empty.write_text("")
     with pytest.raises(ConfigError, match="the file is empty"):
         load_settings(env={"DYNAMIQ_CLUSTER_SECRET_FILE": str(empty)}).cluster.shared_secret()
     with pytest.raises(ConfigError, match="not both"):
-        load_settings(env={"DYNAMIQ_CLUSTER_SECRET": "a", "DYNAMIQ_CLUSTER_SECRET_FILE": "b"})
+        load_settings(env={"DYNAMIQ_CLUSTER_SECRET": SECRET, "DYNAMIQ_CLUSTER_SECRET_FILE": "b"})
+
+
+def test_short_secrets_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"cluster\.secret: must be at least 32 bytes"):
+        load_settings(env={"DYNAMIQ_CLUSTER_SECRET": "x" * 31})
+    short = tmp_path / "short"
+    short.write_text("x" * 31)
+    settings = load_settings(env={"DYNAMIQ_CLUSTER_SECRET_FILE": str(short)})
+    with pytest.raises(ConfigError, match=r"cluster\.secret_file: must be at least 32 bytes"):
+        settings.cluster.shared_secret()
+    with pytest.raises(ConfigError, match=r"auth\.adminkey: must be at least 32 bytes"):
+        load_settings(env={"DYNAMIQ_AUTH_ADMINKEY": "x" * 31})
+    assert load_settings(env={"DYNAMIQ_CLUSTER_SECRET": "x" * 32}).gossip
+
+
+def test_keys_are_on_beyond_loopback_and_then_need_an_administrators_key() -> None:
+    with pytest.raises(ConfigError, match=r"auth\.adminkey: is required"):
+        load_settings(env={"DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0"})
+    wide = load_settings(
+        env={"DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0", "DYNAMIQ_AUTH_ADMINKEY": SECRET}
+    )
+    assert wide.auth.on(wide.core.httpaddress) and wide.auth.admin_key() == SECRET
+    off = load_settings(
+        env={"DYNAMIQ_CORE_HTTPADDRESS": "0.0.0.0", "DYNAMIQ_AUTH_ENABLED": "false"}
+    )
+    assert not off.auth.on(off.core.httpaddress)
+    local = load_settings(env={})
+    assert not local.auth.on(local.core.httpaddress)
+    with pytest.raises(ConfigError, match=r"auth\.enabled"):
+        load_settings(env={"DYNAMIQ_AUTH_ENABLED": "maybe"})

@@ -102,7 +102,9 @@ def test_a_second_signal_exits_at_once(node_factory: NodeFactory) -> None:
     url = urlsplit(node.url)
     # A request whose body never finishes keeps the graceful shutdown waiting.
     stuck = socket.create_connection((url.hostname, url.port))
-    stuck.sendall(b"PUT /v1/queues/q/message HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+    stuck.sendall(
+        b"PUT /v1/queues/q/message HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nab"
+    )
     time.sleep(0.3)
     node.signal(signal.SIGTERM)
     time.sleep(0.5)
@@ -146,10 +148,10 @@ def test_malformed_http_is_400_and_logs_one_line_at_most(
 ) -> None:
     node = node_factory().start()
     bad = [
-        b"GET /v2/queues HTTP/1.1\r\nHost: x\r\nX-Evil: a\x00b\r\n\r\n",
-        b"GET /" + b"a" * 8300 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-        b"GET /v2/queues/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
-        b"GET /v1/queues/\xc3\x28/messages/1 HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /v2/queues HTTP/1.1\r\nHost: localhost\r\nX-Evil: a\x00b\r\n\r\n",
+        b"GET /" + b"a" * 8300 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /v2/queues/\xff\xfe HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /v1/queues/\xc3\x28/messages/1 HTTP/1.1\r\nHost: localhost\r\n\r\n",
     ]
     for _ in range(5):
         for raw in bad:

@@ -19,7 +19,7 @@ from dynamiq.api.schemas import (
     OutgoingMessage,
     ReceivedMessage,
 )
-from dynamiq.errors import BadRequest, Invalid
+from dynamiq.errors import BadRequest, Invalid, UnsupportedMediaType
 from dynamiq.models import Attributes, AttributeValue, Message, Outgoing
 
 __all__ = ["decode_body", "encode_message", "iso_time", "json_response", "outgoing", "read_json"]
@@ -39,9 +39,15 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
     """Decode and validate the request body as ``kind``.
 
     Raises:
+        UnsupportedMediaType: a body whose ``Content-Type`` is not JSON (an HTML
+            form posting ``text/plain`` is one).
         BadRequest: the body is not JSON.
         Invalid: the JSON does not fit ``kind`` (types, ranges, unknown fields).
     """
+    if request.body_exists and not _is_json(request.content_type):
+        raise UnsupportedMediaType(
+            f"the body must be sent as application/json, not {request.content_type}"
+        )
     raw = await request.read()
     if optional and not raw.strip():
         raw = b"{}"
@@ -57,6 +63,10 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise BadRequest(f"malformed JSON: {_reason(exc)}") from None
     raise invalid
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or content_type.endswith("+json")
 
 
 def _reason(exc: Exception) -> str:

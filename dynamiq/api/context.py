@@ -28,6 +28,8 @@ class Services:
     sqs: SqsSettings = field(default_factory=SqsSettings)
     guard: Guard = field(default_factory=lambda: Guard(None))  # keys off by default
     keyless: frozenset[str] = frozenset()  # APIs served without keys while they are on
+    # The names requests may give in ``Host`` while keys are off; empty: any.
+    hosts: frozenset[str] = frozenset()
 
 
 SERVICES = web.AppKey("services", Services)

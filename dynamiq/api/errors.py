@@ -78,6 +78,7 @@ def error_middleware(render: Renderer) -> Middleware:
         try:
             return await handler(request)
         except DynamiqError as exc:
+            _forget_frames(exc)  # its frames hold the request: freed now, not by a later GC
             error = exc
         except web.HTTPException as exc:
             if exc.status < 400:

@@ -41,6 +41,7 @@ _ERRORS = {
     "404": "No such queue, topic or message",
     "409": "The name is taken, or the queue is another's dead-letter queue",
     "413": "Body larger than limits.maxbodybytes",
+    "415": "A body whose Content-Type is not application/json",
     "422": "Invalid input (types, ranges, names, batch size)",
     "429": "Past the key's rate, or too many wrong keys; retry after Retry-After seconds",
     "503": "The store is unavailable; retry after Retry-After seconds",

@@ -16,6 +16,9 @@ The library's traps, and what this adapter does about each:
    port starts silently: the port is bound exclusively once first, and a
    second node with the same name is refused at start. There is no leave
    message: ``depart`` takes one announced over HTTP.
+6. A packet shorter than the library's header (one byte from anyone) raises
+   in its unpacking, logged as "Task exception was never retrieved": the
+   transport here unpacks with a ``_Pack`` that drops such packets.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ from typing import NoReturn
 
 from swimprotocol.members import Member as SwimMember
 from swimprotocol.members import Members
+from swimprotocol.packet import Packet
 from swimprotocol.status import Status
 from swimprotocol.udp import UdpTransport
 from swimprotocol.udp.config import UdpConfig
+from swimprotocol.udp.pack import UdpPack
 from swimprotocol.worker import Worker
 
 from dynamiq.cluster.base import FatalHandler, Member, MemberState, ViewListener
@@ -47,6 +52,24 @@ log = logging.getLogger("dynamiq.cluster")
 
 VIEW_SECONDS = 0.05  # how often the live set is re-read
 JOIN_SECONDS = 5.0  # how long a starting node waits to hear from its seeds
+
+
+class _Pack(UdpPack):
+    """Unpacks as the library does, dropping packets too short to have a header (trap 6)."""
+
+    def unpack(self, data: bytes) -> Packet | None:
+        try:
+            return super().unpack(data)
+        except ValueError:
+            return None
+
+
+class _Transport(UdpTransport):
+    """The library's UDP transport with ``_Pack``."""
+
+    def __init__(self, config: UdpConfig, worker: Worker) -> None:
+        super().__init__(config, worker)
+        self.udp_pack = _Pack(config.signatures)  # type: ignore[misc]
 
 
 class _Members(Members):
@@ -230,7 +253,7 @@ class SwimMembership:
         )
         self._members = members = _Members(config)
         worker = _Worker(config, members)
-        await self._stack.enter_async_context(UdpTransport(config, worker))
+        await self._stack.enter_async_context(_Transport(config, worker))
         self._worker_task = await self._stack.enter_async_context(worker)
         await self._join()
         self._fatal = on_fatal

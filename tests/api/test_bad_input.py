@@ -36,6 +36,8 @@ async def snapshot(http: Http) -> dict[str, Any]:
     }
 
 
+JSON = {"Content-Type": "application/json"}  # what v2 needs; v1 reads raw bytes
+
 CASES: list[tuple[str, str, Any, int]] = [
     # (method, path, body: bytes or JSON-able, expected status)
     ("POST", "/v2/queues/q/messages", BIG, 413),
@@ -106,7 +108,7 @@ async def test_bad_input_is_rejected_and_changes_nothing(
 ) -> None:
     before = await snapshot(seeded)
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    response = await seeded.request(method, path, data=data)
+    response = await seeded.request(method, path, data=data, headers=JSON)
     payload = await response.json()
     assert response.status == status, payload
     assert isinstance(payload, dict) and payload["error"]
@@ -158,5 +160,5 @@ async def test_random_bodies_never_cause_a_5xx(seeded: Http) -> None:
         junk = _junk(rng)
         if isinstance(junk, dict) and path.endswith("/receive"):
             junk.pop("wait_seconds", None)  # keep the run short; waits are tested elsewhere
-        response = await seeded.request(method, path, data=json.dumps(junk).encode())
+        response = await seeded.request(method, path, data=json.dumps(junk).encode(), headers=JSON)
         assert response.status < 500, (method, path, junk, await response.text())

@@ -41,7 +41,7 @@ async def test_an_aborted_upload_is_not_a_server_error_and_its_body_is_freed(
     http = lmdb_http
     await http.put("/v2/queues/up")
     head = (
-        b"POST /v2/queues/up/messages HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v2/queues/up/messages HTTP/1.1\r\nHost: localhost\r\n"
         b"Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n"
     )
     gc.collect()
@@ -93,7 +93,8 @@ async def test_json_nested_too_deep_is_400(
     await lmdb_http.put("/v2/topics/t")
     if method == "PUT":
         await lmdb_http.delete("/v2/queues/q")
-    response = await lmdb_http.request(method, path, data=body)
+    headers = {"Content-Type": "application/json"}
+    response = await lmdb_http.request(method, path, data=body, headers=headers)
     assert response.status == 400, await response.text()
 
 
@@ -101,7 +102,7 @@ def _long_poll(queue: str, wait: float) -> bytes:
     """Return a raw receive request waiting ``wait`` seconds for 600 s leases."""
     body = json.dumps({"wait_seconds": wait, "visibility_timeout": 600}).encode()
     return (
-        f"POST /v2/queues/{queue}/receive HTTP/1.1\r\nHost: x\r\n"
+        f"POST /v2/queues/{queue}/receive HTTP/1.1\r\nHost: localhost\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
 
@@ -153,7 +154,7 @@ async def test_405_says_which_methods_are_allowed(lmdb_http: Http) -> None:
 async def test_dot_names_are_refused(lmdb_http: Http, name: str) -> None:
     # Sent as written: clients normalise such paths away before they leave.
     for path in [f"/v2/queues/{name}", f"/v2/topics/{name}", f"/v1/queues/{name}"]:
-        request = f"PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+        request = f"PUT {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n"
         reader, writer = await _raw(lmdb_http, request.encode())
         status = (await reader.readline()).split()[1]
         writer.close()

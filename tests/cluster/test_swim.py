@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 from collections.abc import AsyncIterator
 
@@ -105,3 +106,23 @@ def test_a_port_left_in_time_wait_can_be_claimed_again() -> None:
             accepted.close()  # the bound side closes first: its end waits in TIME_WAIT
     # Then a restarted node can claim the same port
     assert claim_port(HOST, port) == port
+
+
+async def test_packets_too_short_to_have_a_header_are_dropped_quietly(
+    lone: SwimMembership,
+) -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    try:
+        host, _, port = lone.address.rpartition(":")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for packet in (b"", b"x", b"\x00" * 5, b"\xff" * 40):
+                sock.sendto(packet, (host, int(port)))
+        await asyncio.sleep(0.3)
+        gc.collect()  # an unretrieved task exception is reported when the task is freed
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert errors == []
+    assert lone.detecting and lone.members() == [lone.local()]
