@@ -191,11 +191,6 @@ class LimitsSettings:
         )
 
 
-# Gossip packets are pickles checked by an HMAC of the secret: a guessed secret
-# would run code on every node.
-_SHORT_SECRET = f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)"
-
-
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
     """``[cluster]``: gossip between nodes (the original's ``core.port``/``seed*`` say where).
@@ -223,19 +218,14 @@ class ClusterSettings:
             "cluster.secret_file",
             "give either cluster.secret or cluster.secret_file, not both",
         )
-        _require(
-            not self.secret or len(self.secret.encode()) >= MIN_SECRET_BYTES,
-            "cluster.secret",
-            _SHORT_SECRET,
-        )
+        if self.secret:
+            _require_strong(self.secret, "cluster.secret")
 
     def shared_secret(self) -> str:
         """Return the secret, reading ``secret_file`` when that is how it was given."""
         if not self.secret_file:
             return self.secret
-        secret = _read_secret(self.secret_file, "cluster.secret_file")
-        _require(len(secret.encode()) >= MIN_SECRET_BYTES, "cluster.secret_file", _SHORT_SECRET)
-        return secret
+        return _read_secret(self.secret_file, "cluster.secret_file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,11 +284,8 @@ class AuthSettings:
             "auth.adminkeyfile",
             "give either auth.adminkey or auth.adminkeyfile, not both",
         )
-        _require(
-            not self.adminkey or len(self.adminkey.encode()) >= MIN_SECRET_BYTES,
-            "auth.adminkey",
-            f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)",
-        )
+        if self.adminkey:
+            _require_strong(self.adminkey, "auth.adminkey")
         _require(self.failedpersecond > 0, "auth.failedpersecond", "must be > 0")
         _require(self.failedburst >= 1, "auth.failedburst", "must be >= 1")
 
@@ -316,13 +303,7 @@ class AuthSettings:
         was given ("" when there is none)."""
         if not self.adminkeyfile:
             return self.adminkey
-        key = _read_secret(self.adminkeyfile, "auth.adminkeyfile")
-        _require(
-            len(key.encode()) >= MIN_SECRET_BYTES,
-            "auth.adminkeyfile",
-            f"the key must be at least {MIN_SECRET_BYTES} bytes",
-        )
-        return key
+        return _read_secret(self.adminkeyfile, "auth.adminkeyfile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,13 +353,24 @@ SECTIONS: dict[str, type[Any]] = {f.name: f.default_factory for f in dataclasses
 
 
 def _read_secret(path: str, key: str) -> str:
-    """Return the secret a file holds (surrounding whitespace dropped)."""
+    """Return the secret a file holds (surrounding whitespace dropped), if strong enough."""
     try:
         secret = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read: {exc}", key=key) from None
     _require(bool(secret), key, "the file is empty")
+    _require_strong(secret, key)
     return secret
+
+
+def _require_strong(secret: str, key: str) -> None:
+    """Refuse a secret that could be guessed: gossip packets are pickles checked by an
+    HMAC of the cluster's secret, and the administrator's key opens everything."""
+    _require(
+        len(secret.encode()) >= MIN_SECRET_BYTES,
+        key,
+        f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)",
+    )
 
 
 def _require(ok: bool, key: str, message: str) -> None:

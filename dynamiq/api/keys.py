@@ -10,6 +10,7 @@ from aiohttp import web
 from dynamiq.api.bodies import iso_time, json_response, read_json
 from dynamiq.api.context import SERVICES
 from dynamiq.api.routes import Route
+from dynamiq.core.keys import MAX_DESCRIPTION
 from dynamiq.errors import Invalid
 from dynamiq.models import APPLICATION_PATTERN
 from dynamiq.service.access import Access
@@ -25,7 +26,7 @@ class NewKeyRequest(msgspec.Struct, forbid_unknown_fields=True):
 
     application: Annotated[str, msgspec.Meta(pattern=f"^{APPLICATION_PATTERN.pattern}$")]
     role: Role
-    description: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    description: Annotated[str, msgspec.Meta(max_length=MAX_DESCRIPTION)] = ""
     requests_per_second: Annotated[float, msgspec.Meta(gt=0)] | None = None
 
 

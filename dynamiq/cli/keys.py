@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import secrets
 from typing import Any
 
 from dynamiq.cli.output import Output
 from dynamiq.client import AsyncClient
+from dynamiq.core.keys import ROLES, new_secret
 
 __all__ = ["register"]
-
-ROLES = ("admin", "monitor", "manage", "produce-consume", "produce", "consume")
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -81,5 +79,5 @@ async def revoke_key(args: argparse.Namespace, client: AsyncClient, out: Output)
 
 def print_secret(args: argparse.Namespace) -> int:
     """Print 32 random bytes as URL-safe base64 (43 characters)."""
-    print(secrets.token_urlsafe(32))
+    print(new_secret())
     return 0

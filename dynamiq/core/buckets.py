@@ -32,7 +32,7 @@ class Buckets:
         """Take a token for ``key``; return 0.0, or the seconds to wait when there is none."""
         tokens = self.level(key, now)
         if tokens < 1.0:
-            return (1.0 - tokens) / self._rate
+            return self._until_one(tokens)
         self._tokens[key] = (tokens - 1.0, now)
         if len(self._tokens) > self._max_keys:
             self._trim(now)
@@ -40,8 +40,10 @@ class Buckets:
 
     def waiting(self, key: Hashable, now: float) -> float:
         """Return the seconds until ``key`` has a token (0.0: it has one now)."""
-        tokens = self.level(key, now)
-        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
+        return self._until_one(self.level(key, now))
+
+    def _until_one(self, tokens: float) -> float:
+        return max(0.0, 1.0 - tokens) / self._rate
 
     def _trim(self, now: float) -> None:
         """Forget the buckets that are full again, then the fullest, down to 90%."""

@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-import logging
 import re
 import secrets
 from collections.abc import Callable, Iterable
@@ -31,14 +30,13 @@ from dynamiq.storage.base import StorageBackend
 
 __all__ = [
     "KEY_ID",
+    "MAX_DESCRIPTION",
     "ROLES",
     "KeyNotFound",
     "KeyRecord",
     "KeyRing",
     "new_secret",
 ]
-
-log = logging.getLogger("dynamiq.core")
 
 ROLES = ("admin", "monitor", "manage", "produce-consume", "produce", "consume")
 KEY_ID = re.compile(r"dq[0-9a-f]{16}")
@@ -146,10 +144,8 @@ class KeyRing:
         return self._used_now(self._keys[key_id])
 
     async def verify(self, token: str) -> KeyRecord | None:
-        """Return the key ``token`` is, or None when it is no key (wrong, revoked)."""
-        known = self.checked(token)
-        if known is not None:
-            return known
+        """Check ``token`` with scrypt (for a key ``checked`` does not know yet); return
+        the key it is, or None when it is no key (wrong, revoked)."""
         key_id, dot, secret = token.partition(".")
         record = self._keys.get(key_id)
         if not dot or record is None:

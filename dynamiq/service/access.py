@@ -56,16 +56,11 @@ class Principal:
     name: str
     role: str
     application: str | None = None
-    requests_per_second: float | None = None  # the key's rate on this node; None: no limit
 
     def require(self, access: Access) -> None:
         """Raise ``Forbidden`` unless this caller's role allows ``access``."""
         if access not in GRANTS[self.role]:
             raise Forbidden(f"a {self.role} key may not do this ({access.value})")
-
-    def allows(self, access: Access) -> bool:
-        """Whether this caller's role allows ``access``."""
-        return access in GRANTS[self.role]
 
     def name_of(self, name: str) -> str:
         """Return the full name of the queue or topic this caller calls ``name``.
@@ -101,7 +96,6 @@ ANYONE = Principal("anyone", "admin")
 """The caller when keys are off (or on an API served without them)."""
 
 
-def principal_of(key_id: str, role: str, application: str, rate: float | None) -> Principal:
+def principal_of(key_id: str, role: str, application: str) -> Principal:
     """Return the caller a key stands for."""
-    scope = None if role in _EVERY_APPLICATION else application
-    return Principal(key_id, role, scope, rate)
+    return Principal(key_id, role, None if role in _EVERY_APPLICATION else application)

@@ -1,6 +1,6 @@
 """The door: who a request's key is, and whether it may call again now.
 
-With keys off everyone is ``ANYONE``. With keys on, a request names a key
+With keys on, a request names a key
 (``<key_id>.<secret>``, or the administrator's key from the configuration);
 a missing or wrong one is ``Unauthorized``. Wrong keys are limited per client
 address: past the burst, an address gets ``TooManyRequests`` for unknown keys
@@ -21,7 +21,7 @@ from dynamiq.core.buckets import Buckets
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.keys import KeyRecord, KeyRing
 from dynamiq.errors import TooManyRequests, Unauthorized
-from dynamiq.service.access import ANYONE, Principal, principal_of
+from dynamiq.service.access import Principal, principal_of
 
 __all__ = ["ADMIN_KEY_ID", "Guard", "KeyView"]
 
@@ -53,7 +53,7 @@ class Guard:
         clock: Clock | None = None,
         announced: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """``ring`` None: keys are off, and every caller is ``ANYONE``; ``announced``
+        """``ring`` None: keys are off (the door lets everyone in); ``announced``
         returns once the cluster's other nodes heard of the last change."""
         self._ring = ring
         self._announced = announced
@@ -80,9 +80,7 @@ class Guard:
             Unauthorized: no key, or a wrong or revoked one.
             TooManyRequests: ``source`` sent too many wrong keys lately.
         """
-        ring = self._ring
-        if ring is None:
-            return ANYONE
+        ring = self.ring
         if not token:
             raise Unauthorized("this node needs a key: send Authorization: Bearer <key>")
         if self._admin is not None and hmac.compare_digest(
@@ -116,7 +114,7 @@ class Guard:
                     f"key {record.key_id} is limited to {rate:g} requests per second",
                     math.ceil(wait),
                 )
-        return principal_of(record.key_id, record.role, record.application, rate)
+        return principal_of(record.key_id, record.role, record.application)
 
     # -- keys ---------------------------------------------------------------
 
