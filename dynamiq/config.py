@@ -28,18 +28,20 @@ __all__ = [
     "SqsSettings",
     "StatsSettings",
     "StorageSettings",
+    "TlsSettings",
     "load_settings",
     "parse_gcfg",
 ]
 
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 # Variables the project reads for other purposes than settings: the client's
-# nodes and key, the Riak tests' node, the benchmark's driver and baseline checkout,
-# the installer's extras.
+# nodes, key and certificate authorities, the Riak tests' node, the benchmark's
+# driver and baseline checkout, the installer's extras.
 OTHER_VARIABLES = frozenset(
     {
         "DYNAMIQ_HOSTS",
         "DYNAMIQ_KEY",
+        "DYNAMIQ_CA_FILE",
         "DYNAMIQ_RIAK_URL",
         "DYNAMIQ_PEERS",
         "DYNAMIQ_BASELINE",
@@ -307,6 +309,45 @@ class AuthSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """``[tls]``: HTTPS on the HTTP port and between nodes.
+
+    ``certfile``/``keyfile`` (PEM) turn it on; they are read again on SIGHUP.
+    With ``cafile``, clients must show a certificate it signed. Peers are
+    called over HTTPS and must show a certificate ``peercafile`` signed (the
+    system's trusted authorities when empty) for the address they gossip; a
+    node shows its own certificate to them, so ``cafile`` works between nodes
+    too.
+    """
+
+    certfile: str = ""
+    keyfile: str = ""
+    cafile: str = ""
+    peercafile: str = ""
+
+    def __post_init__(self) -> None:
+        given, missing = ("certfile", "keyfile") if self.certfile else ("keyfile", "certfile")
+        _require(
+            bool(self.certfile) == bool(self.keyfile),
+            f"tls.{missing}",
+            f"is required when tls.{given} is set",
+        )
+        _require(
+            self.enabled or not (self.cafile or self.peercafile),
+            "tls.certfile",
+            "is required when tls.cafile or tls.peercafile is set",
+        )
+        for key in ("certfile", "keyfile", "cafile", "peercafile"):
+            path = getattr(self, key)
+            _require(not path or os.access(path, os.R_OK), f"tls.{key}", f"cannot read {path}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the node serves HTTPS."""
+        return bool(self.certfile)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a node is configured with."""
 
@@ -317,6 +358,7 @@ class Settings:
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     sqs: SqsSettings = field(default_factory=SqsSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     def __post_init__(self) -> None:
         _require(

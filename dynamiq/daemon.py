@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -28,7 +29,7 @@ from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembers
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.quorum import Quorum
 from dynamiq.cluster.swim import SwimMembership
-from dynamiq.cluster.wire import peer_token
+from dynamiq.cluster.wire import PeerSigner
 from dynamiq.config import LOOPBACK, Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
@@ -47,12 +48,14 @@ from dynamiq.service.cluster import Coordinator
 from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
 from dynamiq.storage.base import StorageBackend
+from dynamiq.tls import Certificates
 
-__all__ = ["STORE", "create_app", "listen", "open_store", "serve"]
+__all__ = ["CERTIFICATES", "STORE", "create_app", "listen", "open_store", "serve"]
 
 log = logging.getLogger("dynamiq.daemon")
 
 STORE = web.AppKey("store", StorageBackend)  # the store the app owns (closed at cleanup)
+CERTIFICATES = web.AppKey("certificates", Certificates)  # with [tls] only
 
 Context = Callable[[web.Application], AsyncIterator[None]]
 
@@ -116,10 +119,11 @@ def listen(settings: Settings) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
-    """Return the HTTP base URL of a bound socket."""
+def url_of(sock: socket.socket, tls: bool = False) -> str:
+    """Return the base URL of a bound socket (``https`` with ``tls``)."""
     host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def create_app(
@@ -139,7 +143,8 @@ def create_app(
     clock = clock or MonotonicClock()
     catalog = Catalog(store, clock)
     metrics, prometheus = open_metrics(settings.stats)
-    membership = open_membership(settings, url_of(sock))
+    certificates = Certificates(settings.tls) if settings.tls.enabled else None
+    membership = open_membership(settings, url_of(sock, certificates is not None))
     # With gossip, nothing is served until the cluster hands this node its slice.
     keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
     journal = LeaseJournal(Path(settings.storage.path) / "journal", settings.core.name, clock)
@@ -169,8 +174,12 @@ def create_app(
         lambda: len(membership.members()),
         queue_levels=settings.stats.type == "statsd",
     )
-    token = peer_token(settings.cluster.shared_secret()) if settings.gossip else None
-    peers = PeerClient(token) if token else None
+    signer = PeerSigner(settings.cluster.shared_secret()) if settings.gossip else None
+    peers = (
+        PeerClient(signer, certificates.peer_context if certificates else _plain)
+        if signer
+        else None
+    )
     quorum = Quorum(settings.core.name, settings.cluster.suspecttimeout) if peers else None
     coordinator = Coordinator(membership, queues, janitor, peers, quorum)
     catalog.on_change = coordinator.announce
@@ -205,7 +214,7 @@ def create_app(
         metrics,
         prometheus.render,
         reporter.report_queues,
-        token,
+        signer,
         settings.sqs,
         guard,
         keyless,
@@ -217,6 +226,8 @@ def create_app(
         await node.stop_serving()  # long polls answer now; the others take this slice now
 
     app[STORE] = store
+    if certificates is not None:
+        app[CERTIFICATES] = certificates
     app.on_shutdown.append(stop_serving)
     app.cleanup_ctx.extend(
         [
@@ -235,6 +246,10 @@ def create_app(
         ]
     )
     return app
+
+
+def _plain() -> None:
+    """Peers are called over plain HTTP (no ``[tls]``)."""
 
 
 def _host_names(settings: Settings) -> list[str]:
@@ -322,21 +337,31 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
         failure.append(error)
         stop.set()
 
+    _raise_file_limit()
     sock = listen(settings)
-    url = url_of(sock)
+    url = url_of(sock, settings.tls.enabled)
+    app = create_app(settings, sock, on_fatal=on_fatal)
+    certificates = app.get(CERTIFICATES)
     runner = web.AppRunner(
-        create_app(settings, sock, on_fatal=on_fatal),
+        app,
         access_log=None,
         shutdown_timeout=settings.limits.shutdowntimeout,
         handle_signals=False,
     )
     try:
         await runner.setup()
-        await web.SockSite(runner, sock, backlog=settings.limits.backlog).start()
+        await web.SockSite(
+            runner,
+            sock,
+            backlog=settings.limits.backlog,
+            ssl_context=certificates.server if certificates else None,
+        ).start()
         _announce(settings, url, runner.app[SERVICES].node.membership.address)
         if ready:
             ready(url)
         _on_signals(stop)
+        if certificates is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, certificates.reload)
         await stop.wait()
     finally:
         await runner.cleanup()
@@ -344,6 +369,15 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     log.info("stopped")
     if failure:
         raise failure[0]
+
+
+def _raise_file_limit() -> None:
+    """Let the node hold as many sockets as the system allows it (the soft limit,
+    often 1,024, would refuse clients long before memory or CPU run out)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        log.debug("open files: %d allowed (was %d)", hard, soft)
 
 
 def _on_signals(stop: asyncio.Event) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from dynamiq.cluster.wire import PeerSigner
 from dynamiq.config import SqsSettings
 from dynamiq.metrics.base import Metrics
 from dynamiq.service.guard import Guard
@@ -23,7 +24,7 @@ class Services:
     metrics: Metrics
     render_metrics: Callable[[], bytes]  # the Prometheus text exposition
     read_levels: Callable[[], Awaitable[None]]  # queue depths into the sinks, before a scrape
-    peer_token: str | None = None  # what members show on internal routes; None: no gossip
+    peers: PeerSigner | None = None  # checks members' internal requests; None: no gossip
     # The region and account the SQS endpoint puts in its ARNs.
     sqs: SqsSettings = field(default_factory=SqsSettings)
     guard: Guard = field(default_factory=lambda: Guard(None))  # keys off by default

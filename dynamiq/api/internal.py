@@ -1,12 +1,11 @@
 """Routes nodes call on each other (``/internal/v1``, msgpack, members only).
 
-A request without the cluster's peer token gets 403; on a node without
-gossip every internal route is 403.
+A request not signed by a member just now (``cluster.wire.PeerSigner``) gets
+403; on a node without gossip every internal route is 403.
 """
 
 from __future__ import annotations
 
-import hmac
 from typing import TypeVar
 
 import msgspec
@@ -41,11 +40,14 @@ _encode = msgspec.msgpack.Encoder().encode
 
 async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
     svc = request.config_dict[SERVICES]
-    token = request.headers.get(PEER_HEADER, "")
-    if svc.peer_token is None or not hmac.compare_digest(token, svc.peer_token):
-        raise Forbidden("internal routes are for cluster members")
+    if svc.peers is None:
+        raise Forbidden("internal routes are for cluster members (this node does not gossip)")
+    body = await request.read()
+    refused = svc.peers.verify(request.headers.get(PEER_HEADER, ""), request.path, body)
+    if refused is not None:
+        raise Forbidden(refused)
     try:
-        return svc.node, msgspec.msgpack.decode(await request.read(), type=kind)
+        return svc.node, msgspec.msgpack.decode(body, type=kind)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise BadRequest(f"bad internal request: {exc}") from None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +60,12 @@ def parser() -> argparse.ArgumentParser:
             metavar="FILE",
             help="a file holding the key to send (default $DYNAMIQ_KEY)",
         )
+        options.add_argument(
+            "--ca-file",
+            default=default,
+            metavar="FILE",
+            help="certificate authorities (PEM) for https:// nodes (default $DYNAMIQ_CA_FILE)",
+        )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.register(sub)
     admin.register(sub, common)
@@ -98,7 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _talk(args: argparse.Namespace, out: Output) -> int:
     # A command's own spool (``spool flush``) is opened by the command itself.
-    client = AsyncClient(args.url, spool=getattr(args, "spool", None), key=_key(args))
+    try:
+        client = AsyncClient(
+            args.url, spool=getattr(args, "spool", None), key=_key(args), ca_file=args.ca_file
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot use --ca-file: {exc}") from None
     try:
         status: int = await args.run(args, client, out)
         return status

@@ -313,7 +313,7 @@ async def spool_flush(args: argparse.Namespace, client: AsyncClient, out: Output
         _, total = await asyncio.to_thread(spool.backlog)
         progress = out.progress(f"spool {args.path}", total)
         async with AsyncClient(
-            client.urls, spool=spool, spool_sender=False, key=client.key or ""
+            client.urls, spool=spool, spool_sender=False, key=client.key or "", ca_file=args.ca_file
         ) as sender:
             try:
                 sent = await sender.flush_spool(progress.advance)

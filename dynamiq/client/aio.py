@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import random
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -28,7 +29,7 @@ from dynamiq.client.worker import Handler, Worker, WorkerReport
 from dynamiq.errors import BackendUnavailable, error_for_code
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
-__all__ = ["AsyncClient", "Body"]
+__all__ = ["AsyncClient", "Body", "tls_context"]
 
 log = logging.getLogger("dynamiq.client")
 
@@ -56,6 +57,8 @@ class AsyncClient:
         spool_max_bytes: int = DEFAULT_MAX_BYTES,
         spool_sender: bool = True,
         key: str | None = None,
+        ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         """Prepare a client for one node or several.
 
@@ -80,6 +83,11 @@ class AsyncClient:
                 sends from a thread instead).
             key: the application key sent with every request (``<key_id>.<secret>``),
                 for nodes that need one; default ``DYNAMIQ_KEY``, else none.
+            ca_file: the certificate authorities (PEM) that ``https://`` nodes'
+                certificates are checked against; default ``DYNAMIQ_CA_FILE``,
+                else the system's.
+            client_cert: ``(certfile, keyfile)`` shown to nodes that ask for a
+                client certificate (``tls.cafile``).
 
         A request that cannot reach a node, or that a node answers with 503,
         goes to the next node. A retried publish may store its messages twice
@@ -108,6 +116,8 @@ class AsyncClient:
         self._sender: asyncio.Task[None] | None = None
         key = os.environ.get("DYNAMIQ_KEY") if key is None else key
         self._auth = {"Authorization": f"Bearer {key}"} if key else {}
+        https = any(u.startswith("https:") for u in self._urls)
+        self._tls: ssl.SSLContext | bool = tls_context(ca_file, client_cert) if https else True
 
     @property
     def key(self) -> str | None:
@@ -445,7 +455,7 @@ class AsyncClient:
         self, method: str, path: str, payload: Any = None, extra_time: float = 0.0
     ) -> Any:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls))
         data = msgspec.json.encode(payload) if payload is not None else None
         nodes = len(self._urls)
         for attempt in range(self._rounds * nodes):
@@ -478,6 +488,18 @@ class AsyncClient:
         if status >= 400:
             _raise(status, body, retry_after)
         return body
+
+
+def tls_context(
+    ca_file: str | None = None, client_cert: tuple[str, str] | None = None
+) -> ssl.SSLContext:
+    """Return the context ``https://`` nodes are called with: their certificates checked
+    against ``ca_file`` (default ``DYNAMIQ_CA_FILE``, else the system's authorities),
+    and ``client_cert`` shown when given."""
+    context = ssl.create_default_context(cafile=ca_file or os.environ.get("DYNAMIQ_CA_FILE"))
+    if client_cert is not None:
+        context.load_cert_chain(*client_cert)
+    return context
 
 
 def _raise(status: int, body: Any, retry_after: str | None) -> None:

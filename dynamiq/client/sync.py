@@ -37,12 +37,16 @@ class Client:
         backoff: float = 0.1,
         spool: str | os.PathLike[str] | None = None,
         spool_max_bytes: int = DEFAULT_MAX_BYTES,
+        key: str | None = None,
+        ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         """Prepare a client for one node or several (see ``AsyncClient``); spooled
         publishes are sent from a thread."""
         self._loop = asyncio.new_event_loop()
         self._spool = None if spool is None else Spool(spool, spool_max_bytes)
         options: dict[str, Any] = {"timeout": timeout, "rounds": rounds, "backoff": backoff}
+        options |= {"key": key, "ca_file": ca_file, "client_cert": client_cert}
         self._client = AsyncClient(url, spool=self._spool, spool_sender=False, **options)
         self._sender = (
             None if self._spool is None else _Sender(self._spool, self._client.urls, options)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from collections.abc import Callable
 from typing import TypeVar
 
 import aiohttp
@@ -20,6 +22,7 @@ from dynamiq.cluster.wire import (
     PeerIds,
     PeerMessages,
     PeerReceive,
+    PeerSigner,
     PeerStats,
     PeerVisibility,
     QueueNames,
@@ -34,13 +37,25 @@ T = TypeVar("T")
 log = logging.getLogger("dynamiq.cluster")
 
 PEER_TIMEOUT_SECONDS = 2.0
+MSGPACK = "application/msgpack"
 
 
 class PeerClient:
-    """Requests to other members; every failure is a ``PeerUnavailable``."""
+    """Requests to other members, signed; every failure is a ``PeerUnavailable``.
 
-    def __init__(self, token: str, timeout: float = PEER_TIMEOUT_SECONDS) -> None:
-        self._headers = {PEER_HEADER: token, "Content-Type": "application/msgpack"}
+    ``tls`` returns the context to verify peers with (and show them this node's
+    certificate), or None when the cluster speaks plain HTTP; it is asked per
+    request, so certificates reloaded are used from the next connection.
+    """
+
+    def __init__(
+        self,
+        signer: PeerSigner,
+        tls: Callable[[], ssl.SSLContext | None] = lambda: None,
+        timeout: float = PEER_TIMEOUT_SECONDS,
+    ) -> None:
+        self._signer = signer
+        self._tls = tls
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._encoder = msgspec.msgpack.Encoder()
@@ -143,11 +158,14 @@ class PeerClient:
     ) -> T:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
-        url = f"{member.http}/internal/v1/{path}"
+        path = f"/internal/v1/{path}"
+        data = self._encoder.encode(body)
+        headers = {PEER_HEADER: self._signer.sign(path, data), "Content-Type": MSGPACK}
         limit = self._timeout if seconds is None else aiohttp.ClientTimeout(total=seconds)
+        tls = self._tls()
         try:
             async with self._session.post(
-                url, data=self._encoder.encode(body), headers=self._headers, timeout=limit
+                member.http + path, data=data, headers=headers, timeout=limit, ssl=tls or True
             ) as response:
                 raw = await response.read()
                 if response.status >= 300:

@@ -1,13 +1,19 @@
 """What nodes say to each other over HTTP (msgpack bodies under ``/internal/v1``).
 
-Every internal request carries ``X-Dynamiq-Peer``, a token derived from the
-cluster secret, so that only members can move leases or leave for another.
+Every internal request carries ``X-Dynamiq-Peer``: the time it was made, a
+nonce and an HMAC of both, its path and its body under a key derived from
+the cluster secret. Only members can move leases or leave for another, and
+a request seen on the wire cannot be sent again (the nonce is remembered for
+as long as the time is accepted) nor changed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
+import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -23,18 +29,65 @@ __all__ = [
     "PeerIds",
     "PeerMessages",
     "PeerReceive",
+    "PeerSigner",
     "PeerStats",
     "PeerVisibility",
     "QueueNames",
-    "peer_token",
 ]
 
 PEER_HEADER = "X-Dynamiq-Peer"
+# How far a request's time may be from the receiver's clock (nodes' clocks are
+# kept by NTP; on one machine they are the same clock).
+SIGNATURE_SECONDS = 30.0
 
 
-def peer_token(secret: str) -> str:
-    """Return the token members show each other (never the secret itself)."""
-    return hmac.new(secret.encode(), b"dynamiq peer v1", hashlib.sha256).hexdigest()
+class PeerSigner:
+    """Signs this node's internal requests and checks its peers' (one cluster secret).
+
+    ``now`` is the wall clock (seconds since the epoch): the nodes compare
+    their clocks through it.
+    """
+
+    def __init__(
+        self,
+        secret: str,
+        now: Callable[[], float] = time.time,
+        window: float = SIGNATURE_SECONDS,
+    ) -> None:
+        self._key = hmac.new(secret.encode(), b"dynamiq peer v2", hashlib.sha256).digest()
+        self._now = now
+        self._window = window
+        # Nonces accepted in this window and the one before: a replay within the
+        # time a request is accepted finds its nonce in one of them.
+        self._seen: set[str] = set()
+        self._before: set[str] = set()
+        self._turned = now()
+
+    def sign(self, path: str, body: bytes) -> str:
+        """Return the header value for a request to ``path`` with ``body``."""
+        stamp, nonce = f"{self._now():.3f}", secrets.token_hex(12)
+        return f"{stamp} {nonce} {self._mac(stamp, nonce, path, body)}"
+
+    def verify(self, header: str, path: str, body: bytes) -> str | None:
+        """Return why the request is refused, or None when a member made it just now."""
+        stamp, nonce, mac = [*header.split(" ", 2), "", ""][:3]
+        expected = self._mac(stamp, nonce, path, body).encode()
+        if not hmac.compare_digest(mac.encode("utf-8", "replace"), expected):
+            return "internal routes are for cluster members"
+        now = self._now()
+        if abs(now - float(stamp)) > self._window:
+            return "the request is too old, or this node's clock is far from the sender's"
+        if now - self._turned > self._window:
+            self._before, self._seen, self._turned = self._seen, set(), now
+        if nonce in self._seen or nonce in self._before:
+            return "the request was sent before"
+        self._seen.add(nonce)
+        return None
+
+    def _mac(self, stamp: str, nonce: str, path: str, body: bytes) -> str:
+        signed = hmac.new(self._key, f"{stamp}\n{nonce}\n{path}\n".encode(), hashlib.sha256)
+        signed.update(body)
+        return signed.hexdigest()
 
 
 class PeerReceive(msgspec.Struct):

@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dynamiq.client.aio import tls_context
 from dynamiq.models import Message
 
 __all__ = ["SCHEMA", "Options", "live_nodes", "node_urls", "row_of"]
@@ -47,6 +48,9 @@ class Options:
         self.wait = float(lowered.get("waitseconds", "1"))
         self.delete = lowered.get("deleteonread", "false").lower() == "true"
         self.tasks_per_node = _positive(lowered, "taskspernode", 2)
+        # What every client of this read or write is made with (``Client(urls, **client)``):
+        # the application key and the certificate authorities for https:// nodes.
+        self.client: dict[str, Any] = {"key": lowered.get("key"), "ca_file": lowered.get("cafile")}
         if self.visibility <= 0 or self.wait < 0:
             raise ValueError("dynamiq: visibilityTimeout must be > 0 and waitSeconds >= 0")
 
@@ -64,14 +68,19 @@ def _positive(options: Mapping[str, str], key: str, default: int) -> int:
     return int(value)
 
 
-def live_nodes(urls: list[str]) -> list[str]:
+def live_nodes(urls: list[str], key: str | None = None, ca_file: str | None = None) -> list[str]:
     """Return the HTTP URLs of the cluster's live members (asked of the first node that answers).
 
     Falls back to ``urls`` for nodes that cannot say (an older node, or all unreachable).
+    ``key`` and ``ca_file`` as for the client (defaults ``DYNAMIQ_KEY``, ``DYNAMIQ_CA_FILE``).
     """
+    key = os.environ.get("DYNAMIQ_KEY") if key is None else key
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    tls = tls_context(ca_file) if any(u.startswith("https:") for u in urls) else None
     for url in urls:
+        request = urllib.request.Request(f"{url}/v2/status", headers=headers)
         try:
-            with urllib.request.urlopen(f"{url}/v2/status", timeout=10) as r:
+            with urllib.request.urlopen(request, timeout=10, context=tls) as r:
                 status: dict[str, Any] = json.load(r)
         except (OSError, urllib.error.URLError, ValueError):
             continue

@@ -48,22 +48,36 @@ def process(
     partitions: int | None = None,
     batch_size: int = 100,
     visibility_timeout: float = 60.0,
+    key: str | None = None,
+    ca_file: str | None = None,
 ) -> Processed:
-    """Drain ``queue`` through ``fn`` on the executors; see the module text for the guarantee."""
-    nodes = live_nodes(node_urls(url))
+    """Drain ``queue`` through ``fn`` on the executors; see the module text for the guarantee.
+
+    ``key`` and ``ca_file`` as for ``Client`` (defaults ``DYNAMIQ_KEY`` and
+    ``DYNAMIQ_CA_FILE`` where the executors run).
+    """
+    nodes = live_nodes(node_urls(url), key, ca_file)
     count = partitions or spark.sparkContext.defaultParallelism
     plan = [nodes[i % len(nodes)] for i in range(count)]
     visibility = float(visibility_timeout)
 
     def task(assigned: Iterable[str]) -> Iterator[int]:
         for node in assigned:
-            yield _drain(node, queue, fn, batch_size, visibility)
+            with Client([node], key=key, ca_file=ca_file) as client:
+                yield _drain(client, queue, fn, batch_size, visibility)
 
     done = spark.sparkContext.parallelize(plan, count).mapPartitions(task).collect()
     return Processed(sum(done), count)
 
 
-def delete(df: DataFrame, queue: str, url: str | list[str] | None = None) -> int:
+def delete(
+    df: DataFrame,
+    queue: str,
+    url: str | list[str] | None = None,
+    *,
+    key: str | None = None,
+    ca_file: str | None = None,
+) -> int:
     """Delete the messages whose ids are the ``id`` column of ``df``, from the executors.
 
     The end of a read-then-write job: read with ``format("dynamiq")`` (which
@@ -74,7 +88,7 @@ def delete(df: DataFrame, queue: str, url: str | list[str] | None = None) -> int
     nodes = node_urls(url)
 
     def task(rows: Iterable[Any]) -> Iterator[int]:
-        with Client(nodes) as client:
+        with Client(nodes, key=key, ca_file=ca_file) as client:
             yield sum(
                 len(client.delete(queue, ids))
                 for ids in batches((int(row.id) for row in rows), MAX_BATCH)
@@ -83,21 +97,22 @@ def delete(df: DataFrame, queue: str, url: str | list[str] | None = None) -> int
     return sum(df.select("id").rdd.mapPartitions(task).collect())
 
 
-def _drain(node: str, queue: str, fn: Callable[[Message], Any], size: int, lease: float) -> int:
+def _drain(
+    client: Client, queue: str, fn: Callable[[Message], Any], size: int, lease: float
+) -> int:
     handled = 0
-    with Client([node]) as client:
-        while True:
-            got = client.receive(queue, size, wait_seconds=1.0, visibility_timeout=lease)
-            if not got:
-                if client.queue(queue)["stats"]["depth"] == 0:
-                    return handled
-                continue
-            ok: list[int] = []
-            try:
-                for message in got:
-                    fn(message)
-                    ok.append(message.id)
-            finally:
-                if ok:
-                    client.delete(queue, ok)
-                    handled += len(ok)
+    while True:
+        got = client.receive(queue, size, wait_seconds=1.0, visibility_timeout=lease)
+        if not got:
+            if client.queue(queue)["stats"]["depth"] == 0:
+                return handled
+            continue
+        ok: list[int] = []
+        try:
+            for message in got:
+                fn(message)
+                ok.append(message.id)
+        finally:
+            if ok:
+                client.delete(queue, ok)
+                handled += len(ok)

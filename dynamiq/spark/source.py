@@ -76,7 +76,7 @@ class BatchReader(DataSourceReader):
         options.need_queue()
 
     def partitions(self) -> list[NodePartition]:
-        nodes = live_nodes(self.options.urls) * self.options.tasks_per_node
+        nodes = live_nodes(self.options.urls, **self.options.client) * self.options.tasks_per_node
         total, tasks = self.options.max_messages, len(nodes)
         shares = [total // tasks + (1 if i < total % tasks else 0) for i in range(tasks)]
         return [NodePartition(url, n) for url, n in zip(nodes, shares, strict=True) if n]
@@ -85,7 +85,7 @@ class BatchReader(DataSourceReader):
         assert isinstance(partition, NodePartition)
         o, queue = self.options, self.options.need_queue()
         left = partition.count
-        with Client([partition.url]) as client:
+        with Client([partition.url], **o.client) as client:
             while left > 0:
                 got = client.receive(
                     queue,
@@ -125,7 +125,7 @@ class Writer(DataSourceWriter):
 
     def write(self, iterator: Iterator[Row]) -> Published:
         count = 0
-        with Client(self.options.urls) as client:
+        with Client(self.options.urls, **self.options.client) as client:
             for batch in batches((_body(row) for row in iterator), self.options.batch_size):
                 count += self._publish(client, batch)
         return Published(count)

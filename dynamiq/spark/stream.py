@@ -126,7 +126,7 @@ class StreamReader(DataSourceStreamReader):
 
     def _connect(self) -> Client:
         if self._client is None:
-            self._client = Client(self.options.urls)
+            self._client = Client(self.options.urls, **self.options.client)
         return self._client
 
     def _lease(self, most: int) -> list[tuple[Any, ...]]:
@@ -149,7 +149,7 @@ class StreamReader(DataSourceStreamReader):
         asyncio.run(self._keep())
 
     async def _keep(self) -> None:
-        async with AsyncClient(self.options.urls) as client:
+        async with AsyncClient(self.options.urls, **self.options.client) as client:
             keeper = LeaseKeeper(client, self.queue, self.options.visibility, self._held)
             task = asyncio.create_task(keeper.run())
             await asyncio.to_thread(self._stop.wait)

@@ -38,7 +38,7 @@ __all__ = ["LocalCluster", "LocalNode", "spare_port"]
 
 HOST = "127.0.0.1"
 # What a node prints once it serves: its HTTP URL and, with gossip, its gossip address.
-SERVING = re.compile(rb"serving http://[^:]+:(\d+);.*?(?:gossip [^:]+:(\d+))?$", re.M)
+SERVING = re.compile(rb"serving https?://[^:]+:(\d+);.*?(?:gossip [^:]+:(\d+))?$", re.M)
 START_SECONDS = 30.0
 # Where ``spare_port`` looks: below the Redis Cluster test servers' ports (from
 # 20000) and below the OS's range for outgoing connections (from 32768 by default).

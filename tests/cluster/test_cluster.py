@@ -22,9 +22,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from dynamiq.client import Client
+from dynamiq.cluster.wire import PEER_HEADER, PeerSigner, QueueNames
 from dynamiq.errors import NoMajority, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.models import Outgoing
@@ -410,14 +412,31 @@ def test_seeds_without_a_secret_are_refused(tmp_path: Path) -> None:
     assert "cluster.secret" in done.stderr
 
 
-def test_internal_routes_need_the_peer_token(cluster: LocalCluster) -> None:
-    request = urllib.request.Request(
-        f"{cluster.nodes['n1'].url}/internal/v1/leave", data=b"\x80", method="POST"
-    )
-    with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(request, timeout=5)
-    caught.value.close()
-    assert caught.value.code == 403
+def test_internal_routes_take_only_requests_a_member_signed_just_now(
+    cluster: LocalCluster,
+) -> None:
+    url = f"{cluster.nodes['n1'].url}/internal/v1/stats"
+    path, body = "/internal/v1/stats", msgspec.msgpack.encode(QueueNames([]))
+
+    def post(header: str | None) -> int:
+        headers = {"Content-Type": "application/msgpack"}
+        if header is not None:
+            headers[PEER_HEADER] = header
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            return exc.code
+
+    signed = PeerSigner(cluster.secret).sign(path, body)
+    assert post(None) == 403
+    assert post(PeerSigner("another secret of thirty-two bytes").sign(path, body)) == 403
+    assert post(signed) == 200
+    assert post(signed) == 403  # seen on the wire: not again
+    stale = PeerSigner(cluster.secret, now=lambda: time.time() - 60).sign(path, body)
+    assert post(stale) == 403
 
 
 def _receive_body(client: Client, queue: str, body: bytes, timeout: float) -> Any:

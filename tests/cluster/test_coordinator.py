@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dynamiq.cluster.base import Member, StaticMembership, ViewListener
 from dynamiq.cluster.peers import PeerClient
+from dynamiq.cluster.wire import PeerSigner
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.janitor import Janitor
@@ -64,7 +65,8 @@ async def _node(
     clock.advance(0.001)
     view = View()
     janitor = Janitor(catalog, queues, store, 2.0)
-    return queues, view, Coordinator(view, queues, janitor, peers or PeerClient("token"))
+    peers = peers or PeerClient(PeerSigner("s" * 32))
+    return queues, view, Coordinator(view, queues, janitor, peers)
 
 
 async def test_a_range_is_handed_over_once_the_view_gives_it_to_the_asker(
@@ -128,7 +130,7 @@ async def test_a_publish_in_a_slice_whose_owner_cannot_be_told_is_not_acknowledg
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
     # Given a node that sees n2 live, but cannot reach it (cut off from this node)
-    peers = PeerClient("token")
+    peers = PeerClient(PeerSigner("s" * 32))
     queues, view, coordinator = await _node(store, fake_clock, peers)
     view.others = [_member("n2")]
     queues.set_keyspace(slices(["n1", "n2"])["n1"])
