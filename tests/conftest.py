@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -196,7 +197,7 @@ class NodeProcess:
         )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if "serving http://" in line:
+            if re.search("serving https?://", line):
                 self.url = line.split("serving ")[1].split(";")[0]
                 # Keep reading so a chatty node never blocks on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()

@@ -178,3 +178,25 @@ def test_keys_are_on_beyond_loopback_and_then_need_an_administrators_key() -> No
     assert not local.auth.on(local.core.httpaddress)
     with pytest.raises(ConfigError, match=r"auth\.enabled"):
         load_settings(env={"DYNAMIQ_AUTH_ENABLED": "maybe"})
+
+
+def test_tls_files_come_in_pairs_and_must_be_readable(tmp_path: Path) -> None:
+    cert, key = tmp_path / "node.pem", tmp_path / "node.key"
+    cert.write_text("x")
+    key.write_text("x")
+    with pytest.raises(ConfigError, match=r"tls\.keyfile: is required when tls\.certfile"):
+        load_settings(env={"DYNAMIQ_TLS_CERTFILE": str(cert)})
+    with pytest.raises(ConfigError, match=r"tls\.certfile: is required when tls\.keyfile"):
+        load_settings(env={"DYNAMIQ_TLS_KEYFILE": str(key)})
+    with pytest.raises(ConfigError, match=r"tls\.certfile: is required when tls\.cafile"):
+        load_settings(env={"DYNAMIQ_TLS_CAFILE": str(cert)})
+    with pytest.raises(ConfigError, match=r"tls\.peercafile: cannot read"):
+        load_settings(
+            flags={
+                "tls.certfile": str(cert),
+                "tls.keyfile": str(key),
+                "tls.peercafile": str(tmp_path / "missing.pem"),
+            }
+        )
+    on = load_settings(flags={"tls.certfile": str(cert), "tls.keyfile": str(key)}, env={})
+    assert on.tls.enabled and not load_settings(env={}).tls.enabled

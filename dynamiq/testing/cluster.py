@@ -21,6 +21,7 @@ import random
 import re
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -69,13 +70,14 @@ class LocalNode:
     prefix: list[str] = field(default_factory=list)  # runs the process (a namespace)
     cwd: Path | None = None  # ``-m dynamiq`` runs the package of this directory first
     key: str = ""  # sent with status reads when the node needs keys
+    ca_file: str = ""  # with [tls]: the node serves https, checked against this
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
         """The node's HTTP base URL."""
-        return f"http://{self.host}:{self.http_port}"
+        return f"{'https' if self.ca_file else 'http'}://{self.host}:{self.http_port}"
 
     @property
     def gossip(self) -> str:
@@ -152,8 +154,9 @@ class LocalNode:
         """Return the node's ``/v2/status``, or None when it does not answer."""
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         request = urllib.request.Request(f"{self.url}/v2/status", headers=headers)
+        tls = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as r:
+            with urllib.request.urlopen(request, timeout=timeout, context=tls) as r:
                 data: dict[str, Any] = json.load(r)
                 return data
         except (OSError, urllib.error.URLError, ValueError):
@@ -193,6 +196,7 @@ class LocalCluster:
         node = LocalNode(name, http_port, 0, [], self.data / "logs" / f"{name}.log")
         node.cwd = self.checkout
         node.key = self.env.get("DYNAMIQ_AUTH_ADMINKEY", "")
+        node.ca_file = self.env.get("DYNAMIQ_TLS_PEERCAFILE", "")
         if self.network is not None:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         else:
