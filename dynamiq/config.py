@@ -179,8 +179,24 @@ class LimitsSettings:
     shutdowntimeout: float = 10.0
     backlog: int = 1024  # connections waiting to be accepted (bursts of new clients)
     maxdelayseconds: float = 900.0  # the longest delay a message or a queue may ask for
+    maxconnections: int = 10000  # open client connections; beyond, 503 and closed
+    maxwaiting: int = 5000  # receives waiting for messages at once; beyond, 503
+    idletimeout: float = 30.0  # seconds a connection may go without a whole request's headers
+    bodytimeout: float = 30.0  # seconds a request's body may take to arrive; beyond, 408
+    maxpendingbytes: int = 256 << 20  # request bodies held at once; beyond, requests wait
+    diskfreelimit: int = 256 << 20  # free bytes under the data directory; below, publishes 503
 
     def __post_init__(self) -> None:
+        _require(self.maxconnections >= 1, "limits.maxconnections", "must be >= 1")
+        _require(self.maxwaiting >= 1, "limits.maxwaiting", "must be >= 1")
+        _require(self.idletimeout > 0, "limits.idletimeout", "must be > 0")
+        _require(self.bodytimeout > 0, "limits.bodytimeout", "must be > 0")
+        _require(
+            self.maxpendingbytes >= self.maxbodybytes,
+            "limits.maxpendingbytes",
+            "must be >= limits.maxbodybytes",
+        )
+        _require(self.diskfreelimit >= 0, "limits.diskfreelimit", "must be >= 0")
         _require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
         _require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")
         _require(self.maxbatch >= 1, "limits.maxbatch", "must be >= 1")

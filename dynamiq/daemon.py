@@ -20,11 +20,13 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from dynamiq.api.app import build_app
 from dynamiq.api.context import SERVICES, Services
+from dynamiq.api.limits import LimitedSite
 from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.quorum import Quorum
@@ -33,6 +35,8 @@ from dynamiq.cluster.wire import PeerSigner
 from dynamiq.config import LOOPBACK, Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.core.diskspace import FreeSpace
+from dynamiq.core.intake import Intake
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.journal import LeaseJournal
 from dynamiq.core.keys import KeyRing
@@ -50,7 +54,15 @@ from dynamiq.service.node import Node
 from dynamiq.storage.base import StorageBackend
 from dynamiq.tls import Certificates
 
-__all__ = ["CERTIFICATES", "STORE", "create_app", "listen", "open_store", "serve"]
+__all__ = [
+    "CERTIFICATES",
+    "STORE",
+    "create_app",
+    "listen",
+    "open_store",
+    "runner_options",
+    "serve",
+]
 
 log = logging.getLogger("dynamiq.daemon")
 
@@ -205,8 +217,18 @@ def create_app(
     )
     envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
     topics = TopicService(catalog, queues, envelopes, metrics)
+    embedded = settings.storage.backend == "lmdb"
+    space = FreeSpace(Path(settings.storage.path), settings.limits.diskfreelimit)
     node = Node(
-        catalog, queues, topics, coordinator, membership, janitor, settings.limits, redriver
+        catalog,
+        queues,
+        topics,
+        coordinator,
+        membership,
+        janitor,
+        settings.limits,
+        redriver,
+        space if embedded else None,
     )
     keyless = frozenset(api for api in ("v1", "sqs", "metrics") if getattr(auth, api) == "open")
     services = Services(
@@ -219,6 +241,7 @@ def create_app(
         guard,
         keyless,
         frozenset(_host_names(settings)),
+        Intake(settings.limits.maxpendingbytes),
     )
     app = build_app(services, settings.limits.maxbodybytes)
 
@@ -232,6 +255,7 @@ def create_app(
     app.cleanup_ctx.extend(
         [
             _owned(None, store.close),  # exits last
+            _owned(space.check if embedded else None, None),
             _owned(catalog.reload, None),
             _owned(keys.reload if keys else None, None),
             _owned(queues.custody.replay, None),  # counts and leases a kill -9 left
@@ -243,6 +267,7 @@ def create_app(
             _task(queues.sweep_loop),
             _task(reporter.reporter_loop),
             _task(trim_memory_loop),
+            *([_task(space.watch_loop)] if embedded else []),
         ]
     )
     return app
@@ -342,18 +367,15 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     url = url_of(sock, settings.tls.enabled)
     app = create_app(settings, sock, on_fatal=on_fatal)
     certificates = app.get(CERTIFICATES)
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        shutdown_timeout=settings.limits.shutdowntimeout,
-        handle_signals=False,
-    )
+    limits = settings.limits
+    runner = web.AppRunner(app, handle_signals=False, **runner_options(settings))
     try:
         await runner.setup()
-        await web.SockSite(
+        await LimitedSite(
             runner,
             sock,
-            backlog=settings.limits.backlog,
+            limits.maxconnections,
+            backlog=limits.backlog,
             ssl_context=certificates.server if certificates else None,
         ).start()
         _announce(settings, url, runner.app[SERVICES].node.membership.address)
@@ -369,6 +391,17 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
     log.info("stopped")
     if failure:
         raise failure[0]
+
+
+def runner_options(settings: Settings) -> dict[str, Any]:
+    """How aiohttp serves the node's connections (for ``serve`` and the tests' server)."""
+    return {
+        "access_log": None,
+        "shutdown_timeout": settings.limits.shutdowntimeout,
+        # Armed when a connection opens and after each answer: a client that sends
+        # no whole request's headers in this time is cut off (slowloris).
+        "keepalive_timeout": settings.limits.idletimeout,
+    }
 
 
 def _raise_file_limit() -> None:

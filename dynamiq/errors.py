@@ -7,6 +7,7 @@ __all__ = [
     "BadRequest",
     "ClientError",
     "ConfigError",
+    "DiskLow",
     "DynamiqError",
     "Forbidden",
     "Invalid",
@@ -14,12 +15,14 @@ __all__ = [
     "MethodNotAllowed",
     "NoMajority",
     "NotFound",
+    "Overloaded",
     "PayloadTooLarge",
     "PeerUnavailable",
     "QueueExists",
     "QueueInUse",
     "QueueNotFound",
     "RedriveRunning",
+    "RequestTimeout",
     "ServerError",
     "TooManyRequests",
     "TopicExists",
@@ -112,6 +115,13 @@ class PayloadTooLarge(ClientError):
 
     code = "PAYLOAD_TOO_LARGE"
     status = 413
+
+
+class RequestTimeout(ClientError):
+    """Raised when a request's body does not arrive within ``limits.bodytimeout``."""
+
+    code = "REQUEST_TIMEOUT"
+    status = 408
 
 
 class UnsupportedMediaType(ClientError):
@@ -254,6 +264,20 @@ class NoMajority(BackendUnavailable):
             "it serves no receives now; another node may",
             retry_after,
         )
+
+
+class Overloaded(BackendUnavailable):
+    """Raised when this node holds as much as its limits allow (waiting receives,
+    request bodies): another node, or this one a moment later, takes the request."""
+
+    code = "OVERLOADED"
+
+
+class DiskLow(BackendUnavailable):
+    """Raised for a publish while the data directory's disk has less free space than
+    ``limits.diskfreelimit``: consumers are still served, and their deletes make room."""
+
+    code = "DISK_LOW"
 
 
 class PeerUnavailable(ServerError):

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from dynamiq.cluster.wire import PeerSigner
-from dynamiq.config import SqsSettings
+from dynamiq.config import LimitsSettings, SqsSettings
+from dynamiq.core.intake import Intake
 from dynamiq.metrics.base import Metrics
 from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
@@ -31,6 +32,8 @@ class Services:
     keyless: frozenset[str] = frozenset()  # APIs served without keys while they are on
     # The names requests may give in ``Host`` while keys are off; empty: any.
     hosts: frozenset[str] = frozenset()
+    # Room for the request bodies the node holds at once (``limits.maxpendingbytes``).
+    intake: Intake = field(default_factory=lambda: Intake(LimitsSettings().maxpendingbytes))
 
 
 SERVICES = web.AppKey("services", Services)

@@ -11,6 +11,7 @@ from aiohttp.typedefs import Handler
 
 from dynamiq.api.auth import caller, guarded
 from dynamiq.api.context import SERVICES
+from dynamiq.api.limits import admitted
 from dynamiq.service.access import Access, Principal
 from dynamiq.service.node import Node
 
@@ -53,8 +54,15 @@ class Route:
 
 def route_defs(table: Sequence[Route], api: str = "v2") -> list[web.RouteDef]:
     """Return aiohttp's route definitions for ``table``, each behind the door
-    (``api``: which API the table is, for the APIs a node may serve without keys)."""
-    return [web.route(r.method, r.path, guarded(r.handler, r.access, api)) for r in table]
+    (``api``: which API the table is, for the APIs a node may serve without keys), then
+    within the limits on request bodies (``api.limits.admitted``)."""
+    return [web.route(r.method, r.path, guarded(_limited(r), r.access, api)) for r in table]
+
+
+def _limited(route: Route) -> Handler:
+    """The route's handler within the limits on bodies; members' own requests (small,
+    and heartbeats among them) never wait behind clients' bodies."""
+    return route.handler if route.access is Access.PEER else admitted(route.handler)
 
 
 def who(request: web.Request) -> Principal:

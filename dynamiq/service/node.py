@@ -16,13 +16,14 @@ from typing import Any
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.diskspace import FreeSpace
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.notifications import Notice
 from dynamiq.core.queues import QueueService
 from dynamiq.core.redrive import Redriver, RedriveTask
 from dynamiq.core.routing import Subscription
 from dynamiq.core.topics import TopicService
-from dynamiq.errors import Invalid, NotFound
+from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
     LocalQueueStats,
@@ -50,6 +51,8 @@ __all__ = ["Node"]
 
 log = logging.getLogger("dynamiq.service")
 
+DISK_RETRY_SECONDS = 5  # what a publish refused for want of disk is told to wait
+
 
 class Node:
     """Serves every verb of one node: queues, topics, messages, stats and status."""
@@ -64,8 +67,10 @@ class Node:
         janitor: Janitor,
         limits: LimitsSettings,
         redriver: Redriver,
+        space: FreeSpace | None = None,
     ) -> None:
         self._catalog = catalog
+        self._space = space  # the embedded store's disk; None: the store keeps its own
         self._redriver = redriver
         self._queues = queues
         self._topics = topics
@@ -73,6 +78,7 @@ class Node:
         self._membership = membership
         self._janitor = janitor
         self.limits = limits
+        self.waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
 
     @property
     def cluster(self) -> Coordinator:
@@ -222,6 +228,7 @@ class Node:
     async def publish(self, queue: str, messages: Sequence[bytes | Outgoing]) -> Published[int]:
         """Store messages durably; return their ids in order (and which were duplicates)."""
         self._check_outgoing(messages, self._catalog.queue(queue).settings)
+        self._check_space()
         self._janitor.idle.used((queue,))
         ids = await self._queues.publish(queue, messages)
         await self._cluster.published(queue, ids, messages)
@@ -241,6 +248,7 @@ class Node:
         ``notices`` name the messages in SNS notifications.
         """
         self._check_outgoing(messages)
+        self._check_space()
         placed = await self._topics.publish(topic, messages, notices)
         self._janitor.idle.used(placed)
         for queue, ids in placed.items():
@@ -248,10 +256,25 @@ class Node:
         return placed
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
-        """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``."""
+        """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``.
+
+        Raises:
+            Overloaded: it would wait, and ``limits.maxwaiting`` receives wait already.
+        """
         self.check_receive(ask)
         self._janitor.idle.used((ask.queue,))
-        return await self._cluster.receive(ask)
+        if ask.wait_seconds <= 0:
+            return await self._cluster.receive(ask)
+        if self.waiting >= self.limits.maxwaiting:
+            raise Overloaded(
+                f"{self.waiting} receives wait on this node already (limits.maxwaiting); "
+                "try again, or another node"
+            )
+        self.waiting += 1
+        try:
+            return await self._cluster.receive(ask)
+        finally:
+            self.waiting -= 1
 
     def lease_epoch(self) -> int:
         """A mark to take before leasing: ``leases_hold(mark)`` says later whether what
@@ -276,6 +299,17 @@ class Node:
         return min(
             self._catalog.queue(queue).settings.receive_wait_seconds, self.limits.maxwaitseconds
         )
+
+    def _check_space(self) -> None:
+        """Raise ``DiskLow`` while the store's disk is below ``limits.diskfreelimit``."""
+        if self._space is not None and self._space.low:
+            free = self._space.free or 0
+            raise DiskLow(
+                f"{free >> 20} MiB free on the data directory's disk, below "
+                f"limits.diskfreelimit ({self._space.limit >> 20} MiB): publishes wait "
+                "until consumers make room",
+                retry_after=DISK_RETRY_SECONDS,
+            )
 
     def check_receive(self, ask: ReceiveRequest) -> None:
         """Raise ``Invalid`` for a batch or a wait beyond this node's limits."""

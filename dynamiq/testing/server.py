@@ -16,7 +16,7 @@ from aiohttp.web_runner import BaseRunner
 
 from dynamiq.config import Settings
 from dynamiq.core.clock import Clock
-from dynamiq.daemon import create_app, listen
+from dynamiq.daemon import create_app, listen, runner_options
 
 __all__ = ["NodeServer", "node_client"]
 
@@ -24,11 +24,15 @@ __all__ = ["NodeServer", "node_client"]
 class NodeServer(TestServer):
     """A test server on a socket bound beforehand, with ``serve``'s runner options."""
 
-    def __init__(self, app: web.Application, sock: socket.socket) -> None:
+    def __init__(self, app: web.Application, sock: socket.socket, settings: Settings) -> None:
         super().__init__(app, socket_factory=lambda *_: sock)
+        self._options = runner_options(settings)
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:
-        kwargs["handler_cancellation"] = False
+        kwargs |= {
+            "handler_cancellation": False,
+            "keepalive_timeout": self._options["keepalive_timeout"],
+        }
         return await super()._make_runner(**kwargs)
 
 
@@ -36,7 +40,7 @@ async def node_client(settings: Settings, clock: Clock | None = None) -> TestCli
     """Start a node app for ``settings`` and return a started client of it (close it after)."""
     sock = listen(settings)
     try:
-        server = NodeServer(create_app(settings, sock, clock), sock)
+        server = NodeServer(create_app(settings, sock, clock), sock, settings)
     except BaseException:
         sock.close()
         raise

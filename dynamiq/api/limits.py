@@ -1,0 +1,116 @@
+"""What one node takes on at once: connections, request bodies, and how long a body may take.
+
+Beyond ``limits.maxconnections`` a new connection is answered 503 and closed
+before it costs a request handler. A request's body is read here, before
+its route runs, within ``limits.bodytimeout`` (408 beyond it), and only
+while the bodies held by the node's requests stay within
+``limits.maxpendingbytes``: past that a request waits its turn, in arrival
+order, for up to ``core.intake.ADMIT_SECONDS``, then gets 503. That bound is the
+publish backpressure: a flood of large publishes queues in the clients and
+the network, not in the node's memory. A declared ``Content-Length`` beyond
+``limits.maxbodybytes`` is refused before a byte of the body is read.
+Connections without a whole request's headers are closed after
+``limits.idletimeout`` (aiohttp's keep-alive timer, armed from the
+connection's start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from dynamiq.api.context import SERVICES
+from dynamiq.errors import PayloadTooLarge, RequestTimeout
+
+__all__ = ["LimitedSite", "admitted"]
+
+log = logging.getLogger("dynamiq.api")
+
+
+def admitted(handler: Handler) -> Handler:
+    """Return ``handler`` behind the body's limits: size declared, room held, time to arrive."""
+
+    async def admit(request: web.Request) -> web.StreamResponse:
+        if not request.body_exists:
+            return await handler(request)
+        services = request.config_dict[SERVICES]
+        most, declared = request.client_max_size, request.content_length
+        if declared is not None and declared > most:
+            raise PayloadTooLarge(f"the body is {declared} bytes; at most {most} are taken")
+        size = most if declared is None else declared
+        await services.intake.take(size)
+        try:
+            seconds = services.node.limits.bodytimeout
+            try:
+                async with asyncio.timeout(seconds):
+                    await request.read()  # kept: the route's own read returns it
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"the body did not arrive within {seconds:g} s (limits.bodytimeout)"
+                ) from None
+            return await handler(request)
+        finally:
+            services.intake.give(size)
+
+    return admit
+
+
+_BUSY_BODY = (
+    b'{"error":"OVERLOADED","message":"this node has as many connections open as it takes'
+    b' (limits.maxconnections); try again"}'
+)
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+LINGER_SECONDS = 1.0  # how long a refused connection is read (and dropped) before closing
+
+
+class _Busy(asyncio.Protocol):
+    """A connection over the limit: told so at once, read for a moment (so that the
+    answer is not lost to a reset while its request still arrives), then closed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.write(_BUSY)
+        self._closing = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        """Dropped: nothing here is answered but the refusal."""
+
+    def eof_received(self) -> bool:
+        self._transport.close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing.cancel()
+
+
+class LimitedSite(web.SockSite):
+    """A site on a bound socket that takes at most ``most`` connections at once."""
+
+    def __init__(self, runner: web.BaseRunner, sock: socket.socket, most: int, **kwargs: object):
+        super().__init__(runner, sock, **kwargs)  # type: ignore[arg-type]
+        self._most = most
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        server = self._runner.server
+        assert server is not None
+        most = self._most
+
+        def accept() -> asyncio.BaseProtocol:
+            if len(server.connections) >= most:
+                log.debug("connection refused: %d open (limits.maxconnections)", most)
+                return _Busy()
+            return server()
+
+        self._server = await asyncio.get_running_loop().create_server(
+            accept, sock=self._sock, ssl=self._ssl_context, backlog=self._backlog
+        )
