@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -76,7 +77,7 @@ class _Busy(asyncio.Protocol):
     answer is not lost to a reset while its request still arrives), then closed."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self._transport = transport
         transport.write(_BUSY)
         self._closing = asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
