@@ -16,9 +16,12 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -38,6 +41,10 @@ DELETES_IN_FLIGHT = 10
 # Redis producer pipelines its whole window in one round trip): one is
 # committed while the next is parsed.
 PUBLISH_REQUESTS = 2
+JSON = {"Content-Type": "application/json"}
+# Where the secure node's certificates and the application key it made are kept,
+# for the client processes the driver spawns.
+SECURE = Path(tempfile.gettempdir()) / f"dynamiq-bench-secure-{PORT}"
 
 
 def _python() -> str:
@@ -45,10 +52,19 @@ def _python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def _http(method: str, path: str, body: Any = None) -> Any:
+def _http(
+    method: str,
+    path: str,
+    body: Any = None,
+    base: str = f"http://127.0.0.1:{PORT}",
+    headers: dict[str, str] | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", data=data, method=method)
-    with urllib.request.urlopen(request, timeout=30) as response:
+    request = urllib.request.Request(
+        base + path, data=data, method=method, headers={**JSON, **(headers or {})}
+    )
+    with urllib.request.urlopen(request, timeout=30, context=tls) as response:
         return json.loads(response.read() or b"null")
 
 
@@ -68,6 +84,17 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     urls: tuple[str, ...] = (f"http://127.0.0.1:{PORT}",)
     groups = 0  # messages spread over this many ordered groups (0: none)
 
+    def auth(self) -> dict[str, str]:
+        """Headers every request carries besides its content type."""
+        return {}
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The context ``https://`` nodes are checked with."""
+        return None
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        return _http(method, path, body, self.urls[0], self.auth(), self.tls())
+
     def settings(self) -> str:
         return (
             f"embedded LMDB, fsync per group commit; v2 publish batches of "
@@ -78,11 +105,11 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
     def reset(self, tag: str) -> str:
         name = f"w1-{tag}-{os.getpid()}-{time.monotonic_ns()}"
-        _http("PUT", f"/v2/queues/{name}", {"visibility_timeout": 300})
+        self._call("PUT", f"/v2/queues/{name}", {"visibility_timeout": 300})
         return name
 
     def depth(self, q: str) -> int:
-        return int(_http("GET", f"/v2/queues/{q}")["stats"]["depth"])
+        return int(self._call("GET", f"/v2/queues/{q}")["stats"]["depth"])
 
     def produce(self, q: str, n: int, rate: float | None, ready: Any, go: Any) -> dict[str, Any]:
         return _loop_run(self._produce(q, n, rate, ready, go))  # type: ignore[no-any-return]
@@ -100,10 +127,10 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         bodies = peers.Bodies(self.size)
         urls = [f"{u}/v2/queues/{q}/messages" for u in self.urls]
         requests = max(PUBLISH_REQUESTS, len(urls))
-        headers = {"Content-Type": "application/json"}
-        connector = aiohttp.TCPConnector(limit=0)
+        headers = {**JSON, **self.auth()}
+        connector = aiohttp.TCPConnector(limit=0, ssl=self.tls() or True)
         async with aiohttp.ClientSession(connector=connector) as session:
-            async with session.get(f"http://127.0.0.1:{PORT}/v2/queues/{q}") as r:
+            async with session.get(f"{self.urls[0]}/v2/queues/{q}", headers=headers) as r:
                 await r.read()
 
             async def send(first: int, count: int) -> None:
@@ -163,10 +190,11 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         encode = msgspec.json.Encoder().encode
         decode = msgspec.json.Decoder().decode
         bases = [f"{u}/v2/queues/{q}" for u in self.urls]
-        headers = {"Content-Type": "application/json"}
+        headers = {**JSON, **self.auth()}
         receive_body = encode({"max_messages": self.batch, "wait_seconds": 1})
         rec = peers.Recv(n, latency)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        connector = aiohttp.TCPConnector(limit=0, ssl=self.tls() or True)
+        async with aiohttp.ClientSession(connector=connector) as session:
 
             async def post(base: str, path: str, body: bytes) -> Any:
                 async with session.post(base + path, data=body, headers=headers) as response:
@@ -180,7 +208,9 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                     await post(base, "/delete", encode({"ids": ids}))
 
             for base in bases:
-                async with session.get(base) as warm:  # connect without leasing anything
+                async with session.get(
+                    base, headers=headers
+                ) as warm:  # connect without leasing anything
                     await warm.read()
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
@@ -251,6 +281,51 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
     def stop_server(self, handle: subprocess.Popen[bytes]) -> None:
         peers._stop_popen(handle)
+
+
+class DynamiqSecure(Dynamiq):
+    """The same node with application keys and TLS: every request over HTTPS, carrying
+    a key of role ``manage`` (its queues named within its application)."""
+
+    name = "dynamiq-secure"
+    urls = (f"https://127.0.0.1:{PORT}",)
+
+    def settings(self) -> str:
+        return super().settings() + "; TLS 1.3 and an application key on every request"
+
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {(SECURE / 'key').read_text()}"}
+
+    def tls(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(SECURE / "ca.pem"))
+
+    def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
+        import trustme  # the test extra's
+
+        shutil.rmtree(SECURE, ignore_errors=True)
+        SECURE.mkdir(mode=0o700)
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path(str(SECURE / "ca.pem"))
+        cert = ca.issue_cert("127.0.0.1")
+        cert.cert_chain_pems[0].write_to_path(str(SECURE / "node.pem"))
+        cert.private_key_pem.write_to_path(str(SECURE / "node.key"))
+        admin = secrets.token_urlsafe(32)
+        self.extra_flags = (
+            *("--tls-certfile", str(SECURE / "node.pem")),
+            *("--tls-keyfile", str(SECURE / "node.key")),
+            *("--auth-enabled", "true", "--auth-adminkey", admin),
+        )
+        node = super().start_server(datadir)
+        made = _http(
+            "POST",
+            "/v2/keys",
+            {"application": "bench", "role": "manage"},
+            self.urls[0],
+            {"Authorization": f"Bearer {admin}"},
+            self.tls(),
+        )
+        (SECURE / "key").write_text(made["key"])
+        return node
 
 
 class DynamiqStatsd(Dynamiq):
@@ -397,6 +472,7 @@ class DynamiqCluster3Baseline(DynamiqCluster3):
 ADAPTERS = {
     "dynamiq": Dynamiq,
     "dynamiq-statsd": DynamiqStatsd,
+    "dynamiq-secure": DynamiqSecure,
     "dynamiq-baseline": DynamiqBaseline,
     "dynamiq-grouped": DynamiqGrouped,
     "dynamiq-redis": DynamiqRedis,

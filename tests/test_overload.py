@@ -1,28 +1,33 @@
 """A node under more than it should take: it stays responsive, bounded, and answers no 5xx
 but the 503s its limits promise (each with Retry-After).
 
-Every node is a real ``dynamiq serve`` process on loopback; every flood is
-bounded in count and time. How fast the node answers meanwhile is reported
-by ``bench/overload.py``; here a probe only has to be answered at all, in
-far less time than a stuck node would take.
+Every node is a real ``dynamiq serve`` process on loopback; the floods are
+``bench/overload.py``'s, bounded in count and time. How fast the node
+answers meanwhile is reported by that bench; here a probe only has to be
+answered at all, in far less time than a stuck node would take.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import resource
 import socket
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
-import aiohttp
 import pytest
 
+from bench.overload import (
+    MIB,
+    Prober,
+    address_of,
+    memory_mib,
+    probe,
+    publish_flood,
+    slow_headers,
+    waiting_receives,
+)
 from dynamiq.client import Client
 from dynamiq.errors import DiskLow
 from tests.conftest import NodeFactory, NodeProcess
@@ -30,7 +35,7 @@ from tests.conftest import NodeFactory, NodeProcess
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 PROBE_SECONDS = 2.0  # a node stuck behind a flood does not answer a probe in this time
-MIB = 1 << 20
+PEAK_RSS_MIB = 400
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -42,65 +47,15 @@ def _many_files() -> Iterator[None]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def _address(node: NodeProcess) -> tuple[str, int]:
-    parts = urlsplit(node.url)
-    return parts.hostname or "", parts.port or 80
+def _answered_throughout(prober: Prober) -> None:
+    assert not prober.failures, prober.failures[0]
+    assert len(prober.seconds) >= 5
+    assert max(prober.seconds) < PROBE_SECONDS
 
 
-def _rss_mib(node: NodeProcess, field: str = "VmHWM") -> float:
-    """The node's peak (``VmHWM``) or current (``VmRSS``) resident memory."""
+def _peak_mib(node: NodeProcess) -> float:
     assert node.proc is not None
-    for line in Path(f"/proc/{node.proc.pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no {field}")
-
-
-def _probe(node: NodeProcess) -> float:
-    """Seconds a ``GET /v2/stats`` on a new connection took; it must be answered 200."""
-    started = time.monotonic()
-    with socket.create_connection(_address(node), timeout=PROBE_SECONDS) as sock:
-        sock.sendall(b"GET /v2/stats HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        status = sock.makefile("rb").readline()
-    assert status.split()[1] == b"200", status
-    return time.monotonic() - started
-
-
-class Prober:
-    """Probes the node every 100 ms in a thread while a flood lasts."""
-
-    def __init__(self, node: NodeProcess) -> None:
-        self.node = node
-        self.seconds: list[float] = []
-        self.failures: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Prober:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        assert not self.failures, self.failures[0]
-        assert self.seconds, "no probe was made"
-        assert max(self.seconds) < PROBE_SECONDS
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            try:
-                self.seconds.append(_probe(self.node))
-            except (OSError, AssertionError) as exc:
-                self.failures.append(exc)
-
-
-async def _statuses(session: aiohttp.ClientSession, method: str, url: str, **kw: object) -> int:
-    async with session.request(method, url, **kw) as response:  # type: ignore[arg-type]
-        await response.read()
-        if response.status == 503:
-            assert response.headers["Retry-After"].isdigit()
-        return response.status
+    return memory_mib(node.proc.pid)
 
 
 def test_two_thousand_waiting_receives_are_held_while_the_node_answers_others(
@@ -109,20 +64,11 @@ def test_two_thousand_waiting_receives_are_held_while_the_node_answers_others(
     node = node_factory().start()
     with Client(node.url) as client:
         client.create_queue("idle")
-    url = f"{node.url}/v2/queues/idle/receive"
-
-    async def flood() -> Counter[int]:
-        connector = aiohttp.TCPConnector(limit=0)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            body = {"max_messages": 1, "wait_seconds": 4}
-            waits = [_statuses(session, "POST", url, json=body) for _ in range(2000)]
-            return Counter(await asyncio.gather(*waits))
-
-    with Prober(node) as prober:
-        statuses = asyncio.run(flood())
+    with Prober(node.url) as prober:
+        statuses = asyncio.run(waiting_receives(node.url, "idle", 2000, 4))
     assert statuses == {200: 2000}
-    assert len(prober.seconds) >= 10
-    assert _rss_mib(node) < 400
+    _answered_throughout(prober)
+    assert _peak_mib(node) < PEAK_RSS_MIB
 
 
 def test_receives_beyond_maxwaiting_get_503_and_later_ones_wait_again(
@@ -131,19 +77,8 @@ def test_receives_beyond_maxwaiting_get_503_and_later_ones_wait_again(
     node = node_factory("--limits-maxwaiting", "50").start()
     with Client(node.url) as client:
         client.create_queue("idle")
-    url = f"{node.url}/v2/queues/idle/receive"
-
-    async def waits(count: int) -> Counter[int]:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-            body = {"max_messages": 1, "wait_seconds": 2}
-            return Counter(
-                await asyncio.gather(
-                    *(_statuses(session, "POST", url, json=body) for _ in range(count))
-                )
-            )
-
-    assert asyncio.run(waits(60)) == {200: 50, 503: 10}
-    assert asyncio.run(waits(50)) == {200: 50}
+    assert asyncio.run(waiting_receives(node.url, "idle", 60, 2)) == {200: 50, 503: 10}
+    assert asyncio.run(waiting_receives(node.url, "idle", 50, 1)) == {200: 50}
     with Client(node.url) as client:  # a receive that does not wait is never refused
         assert client.receive("idle", 1, wait_seconds=0) == []
 
@@ -152,41 +87,20 @@ def test_connections_that_send_too_slowly_or_nothing_are_closed_after_the_idle_t
     node_factory: NodeFactory,
 ) -> None:
     node = node_factory("--limits-idletimeout", "1").start()
-    address = _address(node)
-    # Given 300 connections that send a request's headers a few bytes at a time,
-    # and 100 that send nothing
-    slow = [socket.create_connection(address, timeout=10) for _ in range(300)]
-    silent = [socket.create_connection(address, timeout=10) for _ in range(100)]
-    header = b"GET /v2/stats HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 200
-    closed: set[int] = set()
-    try:
-        with Prober(node):
-            for offset in range(0, len(header), 4):
-                for i, sock in enumerate(slow):
-                    if i not in closed:
-                        try:
-                            sock.sendall(header[offset : offset + 4])
-                        except OSError:
-                            closed.add(i)
-                time.sleep(0.05)  # 50 rounds: 2.5 s, longer than the idle timeout
-        # Then the node has closed every one of them
-        for sock in slow + silent:
-            sock.settimeout(5)
-            with contextlib.suppress(ConnectionResetError):
-                assert sock.recv(1024) == b""
-    finally:
-        for sock in slow + silent:
-            sock.close()
+    with Prober(node.url) as prober:
+        left_open = slow_headers(node.url, slow=300, silent=100, seconds=2.5)
+    assert left_open == 0
+    _answered_throughout(prober)
 
 
 def test_connections_beyond_maxconnections_are_answered_503_and_closed(
     node_factory: NodeFactory,
 ) -> None:
     node = node_factory("--limits-maxconnections", "20").start()
-    held = [socket.create_connection(_address(node), timeout=5) for _ in range(20)]
+    held = [socket.create_connection(address_of(node.url), timeout=5) for _ in range(20)]
     try:
         time.sleep(0.3)  # the node has taken them
-        with socket.create_connection(_address(node), timeout=5) as extra:
+        with socket.create_connection(address_of(node.url), timeout=5) as extra:
             extra.sendall(b"GET /v2/stats HTTP/1.1\r\nHost: localhost\r\n\r\n")
             answer = extra.makefile("rb").read()
         assert answer.startswith(b"HTTP/1.1 503 ")
@@ -195,19 +109,28 @@ def test_connections_beyond_maxconnections_are_answered_503_and_closed(
         for sock in held:
             sock.close()
     time.sleep(0.3)
-    assert _probe(node) < PROBE_SECONDS
+    assert probe(node.url) < PROBE_SECONDS
+
+
+def _exchange(node: NodeProcess, head: bytes, *parts: bytes, pause: float = 0.0) -> bytes:
+    """Send a request's head and then ``parts`` ``pause`` s apart; return the status line."""
+    with socket.create_connection(address_of(node.url), timeout=10) as sock:
+        sock.sendall(head)
+        for part in parts:
+            sock.sendall(part)
+            time.sleep(pause)
+        return sock.makefile("rb").readline()
 
 
 def test_a_huge_declared_body_is_refused_before_it_is_read(node_factory: NodeFactory) -> None:
     node = node_factory().start()
     with Client(node.url) as client:
         client.create_queue("q")
-    with socket.create_connection(_address(node), timeout=5) as sock:
-        sock.sendall(
-            b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{"
-        )
-        status = sock.makefile("rb").readline()
+    status = _exchange(
+        node,
+        b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{",
+    )
     assert status.split()[1] == b"413"
 
 
@@ -215,15 +138,13 @@ def test_a_body_slower_than_the_body_timeout_gets_408(node_factory: NodeFactory)
     node = node_factory("--limits-bodytimeout", "1").start()
     with Client(node.url) as client:
         client.create_queue("q")
-    with socket.create_connection(_address(node), timeout=10) as sock:
-        sock.sendall(
-            b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
-            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
-        )
-        for _ in range(3):
-            sock.sendall(b'{"m')
-            time.sleep(0.5)
-        status = sock.makefile("rb").readline()
+    status = _exchange(
+        node,
+        b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+        *[b'{"m'] * 3,
+        pause=0.5,
+    )
     assert status.split()[1] == b"408"
     with Client(node.url) as client:
         assert client.queue("q")["stats"]["depth"] == 0
@@ -236,29 +157,15 @@ def test_a_flood_of_large_publishes_waits_its_turn_in_bounded_memory(
     node = node_factory("--limits-maxpendingbytes", str(4 * MIB)).start()
     with Client(node.url) as client:
         client.create_queue("big", max_message_bytes=MIB - 1024)
-    url = f"{node.url}/v2/queues/big/messages"
-    body = {"messages": [{"body": "x" * (MIB - 2048)}]}
-    deadline = time.monotonic() + 4
-
-    async def publisher(session: aiohttp.ClientSession) -> Counter[int]:
-        seen: Counter[int] = Counter()
-        while time.monotonic() < deadline:
-            seen[await _statuses(session, "POST", url, json=body)] += 1
-        return seen
-
-    async def flood() -> Counter[int]:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-            counts = await asyncio.gather(*(publisher(session) for _ in range(8)))
-        return sum(counts, Counter())
-
     # When 8 clients publish 1 MiB messages as fast as they can
-    with Prober(node):
-        statuses = asyncio.run(flood())
+    with Prober(node.url) as prober:
+        statuses = asyncio.run(publish_flood(node.url, "big", clients=8, seconds=4))
     # Then every publish is taken, in turn, and memory stays bounded
     assert set(statuses) == {200}, statuses
     with Client(node.url) as client:
         assert client.queue("big")["stats"]["depth"] == statuses[200]
-    assert _rss_mib(node) < 400
+    _answered_throughout(prober)
+    assert _peak_mib(node) < PEAK_RSS_MIB
 
 
 def test_below_the_free_disk_limit_publishes_get_503_and_consumers_are_served(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.client
 import signal
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -201,3 +203,22 @@ def test_nodes_call_each_other_over_https_and_check_each_others_certificates(
         assert got == ids
     finally:
         cluster.stop()
+
+
+def test_the_command_line_takes_a_ca_file_for_https_nodes(
+    node_factory: NodeFactory, pki: Pki
+) -> None:
+    node = node_factory(*pki.flags()).start()
+
+    def dynamiq(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "dynamiq", "--url", node.url, "--json", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    made = dynamiq("--ca-file", str(pki.ca_file), "queues", "create", "q")
+    assert made.returncode == 0, made.stderr
+    listed = dynamiq("--ca-file", str(pki.ca_file), "queues", "list")
+    assert listed.stdout.count('"q"') == 1, listed.stdout
+    refused = dynamiq("queues", "list")  # the system's authorities do not know this one
+    assert refused.returncode == 3 and "certificate" in refused.stderr.lower()
+    unreadable = dynamiq("--ca-file", str(pki.where / "missing.pem"), "queues", "list")
+    assert unreadable.returncode == 2 and "--ca-file" in unreadable.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from typing import cast
 
 from aiohttp import web
@@ -96,8 +97,15 @@ class _Busy(asyncio.Protocol):
 class LimitedSite(web.SockSite):
     """A site on a bound socket that takes at most ``most`` connections at once."""
 
-    def __init__(self, runner: web.BaseRunner, sock: socket.socket, most: int, **kwargs: object):
-        super().__init__(runner, sock, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        sock: socket.socket,
+        most: int,
+        backlog: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(runner, sock, backlog=backlog, ssl_context=ssl_context)
         self._most = most
 
     async def start(self) -> None:

@@ -1,0 +1,235 @@
+"""A node under floods: how fast it answers others meanwhile, and what it holds.
+
+    python -m bench.overload [--port 18183]
+
+Starts a node on a scratch directory and runs three floods one after the
+other, each bounded: 2,000 receives waiting at once on an empty queue; 300
+connections sending a request's headers 4 bytes at a time and 100 sending
+nothing (``limits.idletimeout = 2``); 8 clients publishing 1 MiB messages as
+fast as they can for 10 s. During each, a probe makes a ``GET /v2/stats``
+on a new connection every 100 ms; the table gives the probes' median, 99th
+percentile and worst time, the statuses the flood got, and the node's peak
+RSS. ``tests/test_overload.py`` drives the same floods and checks what the
+node answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+PROBE_TIMEOUT = 5.0
+MIB = 1 << 20
+
+
+def address_of(url: str) -> tuple[str, int]:
+    """The host and port of a node's URL."""
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or 80
+
+
+def memory_mib(pid: int, field: str = "VmHWM") -> float:
+    """A process's peak (``VmHWM``) or current (``VmRSS``) resident memory, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no {field} for process {pid}")
+
+
+def probe(url: str) -> float:
+    """Seconds a ``GET /v2/stats`` on a new connection took.
+
+    Raises:
+        OSError: no answer within ``PROBE_TIMEOUT``.
+        ValueError: an answer other than 200.
+    """
+    started = time.monotonic()
+    with socket.create_connection(address_of(url), timeout=PROBE_TIMEOUT) as sock:
+        sock.sendall(b"GET /v2/stats HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        status = sock.makefile("rb").readline()
+    if status.split()[1:2] != [b"200"]:
+        raise ValueError(f"the probe got {status!r}")
+    return time.monotonic() - started
+
+
+class Prober:
+    """Probes a node every 100 ms from a thread, while in its ``with`` block."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.seconds: list[float] = []
+        self.failures: list[Exception] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Prober:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.seconds.append(probe(self.url))
+            except (OSError, ValueError) as exc:
+                self.failures.append(exc)
+
+    def summary(self) -> str:
+        """Median, 99th percentile and worst probe, in milliseconds."""
+        ms = sorted(s * 1000 for s in self.seconds)
+        p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+        return f"{statistics.median(ms):6.1f} {p99:8.1f} {ms[-1]:8.1f}"
+
+
+async def _status(session: aiohttp.ClientSession, url: str, body: Any) -> int:
+    async with session.post(url, json=body) as response:
+        await response.read()
+        if response.status == 503 and not response.headers.get("Retry-After", "").isdigit():
+            raise AssertionError("a 503 without Retry-After")
+        return response.status
+
+
+async def waiting_receives(url: str, queue: str, count: int, wait: float) -> Counter[int]:
+    """Make ``count`` receives on ``queue`` at once, each waiting up to ``wait`` s; return
+    the statuses they got."""
+    body = {"max_messages": 1, "wait_seconds": wait}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        target = f"{url}/v2/queues/{queue}/receive"
+        return Counter(
+            await asyncio.gather(*(_status(session, target, body) for _ in range(count)))
+        )
+
+
+async def publish_flood(
+    url: str, queue: str, clients: int, seconds: float, size: int = MIB - 2048
+) -> Counter[int]:
+    """Publish one ``size``-byte message per request from ``clients`` clients, back to
+    back, for ``seconds``; return the statuses they got."""
+    body = {"messages": [{"body": "x" * size}]}
+    target = f"{url}/v2/queues/{queue}/messages"
+    deadline = time.monotonic() + seconds
+
+    async def client(session: aiohttp.ClientSession) -> Counter[int]:
+        seen: Counter[int] = Counter()
+        while time.monotonic() < deadline:
+            seen[await _status(session, target, body)] += 1
+        return seen
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        counts = await asyncio.gather(*(client(session) for _ in range(clients)))
+    return sum(counts, Counter())
+
+
+def slow_headers(url: str, slow: int, silent: int, seconds: float) -> int:
+    """Hold ``slow`` connections sending a request's headers 4 bytes at a time and
+    ``silent`` ones sending nothing, for ``seconds``; then return how many of them the
+    node has not closed (each is given 5 s more)."""
+    address = address_of(url)
+    trickling = [socket.create_connection(address, timeout=10) for _ in range(slow)]
+    quiet = [socket.create_connection(address, timeout=10) for _ in range(silent)]
+    header = b"GET /v2/stats HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 1000
+    try:
+        deadline, offset = time.monotonic() + seconds, 0
+        while time.monotonic() < deadline and offset < len(header):
+            for sock in trickling:
+                with contextlib.suppress(OSError):
+                    sock.sendall(header[offset : offset + 4])
+            offset += 4
+            time.sleep(0.05)
+        open_ = 0
+        for sock in trickling + quiet:
+            sock.settimeout(5)
+            try:
+                open_ += sock.recv(1024) != b""
+            except ConnectionResetError:
+                pass
+            except TimeoutError:
+                open_ += 1
+        return open_
+    finally:
+        for sock in trickling + quiet:
+            sock.close()
+
+
+def start_node(data: str, port: int, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    """Start a node process; return it and its URL."""
+    argv = [sys.executable, "-m", "dynamiq", "serve", "--storage-path", data]
+    argv += ["--core-httpport", str(port), "--core-loglevelstring", "warn", *flags]
+    node = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert node.stdout is not None
+    return node, node.stdout.readline().split("serving ")[1].split(";")[0]
+
+
+def _create(url: str, queue: str, **settings: Any) -> None:
+    async def create() -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.put(f"{url}/v2/queues/{queue}", json=settings) as response,
+        ):
+            await response.read()
+
+    asyncio.run(create())
+
+
+def main() -> None:
+    """Run the three floods and print what the probes and the node showed."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=18183)
+    args = ap.parse_args()
+    print("flood                      probe ms: p50      p99      max   statuses   peak RSS MB")
+    with tempfile.TemporaryDirectory() as tmp:
+        node, url = start_node(tmp, args.port, "--limits-idletimeout", "2")
+        try:
+            _create(url, "idle")
+            _create(url, "big", max_message_bytes=MIB - 1024)
+            floods: list[tuple[str, Callable[[], Mapping[Any, int]]]] = [
+                (
+                    "2,000 waiting receives",
+                    lambda: asyncio.run(waiting_receives(url, "idle", 2000, 5)),
+                ),
+                (
+                    "400 slow or silent connections",
+                    lambda: {"left open": slow_headers(url, 300, 100, 4)},
+                ),
+                (
+                    "8 clients x 1 MiB publishes",
+                    lambda: asyncio.run(publish_flood(url, "big", 8, 10)),
+                ),
+            ]
+            for name, flood in floods:
+                with Prober(url) as prober:
+                    got = flood()
+                failed = f" ({len(prober.failures)} probes failed)" if prober.failures else ""
+                print(
+                    f"{name:<32} {prober.summary()}   {dict(got)!s:<10} "
+                    f"{memory_mib(node.pid):8.0f}{failed}"
+                )
+        finally:
+            node.terminate()
+            node.wait(30)
+
+
+if __name__ == "__main__":
+    main()
