@@ -187,11 +187,8 @@ def create_app(
         queue_levels=settings.stats.type == "statsd",
     )
     signer = PeerSigner(settings.cluster.shared_secret()) if settings.gossip else None
-    peers = (
-        PeerClient(signer, certificates.peer_context if certificates else _plain)
-        if signer
-        else None
-    )
+    tls = certificates.peer_context if certificates else None
+    peers = PeerClient(signer, tls) if signer else None
     quorum = Quorum(settings.core.name, settings.cluster.suspecttimeout) if peers else None
     coordinator = Coordinator(membership, queues, janitor, peers, quorum)
     catalog.on_change = coordinator.announce
@@ -217,8 +214,12 @@ def create_app(
     )
     envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
     topics = TopicService(catalog, queues, envelopes, metrics)
-    embedded = settings.storage.backend == "lmdb"
-    space = FreeSpace(Path(settings.storage.path), settings.limits.diskfreelimit)
+    # The embedded store's disk is the node's to watch; other stores watch their own.
+    space = (
+        FreeSpace(Path(settings.storage.path), settings.limits.diskfreelimit)
+        if settings.storage.backend == "lmdb"
+        else None
+    )
     node = Node(
         catalog,
         queues,
@@ -228,7 +229,7 @@ def create_app(
         janitor,
         settings.limits,
         redriver,
-        space if embedded else None,
+        space,
     )
     keyless = frozenset(api for api in ("v1", "sqs", "metrics") if getattr(auth, api) == "open")
     services = Services(
@@ -255,7 +256,7 @@ def create_app(
     app.cleanup_ctx.extend(
         [
             _owned(None, store.close),  # exits last
-            _owned(space.check if embedded else None, None),
+            _owned(space.check if space else None, None),
             _owned(catalog.reload, None),
             _owned(keys.reload if keys else None, None),
             _owned(queues.custody.replay, None),  # counts and leases a kill -9 left
@@ -267,14 +268,10 @@ def create_app(
             _task(queues.sweep_loop),
             _task(reporter.reporter_loop),
             _task(trim_memory_loop),
-            *([_task(space.watch_loop)] if embedded else []),
+            *([_task(space.watch_loop)] if space else []),
         ]
     )
     return app
-
-
-def _plain() -> None:
-    """Peers are called over plain HTTP (no ``[tls]``)."""
 
 
 def _host_names(settings: Settings) -> list[str]:

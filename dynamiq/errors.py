@@ -23,6 +23,7 @@ __all__ = [
     "QueueNotFound",
     "RedriveRunning",
     "RequestTimeout",
+    "RetryLater",
     "ServerError",
     "TooManyRequests",
     "TopicExists",
@@ -94,20 +95,26 @@ class Forbidden(ClientError):
     status = 403
 
 
-class TooManyRequests(ClientError):
-    """Raised when a client goes past a rate: its key's requests per second, or the
-    failed attempts allowed from its address.
+class RetryLater(DynamiqError):
+    """An error that tells the client when to try again (HTTP ``Retry-After``).
 
     Attributes:
         retry_after: seconds a client should wait before retrying.
     """
 
-    code = "TOO_MANY_REQUESTS"
-    status = 429
+    retry_after = 1  # also what an error rebuilt from a response without the header says
 
     def __init__(self, message: str, retry_after: int = 1) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooManyRequests(RetryLater, ClientError):
+    """Raised when a client goes past a rate: its key's requests per second, or the
+    failed attempts allowed from its address."""
+
+    code = "TOO_MANY_REQUESTS"
+    status = 429
 
 
 class PayloadTooLarge(ClientError):
@@ -237,19 +244,11 @@ class ServerError(DynamiqError):
     status = 500
 
 
-class BackendUnavailable(ServerError):
-    """Raised when the store cannot take or serve a request right now.
-
-    Attributes:
-        retry_after: seconds a client should wait before retrying.
-    """
+class BackendUnavailable(RetryLater, ServerError):
+    """Raised when the store cannot take or serve a request right now."""
 
     code = "BACKEND_UNAVAILABLE"
     status = 503
-
-    def __init__(self, message: str, retry_after: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class NoMajority(BackendUnavailable):

@@ -18,15 +18,14 @@ from aiohttp.typedefs import Handler, Middleware
 from dynamiq.api.bodies import json_response
 from dynamiq.api.context import SERVICES
 from dynamiq.errors import (
-    BackendUnavailable,
     BadRequest,
     ClientError,
     DynamiqError,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    RetryLater,
     ServerError,
-    TooManyRequests,
     Unauthorized,
 )
 
@@ -110,7 +109,7 @@ def _forget_frames(exc: BaseException) -> None:
 def error_response(request: web.Request, render: Renderer, error: DynamiqError) -> web.Response:
     """Render ``error`` and count it (for an API whose handler renders its own errors)."""
     response = render(error)
-    if isinstance(error, BackendUnavailable | TooManyRequests):
+    if isinstance(error, RetryLater):
         response.headers["Retry-After"] = str(error.retry_after)
     if isinstance(error, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="dynamiq"'

@@ -26,7 +26,7 @@ from dynamiq.client.wire import (
     published_topic,
 )
 from dynamiq.client.worker import Handler, Worker, WorkerReport
-from dynamiq.errors import BackendUnavailable, error_for_code
+from dynamiq.errors import BackendUnavailable, RetryLater, error_for_code
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
 __all__ = ["AsyncClient", "Body", "tls_context"]
@@ -507,6 +507,6 @@ def _raise(status: int, body: Any, retry_after: str | None) -> None:
         err = error_for_code(str(body["error"]), str(body.get("message", "")), status)
     else:
         err = error_for_code("HTTP_ERROR", f"HTTP {status}", status)
-    if isinstance(err, BackendUnavailable):
-        err.retry_after = int(retry_after) if retry_after and retry_after.isdigit() else 1
+    if isinstance(err, RetryLater) and retry_after and retry_after.isdigit():
+        err.retry_after = int(retry_after)
     raise err

@@ -44,14 +44,14 @@ class PeerClient:
     """Requests to other members, signed; every failure is a ``PeerUnavailable``.
 
     ``tls`` returns the context to verify peers with (and show them this node's
-    certificate), or None when the cluster speaks plain HTTP; it is asked per
+    certificate); None when the cluster speaks plain HTTP. It is asked per
     request, so certificates reloaded are used from the next connection.
     """
 
     def __init__(
         self,
         signer: PeerSigner,
-        tls: Callable[[], ssl.SSLContext | None] = lambda: None,
+        tls: Callable[[], ssl.SSLContext] | None = None,
         timeout: float = PEER_TIMEOUT_SECONDS,
     ) -> None:
         self._signer = signer
@@ -162,10 +162,10 @@ class PeerClient:
         data = self._encoder.encode(body)
         headers = {PEER_HEADER: self._signer.sign(path, data), "Content-Type": MSGPACK}
         limit = self._timeout if seconds is None else aiohttp.ClientTimeout(total=seconds)
-        tls = self._tls()
+        tls = self._tls() if self._tls else True
         try:
             async with self._session.post(
-                member.http + path, data=data, headers=headers, timeout=limit, ssl=tls or True
+                member.http + path, data=data, headers=headers, timeout=limit, ssl=tls
             ) as response:
                 raw = await response.read()
                 if response.status >= 300:

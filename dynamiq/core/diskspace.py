@@ -31,8 +31,8 @@ class FreeSpace:
         self.free: int | None = None  # bytes free at the last check; None before the first
         self.low = False
 
-    async def check(self) -> bool:
-        """Look now; return whether free space is below the limit."""
+    async def check(self) -> None:
+        """Look now: ``free`` and ``low`` say what was found."""
         usage = await asyncio.to_thread(shutil.disk_usage, self.path)
         self.free = usage.free
         low = usage.free < self.limit
@@ -46,7 +46,6 @@ class FreeSpace:
                 "refused" if low else "taken again",
             )
         self.low = low
-        return low
 
     async def watch_loop(self) -> None:
         """Check every ``interval`` seconds until cancelled."""

@@ -78,7 +78,7 @@ class Node:
         self._membership = membership
         self._janitor = janitor
         self.limits = limits
-        self.waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
+        self._waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
 
     @property
     def cluster(self) -> Coordinator:
@@ -265,16 +265,16 @@ class Node:
         self._janitor.idle.used((ask.queue,))
         if ask.wait_seconds <= 0:
             return await self._cluster.receive(ask)
-        if self.waiting >= self.limits.maxwaiting:
+        if self._waiting >= self.limits.maxwaiting:
             raise Overloaded(
-                f"{self.waiting} receives wait on this node already (limits.maxwaiting); "
+                f"{self._waiting} receives wait on this node already (limits.maxwaiting); "
                 "try again, or another node"
             )
-        self.waiting += 1
+        self._waiting += 1
         try:
             return await self._cluster.receive(ask)
         finally:
-            self.waiting -= 1
+            self._waiting -= 1
 
     def lease_epoch(self) -> int:
         """A mark to take before leasing: ``leases_hold(mark)`` says later whether what
