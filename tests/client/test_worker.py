@@ -100,10 +100,12 @@ async def test_a_stopped_worker_finishes_what_runs_and_releases_the_rest(
         await client.create_queue("s", visibility_timeout=60)
         ids = await client.publish("s", [f"m{i}" for i in range(100)])
         handled: list[int] = []
+        started = threading.Event()
 
         def handle(message: Message) -> None:
             time.sleep(0.02)
             handled.append(message.id)
+            started.set()
 
         worker = client.worker(
             "s",
@@ -112,7 +114,12 @@ async def test_a_stopped_worker_finishes_what_runs_and_releases_the_rest(
             batch=20,
             max_in_flight=40,
         )
-        threading.Timer(0.3, worker.stop).start()  # from another thread, mid-run
+
+        def stop_mid_run() -> None:  # from another thread, once the first is handled
+            started.wait(30)
+            worker.stop()
+
+        threading.Thread(target=stop_mid_run).start()
         report = await worker.run()
         assert 0 < report.succeeded == len(handled) < 100
         assert report.received == report.succeeded + report.released
