@@ -62,7 +62,18 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
         msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise BadRequest(f"malformed JSON: {_reason(exc)}") from None
-    raise invalid
+    try:  # JSON has one kind of number: to it (and to JSON Schema) 5.0 is the integer 5
+        return msgspec.convert(_INTEGRAL.decode(raw), kind)
+    except msgspec.ValidationError:
+        raise invalid from None
+
+
+def _integral(literal: str) -> float | int:
+    number = float(literal)
+    return int(number) if number.is_integer() and abs(number) < 2**63 else number
+
+
+_INTEGRAL = msgspec.json.Decoder(float_hook=_integral)
 
 
 def _is_json(content_type: str) -> bool:

@@ -9,9 +9,8 @@ from aiohttp import web
 
 from dynamiq.api.bodies import iso_time, json_response, read_json
 from dynamiq.api.context import SERVICES
-from dynamiq.api.routes import Route
+from dynamiq.api.routes import Link, Route
 from dynamiq.core.keys import MAX_DESCRIPTION
-from dynamiq.errors import Invalid
 from dynamiq.models import APPLICATION_PATTERN
 from dynamiq.service.access import Access
 from dynamiq.service.guard import Guard, KeyView
@@ -71,9 +70,7 @@ def _info(view: KeyView) -> KeyInfo:
 
 
 def _guard_of(request: web.Request) -> Guard:
-    guard = request.config_dict[SERVICES].guard
-    if not guard.enabled:
-        raise Invalid("keys are off on this node (auth.enabled)")
+    guard: Guard = request.config_dict[SERVICES].guard
     return guard
 
 
@@ -110,11 +107,24 @@ ROUTES: tuple[Route, ...] = (
         NewKey,
         201,
         access=Access.ADMIN,
+        links=(Link(revoke_key, {"key_id": "$response.body#/key_id"}),),
+        needs_keys=True,
     ),
     Route(
-        "GET", "/v2/keys", list_keys, "List application keys", response=KeyList, access=Access.ADMIN
+        "GET",
+        "/v2/keys",
+        list_keys,
+        "List application keys",
+        response=KeyList,
+        access=Access.ADMIN,
+        needs_keys=True,
     ),
     Route(
-        "DELETE", "/v2/keys/{key_id}", revoke_key, "Revoke a key on every node", access=Access.ADMIN
+        "DELETE",
+        "/v2/keys/{key_id}",
+        revoke_key,
+        "Revoke a key on every node",
+        access=Access.ADMIN,
+        needs_keys=True,
     ),
 )

@@ -15,7 +15,7 @@ import msgspec
 
 from dynamiq import __version__
 from dynamiq.api import schemas as s
-from dynamiq.api.routes import Param, Route
+from dynamiq.api.routes import Link, Param, Route
 from dynamiq.config import LimitsSettings
 from dynamiq.core.keys import KEY_ID
 from dynamiq.models import ID_PATTERN, NAME_PATTERN
@@ -36,15 +36,20 @@ _PATH_PARAMS = {
 
 _ERRORS = {
     "400": "Malformed JSON",
-    "401": "No key, or a wrong or revoked one (when the node needs keys)",
-    "403": "The key's role does not allow this, or the name is another application's",
     "404": "No such queue, topic or message",
+    "408": "The body did not arrive within limits.bodytimeout",
     "409": "The name is taken, or the queue is another's dead-letter queue",
     "413": "Body larger than limits.maxbodybytes",
     "415": "A body whose Content-Type is not application/json",
     "422": "Invalid input (types, ranges, names, batch size)",
-    "429": "Past the key's rate, or too many wrong keys; retry after Retry-After seconds",
-    "503": "The store is unavailable; retry after Retry-After seconds",
+    "429": "Past the key's rate, too many wrong keys, or the queue is full; "
+    "retry after Retry-After seconds",
+    "503": "The store is unavailable, the node is overloaded or its disk is nearly full; "
+    "retry after Retry-After seconds",
+}
+_KEY_ERRORS = {
+    "401": "No key, or a wrong or revoked one",
+    "403": "The key's role does not allow this, or the name is another application's",
 }
 
 
@@ -69,7 +74,16 @@ def _query_schema(param: Param, limits: LimitsSettings) -> dict[str, Any]:
     return param.schema
 
 
-def _operation(route: Route, limits: LimitsSettings) -> dict[str, Any]:
+def _link(link: Link) -> dict[str, Any]:
+    declared: dict[str, Any] = {"operationId": link.target.__name__}
+    if link.parameters:
+        declared["parameters"] = dict(link.parameters)
+    if link.body is not None:
+        declared["requestBody"] = link.body
+    return declared
+
+
+def _operation(route: Route, limits: LimitsSettings, keyed: bool) -> dict[str, Any]:
     params = [
         {"name": name, "in": "path", "required": True, "schema": schema}
         for name, schema in _PATH_PARAMS.items()
@@ -79,12 +93,23 @@ def _operation(route: Route, limits: LimitsSettings) -> dict[str, Any]:
         {"name": p.name, "in": "query", "required": False, "schema": _query_schema(p, limits)}
         for p in route.query
     ]
-    ok = _ref(route.response) if route.response else _DELETED
-    responses: dict[str, Any] = {str(route.status): {"description": "OK", "content": _json(ok)}}
-    for code, text in _ERRORS.items():
+    ok: dict[str, Any] = {
+        "description": "OK",
+        "content": _json(_ref(route.response) if route.response else _DELETED),
+    }
+    if route.links:
+        ok["links"] = {link.target.__name__: _link(link) for link in route.links}
+    responses: dict[str, Any] = {str(route.status): ok}
+    guarded = keyed and route.access is not Access.OPEN
+    for code, text in sorted({**_ERRORS, **(_KEY_ERRORS if guarded else {})}.items()):
         responses[code] = {"description": text, "content": _json(_ref(s.ErrorBody))}
-    op: dict[str, Any] = {"summary": route.summary, "parameters": params, "responses": responses}
-    if route.access is not Access.OPEN:
+    op: dict[str, Any] = {
+        "operationId": route.handler.__name__,
+        "summary": route.summary,
+        "parameters": params,
+        "responses": responses,
+    }
+    if guarded:
         op["security"] = [{"key": []}]
     if route.request is not None:
         op["requestBody"] = {"required": route.body_required, "content": _json(_ref(route.request))}
@@ -110,9 +135,13 @@ def _apply_limits(components: dict[str, Any], limits: LimitsSettings) -> None:
 
 
 @functools.cache
-def openapi_document(routes: Sequence[Route], limits: LimitsSettings) -> dict[str, Any]:
-    """Return the OpenAPI document of ``routes`` under ``limits`` (built once per pair)."""
-    documented = [r for r in routes if r.summary]
+def openapi_document(
+    routes: Sequence[Route], limits: LimitsSettings, keyed: bool
+) -> dict[str, Any]:
+    """Return the OpenAPI document of ``routes`` under ``limits`` for a node that needs
+    keys (``keyed``) or not: without keys, no operation asks for one, none answers 401
+    or 403, and the key routes are absent (built once per triple)."""
+    documented = [r for r in routes if r.summary and (keyed or not r.needs_keys)]
     kinds = {k for r in documented for k in (r.request, r.response) if k} | {s.ErrorBody}
     _, components = msgspec.json.schema_components(
         sorted(kinds, key=lambda k: k.__name__), ref_template=_REF
@@ -120,7 +149,7 @@ def openapi_document(routes: Sequence[Route], limits: LimitsSettings) -> dict[st
     _apply_limits(components, limits)
     paths: dict[str, dict[str, Any]] = {}
     for route in documented:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, limits)
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, limits, keyed)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -130,9 +159,9 @@ def openapi_document(routes: Sequence[Route], limits: LimitsSettings) -> dict[st
             "strings; bodies are UTF-8 text or base64 per the `encoding` field.",
         },
         "paths": paths,
-        "components": {
-            "schemas": components,
-            # Only when the node needs keys (auth.enabled): `Authorization: Bearer <key>`.
-            "securitySchemes": {"key": {"type": "http", "scheme": "bearer"}},
-        },
+        "components": {"schemas": components, **_SECURITY} if keyed else {"schemas": components},
     }
+
+
+# `Authorization: Bearer <key>`, for a node that needs keys (auth.enabled)
+_SECURITY = {"securitySchemes": {"key": {"type": "http", "scheme": "bearer"}}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,10 +12,12 @@ from aiohttp.typedefs import Handler
 from dynamiq.api.auth import caller, guarded
 from dynamiq.api.context import SERVICES
 from dynamiq.api.limits import admitted
+from dynamiq.errors import NotFound
 from dynamiq.service.access import Access, Principal
 from dynamiq.service.node import Node
 
 __all__ = [
+    "Link",
     "Param",
     "Route",
     "node",
@@ -37,6 +39,18 @@ class Param:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Link:
+    """What a client may do next with a route's answer: call ``target`` with these
+    path parameters and body, as OpenAPI runtime expressions (``$request.path.queue``,
+    ``$response.body#/ids/0``). The OpenAPI document declares them as links, which
+    generated clients and stateful fuzzers follow."""
+
+    target: Handler
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None  # None: the target's body is the caller's own
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Route:
     """One route: method, path, handler, and what the OpenAPI document says of it."""
 
@@ -50,6 +64,8 @@ class Route:
     body_required: bool = True
     query: tuple[Param, ...] = field(default=())
     access: Access = Access.ADMIN  # what the caller's key must allow
+    links: tuple[Link, ...] = ()  # from its success answer to what may follow
+    needs_keys: bool = False  # served for a node with keys only (404 and undocumented else)
 
 
 def route_defs(table: Sequence[Route], api: str = "v2") -> list[web.RouteDef]:
@@ -62,7 +78,19 @@ def route_defs(table: Sequence[Route], api: str = "v2") -> list[web.RouteDef]:
 def _limited(route: Route) -> Handler:
     """The route's handler within the limits on bodies; members' own requests (small,
     and heartbeats among them) never wait behind clients' bodies."""
-    return route.handler if route.access is Access.PEER else admitted(route.handler)
+    handler = _keyed(route.handler) if route.needs_keys else route.handler
+    return handler if route.access is Access.PEER else admitted(handler)
+
+
+def _keyed(handler: Handler) -> Handler:
+    """``handler`` where the node needs keys; a 404 where it does not."""
+
+    async def keyed(request: web.Request) -> web.StreamResponse:
+        if not request.config_dict[SERVICES].guard.enabled:
+            raise NotFound("keys are off on this node (auth.enabled)")
+        return await handler(request)
+
+    return keyed
 
 
 def who(request: web.Request) -> Principal:

@@ -14,9 +14,11 @@ from aiohttp import web
 from dynamiq.api import keys
 from dynamiq.api import schemas as s
 from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
+from dynamiq.api.context import SERVICES
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import (
+    Link,
     Param,
     Route,
     node,
@@ -37,7 +39,8 @@ __all__ = ["ROUTES", "routes"]
 
 async def openapi(request: web.Request) -> web.Response:
     """Serve the OpenAPI document of this API."""
-    return json_response(openapi_document(ROUTES, node(request).limits))
+    keyed = request.config_dict[SERVICES].guard.enabled
+    return json_response(openapi_document(ROUTES, node(request).limits, keyed))
 
 
 # -- queues -------------------------------------------------------------------
@@ -296,10 +299,50 @@ _MAX = Param("max", {"type": "integer", "minimum": 1, "default": 10}, at_most_ba
 Q = "/v2/queues/{queue}"
 T = "/v2/topics/{topic}"
 
+# What follows which: a queue made is published to, received from, looked at,
+# redriven and dropped; a published message is received, a received one deleted
+# or let go; a topic made is subscribed to and published to. (Cancelling a
+# redrive is no step of a queue's life: it ends one another call started, and
+# the redrive's GET still shows it, cancelled.)
+_QUEUE = {"queue": "$request.path.queue"}
+_TOPIC = {"topic": "$request.path.topic"}
+_RECEIVED = ["$response.body#/messages/0/id"]
+_TO_QUEUE = tuple(
+    Link(h, _QUEUE)
+    for h in (
+        publish,
+        receive,
+        get_queue,
+        configure_queue,
+        queue_stats,
+        peek_many,
+        purge_queue,
+        redrive,
+        redrive_status,
+        delete_queue,
+    )
+)
+_PUBLISHED = (Link(receive, _QUEUE),)
+_LEASED = (
+    Link(delete, _QUEUE, {"ids": _RECEIVED}),
+    Link(change_visibility, _QUEUE, {"ids": _RECEIVED, "visibility_timeout": 0}),
+)
+_TO_TOPIC = tuple(Link(h, _TOPIC) for h in (get_topic, publish_topic, delete_topic))
+_SUBSCRIBED = (
+    Link(publish_topic, _TOPIC),
+    Link(unsubscribe, {**_TOPIC, **_QUEUE}),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/v2/openapi.json", openapi, access=Access.OPEN),
     Route(
-        "GET", "/v2/queues", list_queues, "List queues", response=s.QueueList, access=Access.READ
+        "GET",
+        "/v2/queues",
+        list_queues,
+        "List queues",
+        response=s.QueueList,
+        access=Access.READ,
+        links=(Link(create_queue),),
     ),
     Route(
         "PUT",
@@ -311,6 +354,7 @@ ROUTES: tuple[Route, ...] = (
         201,
         False,
         access=Access.MANAGE,
+        links=_TO_QUEUE,
     ),
     Route("GET", Q, get_queue, "Describe a queue", response=s.QueueInfo, access=Access.READ),
     Route(
@@ -366,6 +410,7 @@ ROUTES: tuple[Route, ...] = (
         s.PublishRequest,
         s.PublishResponse,
         access=Access.PRODUCE,
+        links=_PUBLISHED,
     ),
     Route(
         "GET",
@@ -384,6 +429,7 @@ ROUTES: tuple[Route, ...] = (
         s.ReceiveResponse,
         body_required=False,
         access=Access.CONSUME,
+        links=_LEASED,
     ),
     Route(
         "POST",
@@ -437,7 +483,13 @@ ROUTES: tuple[Route, ...] = (
         access=Access.READ,
     ),
     Route(
-        "GET", "/v2/topics", list_topics, "List topics", response=s.TopicList, access=Access.READ
+        "GET",
+        "/v2/topics",
+        list_topics,
+        "List topics",
+        response=s.TopicList,
+        access=Access.READ,
+        links=(Link(create_topic),),
     ),
     Route(
         "PUT",
@@ -447,6 +499,7 @@ ROUTES: tuple[Route, ...] = (
         response=s.TopicInfo,
         status=201,
         access=Access.MANAGE,
+        links=_TO_TOPIC,
     ),
     Route("GET", T, get_topic, "Describe a topic", response=s.TopicInfo, access=Access.READ),
     Route("DELETE", T, delete_topic, "Delete a topic", access=Access.MANAGE),
@@ -459,6 +512,7 @@ ROUTES: tuple[Route, ...] = (
         s.TopicInfo,
         body_required=False,
         access=Access.MANAGE,
+        links=_SUBSCRIBED,
     ),
     Route(
         "DELETE",

@@ -34,6 +34,7 @@ from dynamiq.models import (
     ReceiveRequest,
     attributes_size,
     check_token,
+    validate_name,
 )
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.reports import (
@@ -221,6 +222,7 @@ class Node:
 
     async def unsubscribe(self, topic: str, queue: str) -> list[Subscription]:
         """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
+        validate_name("queue", queue, "queue")
         return (await self._catalog.unsubscribe(topic, queue)).listed()
 
     # -- messages --------------------------------------------------------------

@@ -48,6 +48,22 @@ async def test_a_request_without_a_key_or_with_a_wrong_one_is_401(keyed: Http) -
     assert (await keyed.get("/")).status == 200
 
 
+async def test_the_document_asks_for_keys_on_a_node_that_needs_them(keyed: Http) -> None:
+    on = await (await keyed.get("/v2/openapi.json")).json()
+    assert on["paths"]["/v2/queues"]["get"]["security"] == [{"key": []}]
+    assert {"401", "403"} <= set(on["paths"]["/v2/queues"]["get"]["responses"])
+    assert "/v2/keys" in on["paths"] and "securitySchemes" in on["components"]
+
+
+async def test_without_keys_nothing_asks_for_one_and_no_key_route_is_served(http: Http) -> None:
+    off = await (await http.get("/v2/openapi.json")).json()
+    assert "security" not in off["paths"]["/v2/queues"]["get"]
+    assert not {"401", "403"} & set(off["paths"]["/v2/queues"]["get"]["responses"])
+    assert "/v2/keys" not in off["paths"] and "securitySchemes" not in off["components"]
+    made = await http.post("/v2/keys", json={"application": "a", "role": "admin"})
+    assert made.status == 404 and (await made.json())["error"] == "NOT_FOUND"
+
+
 async def test_a_keys_secret_is_shown_once_and_revoking_it_locks_it_out(keyed: Http) -> None:
     key = await _key(keyed, "billing", "produce", description="the invoicer")
     key_id, secret = key.split(".")

@@ -203,6 +203,8 @@ async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
     assert (await call(http, spec, "DELETE", "/v2/topics/t/subscriptions/a", 200))["queues"] == [
         "b"
     ]
+    # a name no queue could have is refused, not taken as "not subscribed"
+    await call(http, spec, "DELETE", "/v2/topics/t/subscriptions/%C3%A9", 422)
     described = await call(http, spec, "GET", "/v2/topics/t", 200)
     assert described == {"name": "t", "queues": ["b"], "subscriptions": [{"queue": "b"}]}
     await call(http, spec, "DELETE", "/v2/topics/t", 200)
@@ -222,6 +224,11 @@ async def test_queue_admin(http: Http, spec: dict[str, Any]) -> None:
     )
     assert patched["settings"]["min_partitions"] == 3 and patched["stats"]["partitions"] == 3
     assert await call(http, spec, "GET", "/v2/queues", 200) == {"queues": ["adm"]}
+    # JSON has one kind of number: 2048.0 is the integer its schema asks for; 2048.5 is not
+    body = {"max_message_bytes": 2048.0}
+    patched = await call(http, spec, "PATCH", "/v2/queues/adm", 200, body)
+    assert patched["settings"]["max_message_bytes"] == 2048
+    await call(http, spec, "PATCH", "/v2/queues/adm", 422, {"max_message_bytes": 2048.5})
     await call(http, spec, "DELETE", "/v2/queues/adm", 200)
     assert (await call(http, spec, "GET", "/v2/queues/adm", 404))["error"] == "QUEUE_NOT_FOUND"
 
