@@ -117,6 +117,13 @@ class TooManyRequests(RetryLater, ClientError):
     status = 429
 
 
+class QueueFull(TooManyRequests):
+    """Raised when a publish would take a queue past its ``max_depth``: nothing of it
+    is stored (reject-publish); consumers make room."""
+
+    code = "QUEUE_FULL"
+
+
 class PayloadTooLarge(ClientError):
     """Raised when a request body is larger than ``limits.maxbodybytes``."""
 

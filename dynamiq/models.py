@@ -42,6 +42,7 @@ MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
 MAX_PARTITIONS_LIMIT = 256
 MAX_PARTITION_AGE = float(10**9)
 MAX_RECEIVES_LIMIT = 1000
+MAX_DEPTH_LIMIT = 1_000_000_000  # the largest max_depth a queue may have
 MAX_DELAY_SECONDS = 12 * 3600.0  # a node's limits.maxdelayseconds is at most this
 MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
 MAX_ATTRIBUTES = 16
@@ -150,7 +151,8 @@ class QueueSettings:
     ``receive_wait_seconds`` is the wait of a receive that names none;
     ``max_message_bytes`` caps a message (body and attributes) below the
     node's limit; a ``fifo`` queue takes only messages with a ``group``;
-    ``tags`` label the queue.
+    ``tags`` label the queue; past ``max_depth`` messages, publishes are refused
+    (``QueueFull``) until consumers make room.
     """
 
     visibility_timeout: float = 30.0
@@ -171,6 +173,7 @@ class QueueSettings:
     max_message_bytes: int | None = None
     fifo: bool = False
     tags: dict[str, str] | None = None
+    max_depth: int | None = None
 
     def __post_init__(self) -> None:
         _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
@@ -215,6 +218,8 @@ class QueueSettings:
         _check_bool("fifo", self.fifo)
         if self.tags is not None:
             _check_tags(self.tags)
+        if self.max_depth is not None:
+            _check_int("max_depth", self.max_depth, MAX_DEPTH_LIMIT)
 
     @property
     def counts_receives(self) -> bool:

@@ -16,6 +16,7 @@ from dynamiq.models import (
     MAX_ATTRIBUTES,
     MAX_DEDUP_WINDOW_SECONDS,
     MAX_DELAY_SECONDS,
+    MAX_DEPTH_LIMIT,
     MAX_MESSAGE_BYTES,
     MAX_PARTITION_AGE,
     MAX_PARTITIONS_LIMIT,
@@ -251,7 +252,8 @@ class QueueSettingsBody(_Body):
     ``wait_seconds`` waits; ``max_message_bytes`` caps a message's body and
     attributes below the node's ``limits.maxbodybytes``; a ``fifo`` queue
     takes only messages with a ``group`` (SQS's FIFO queues); ``tags`` label the
-    queue (SQS's cost-allocation tags).
+    queue (SQS's cost-allocation tags); a publish that would take the queue past
+    ``max_depth`` messages is refused with 429 ``QUEUE_FULL`` (null: no bound).
     """
 
     visibility_timeout: Seconds | None = None
@@ -284,6 +286,9 @@ class QueueSettingsBody(_Body):
     ) = msgspec.UNSET
     fifo: bool | None = None
     tags: dict[str, str] | msgspec.UnsetType | None = msgspec.UNSET
+    max_depth: Annotated[int, msgspec.Meta(ge=1, le=MAX_DEPTH_LIMIT)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
 
 
 # Settings a null turns off: those that tell null from absent (UNSET); in the

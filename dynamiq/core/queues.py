@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Container, Sequence
 
+from dynamiq.core.capacity import check_room
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.census import waiting
 from dynamiq.core.clock import Clock
@@ -132,7 +133,11 @@ class QueueService:
 
         A message without a delay of its own gets its queue's ``delay_seconds``;
         one its queue has seen within the dedup window is not stored (``dedup``).
+
+        Raises:
+            QueueFull: a queue would pass its ``max_depth``; nothing is stored.
         """
+        await check_room(self._store, items)
         now_us = self._clock.wall_us()
         rows = outgoing_rows(items, now_us)
         now_ms = now_us // 1000

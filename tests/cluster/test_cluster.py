@@ -27,7 +27,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.cluster.wire import PEER_HEADER, PeerSigner, QueueNames
-from dynamiq.errors import NoMajority, TopicNotFound
+from dynamiq.errors import NoMajority, QueueFull, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.models import Outgoing
 from dynamiq.testing.cluster import LocalCluster
@@ -514,6 +514,32 @@ def test_routing_set_through_one_node_routes_publishes_through_another(
         got = _receive_body(two, "eu", b"gold eu", 5.0)
         assert (got.attributes, got.routing_key) == ({"tier": "gold"}, "orders.eu.new")
         assert two.receive("eu", 10) == []
+
+
+def _bounded(client: Client, queue: str, depth: int) -> bool:
+    return bool(client.queue(queue)["settings"]["max_depth"] == depth)
+
+
+def test_a_max_depth_holds_for_publishes_through_every_node(cluster: LocalCluster) -> None:
+    clients = [Client(u) for u in urls(cluster)]
+    try:
+        clients[0].create_queue("bounded", max_depth=6)
+        for client in clients:
+            until(functools.partial(_bounded, client, "bounded", 6), 2.0)
+        for client in clients:  # 2 through each node: the depth is the cluster's
+            client.publish("bounded", [b"a", b"b"])
+        for client in clients:
+            with pytest.raises(QueueFull):
+                client.publish("bounded", [b"one too many"])
+        assert clients[2].queue("bounded")["stats"]["depth"] == 6
+        (got,) = clients[1].receive("bounded", 1)
+        clients[1].delete("bounded", [got.id])  # room for one, wherever it is published
+        clients[2].publish("bounded", [b"fits"])
+        with pytest.raises(QueueFull):
+            clients[0].publish("bounded", [b"does not"])
+    finally:
+        for client in clients:
+            client.close()
 
 
 def test_a_dedup_id_holds_across_nodes_and_a_kill_9(cluster: LocalCluster) -> None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -489,6 +490,28 @@ def test_any_node_of_a_cluster_serves_every_action(
         assert sorted(fanned) == sorted(f"e{i}" for i in range(10))
     finally:
         cluster.stop()
+
+
+def test_a_full_queue_throttles_sends_as_sdks_retry_them(
+    sqs: Any, node: str, new_queue: NewQueue
+) -> None:
+    url = new_queue()
+    name = url.rsplit("/", 1)[1]
+    bound = urllib.request.Request(
+        f"{node}/v2/queues/{name}",
+        data=json.dumps({"max_depth": 1}).encode(),
+        method="PATCH",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(bound) as answer:
+        assert json.load(answer)["settings"]["max_depth"] == 1
+    sqs.send_message(QueueUrl=url, MessageBody="fits")
+    with pytest.raises(ClientError) as refused:  # after the SDK's own retry
+        sqs.send_message(QueueUrl=url, MessageBody="does not")
+    assert error_of(refused) == ("RequestThrottled", "RequestThrottled")
+    assert refused.value.response["ResponseMetadata"]["HTTPHeaders"]["retry-after"] == "1"
+    assert refused.value.response["ResponseMetadata"]["RetryAttempts"] > 0  # retryable to SDKs
+    assert counts(sqs, url) == ("1", "0")
 
 
 def _subscribed(sns: Any, topic: str) -> bool:

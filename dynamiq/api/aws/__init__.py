@@ -73,6 +73,7 @@ def _json_error(error: AwsError, request_id: str) -> web.Response:
         "Content-Type": JSON_TYPE,
         "x-amzn-RequestId": request_id,
         "x-amzn-query-error": f"{error.query_code};{'Sender' if error.sender else 'Receiver'}",
+        **_retry(error),
     }
     body = {"__type": f"com.amazonaws.sqs#{error.shape}", "message": error.message}
     return web.Response(status=error.status, body=_encode(body), headers=headers)
@@ -85,9 +86,15 @@ def _xml(dialect: query.Dialect) -> tuple[Callable[..., web.Response], Callable[
 
     def error(error: AwsError, request_id: str) -> web.Response:
         document = query.error_document(dialect, error, request_id)
-        return web.Response(status=error.status, body=document, headers=_xml_headers(request_id))
+        headers = {**_xml_headers(request_id), **_retry(error)}
+        return web.Response(status=error.status, body=document, headers=headers)
 
     return answer, error
+
+
+def _retry(error: AwsError) -> dict[str, str]:
+    """``Retry-After`` for an error that says when to try again (a throttle, a 503)."""
+    return {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
 
 
 def _xml_headers(request_id: str) -> dict[str, str]:

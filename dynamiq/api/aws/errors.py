@@ -17,6 +17,7 @@ from dynamiq.errors import (
     PayloadTooLarge,
     QueueExists,
     QueueNotFound,
+    TooManyRequests,
     TopicNotFound,
 )
 
@@ -103,6 +104,8 @@ def sns_error(error: DynamiqError) -> AwsError:
         return SnsError("NotFound", "Endpoint does not exist")
     if isinstance(error, BackendUnavailable):
         return SnsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
+    if isinstance(error, TooManyRequests):  # a key's rate, a full queue: SDKs retry it
+        return SnsError("Throttling", error.message, retry_after=error.retry_after)
     if isinstance(error, ClientError):
         return SnsError("InvalidParameter", f"Invalid parameter: {error.message}")
     return SnsError("InternalError", error.message)
@@ -122,6 +125,8 @@ def sqs_error(error: DynamiqError) -> AwsError:
         return AwsError("BatchRequestTooLong", error.message)
     if isinstance(error, BackendUnavailable):
         return AwsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
+    if isinstance(error, TooManyRequests):  # a key's rate, a full queue: SDKs retry it
+        return AwsError("RequestThrottled", error.message, retry_after=error.retry_after)
     if isinstance(error, ClientError):
         return AwsError("InvalidParameterValue", error.message)
     return AwsError("InternalFailure", error.message)

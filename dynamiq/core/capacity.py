@@ -1,0 +1,43 @@
+"""A queue's ``max_depth``: publishes that would take it past are refused (reject-publish).
+
+RabbitMQ's ``x-max-length`` with ``overflow = reject-publish``: the publisher
+is told, nothing is dropped, and consumers make the room. The depth is the
+store's own count, the same one ``stats`` reports, read once per bounded queue
+per publish; queues without a bound cost nothing. Publishes that run at once
+(on one node or several) each see the count before the others' land, so a
+queue can pass its bound by what they carry together, never by more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.errors import QueueFull
+from dynamiq.models import Outgoing
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["check_room"]
+
+
+async def check_room(
+    store: StorageBackend, items: Sequence[tuple[QueueRecord, bytes | Outgoing]]
+) -> None:
+    """Raise ``QueueFull`` if a queue of ``items`` that has a ``max_depth`` has no room
+    for all of its messages among them (the whole publish is refused, then)."""
+    wanted = Counter(record.uid for record, _ in items if record.settings.max_depth is not None)
+    if not wanted:
+        return
+    bounded = {record.uid: record for record, _ in items if record.uid in wanted}
+    uids = list(wanted)
+    depths = await asyncio.gather(*(store.count(uid) for uid in uids))
+    for uid, depth in zip(uids, depths, strict=True):
+        bound = bounded[uid].settings.max_depth
+        assert bound is not None
+        if depth + wanted[uid] > bound:
+            raise QueueFull(
+                f"the queue holds {depth} of its max_depth {bound} messages: "
+                f"{wanted[uid]} more do not fit; retry once consumers have made room"
+            )
