@@ -6,6 +6,7 @@ from aiohttp import web
 
 from dynamiq.api import aws, console, internal, observe, v1, v2
 from dynamiq.api.context import SERVICES, Services
+from dynamiq.api.delivery import DEPARTURES, Departures
 from dynamiq.api.errors import error_middleware, render_v2
 
 __all__ = ["build_app"]
@@ -20,6 +21,7 @@ def build_app(services: Services, max_body_bytes: int) -> web.Application:
         client_max_size=max_body_bytes,
     )
     app[SERVICES] = services
+    app[DEPARTURES] = Departures()
     app.add_subapp("/v1", v1.application())
     app.add_routes(v2.routes())
     app.add_routes(internal.routes())

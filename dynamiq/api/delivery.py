@@ -17,14 +17,55 @@ from aiohttp import web
 from dynamiq.api.routes import node
 from dynamiq.models import Message, ReceiveRequest
 
-__all__ = ["ClientGone", "deliver"]
+__all__ = ["DEPARTURES", "ClientGone", "Departures", "deliver"]
 
-# How often a waiting receive looks whether its client is still there.
+# How often the clients of waiting receives are looked at.
 CONNECTION_CHECK_SECONDS = 0.2
 
 
 class ClientGone(ConnectionResetError):
     """The client closed its connection before its answer was written."""
+
+
+class Departures:
+    """The clients of waiting receives, all looked at by one timer.
+
+    A timer per receive costs the event loop in proportion to the receives
+    waiting: 2,000 of them made 10,000 wake-ups a second, and a request
+    arriving meanwhile waited its turn behind them. One look over every
+    connection, each a flag read, costs microseconds.
+    """
+
+    def __init__(self) -> None:
+        self._watched: dict[asyncio.Future[None], web.Request] = {}  # gone: whose
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self, request: web.Request) -> asyncio.Future[None]:
+        """Return a future done once ``request``'s client has gone (``forget`` it after)."""
+        gone = asyncio.get_running_loop().create_future()
+        self._watched[gone] = request
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(
+                CONNECTION_CHECK_SECONDS, self._look
+            )
+        return gone
+
+    def forget(self, gone: asyncio.Future[None]) -> None:
+        self._watched.pop(gone, None)
+
+    def _look(self) -> None:
+        self._timer = None
+        for gone, request in list(self._watched.items()):
+            if _gone(request):
+                del self._watched[gone]
+                gone.set_result(None)
+        if self._watched:
+            self._timer = asyncio.get_running_loop().call_later(
+                CONNECTION_CHECK_SECONDS, self._look
+            )
+
+
+DEPARTURES = web.AppKey("departures", Departures)
 
 
 def _gone(request: web.Request) -> bool:
@@ -69,18 +110,19 @@ async def _unless_gone(
     request: web.Request, task: asyncio.Future[list[Message]], queue: str
 ) -> list[Message]:
     """Wait for ``task``; cancel it when the client disconnects first."""
+    departures = request.config_dict[DEPARTURES]
+    gone = departures.watch(request)
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=CONNECTION_CHECK_SECONDS)
-            if done:
-                return task.result()
-            if _gone(request):
-                task.cancel()
-                leased: list[Message] = []
-                with contextlib.suppress(asyncio.CancelledError):
-                    leased = await task  # it may have finished before the cancel
-                await node(request).give_back(queue, leased)
-                raise ClientGone("the client closed the connection during a long poll")
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        leased: list[Message] = []
+        with contextlib.suppress(asyncio.CancelledError):
+            leased = await task  # it may have finished before the cancel
+        await node(request).give_back(queue, leased)
+        raise ClientGone("the client closed the connection during a long poll")
     finally:
+        departures.forget(gone)
         if not task.done():  # this handler itself was cancelled
             task.cancel()
