@@ -49,7 +49,7 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
             f"the body must be sent as application/json, not {request.content_type}"
         )
     raw = await request.read()
-    if optional and not raw.strip():
+    if optional and not raw.strip(_JSON_SPACE):
         raw = b"{}"
     try:
         return msgspec.json.decode(raw, type=kind)
@@ -66,6 +66,9 @@ async def read_json(request: web.Request, kind: type[T], optional: bool = False)
         return msgspec.convert(_INTEGRAL.decode(raw), kind)
     except msgspec.ValidationError:
         raise invalid from None
+
+
+_JSON_SPACE = b" \t\n\r"  # what JSON calls whitespace; bytes.strip() takes more (\x0b, \x0c)
 
 
 def _integral(literal: str) -> float | int:

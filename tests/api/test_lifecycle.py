@@ -50,6 +50,7 @@ async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
         "max_message_bytes": None,
         "fifo": False,
         "tags": None,
+        "max_depth": None,
         **settings,
     }
     off = {"max_receives": None, "retry_backoff": None, "retention_seconds": None}
