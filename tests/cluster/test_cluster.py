@@ -27,7 +27,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.cluster.wire import PEER_HEADER, PeerSigner, QueueNames
-from dynamiq.errors import NoMajority, QueueFull, TopicNotFound
+from dynamiq.errors import NoMajority, QueueFull, QueueNotFound, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.models import Outgoing
 from dynamiq.testing.cluster import LocalCluster
@@ -517,7 +517,11 @@ def test_routing_set_through_one_node_routes_publishes_through_another(
 
 
 def _bounded(client: Client, queue: str, depth: int) -> bool:
-    return bool(client.queue(queue)["settings"]["max_depth"] == depth)
+    """Whether the node ``client`` calls has the queue, with this ``max_depth``, yet."""
+    try:
+        return bool(client.queue(queue)["settings"]["max_depth"] == depth)
+    except QueueNotFound:
+        return False
 
 
 def test_a_max_depth_holds_for_publishes_through_every_node(cluster: LocalCluster) -> None:
