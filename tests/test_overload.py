@@ -122,15 +122,19 @@ def _exchange(node: NodeProcess, head: bytes, *parts: bytes, pause: float = 0.0)
         return sock.makefile("rb").readline()
 
 
+def _publish_head(length: int) -> bytes:
+    """A publish's request head declaring a body of ``length`` bytes."""
+    return (
+        b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % length
+    )
+
+
 def test_a_huge_declared_body_is_refused_before_it_is_read(node_factory: NodeFactory) -> None:
     node = node_factory().start()
     with Client(node.url) as client:
         client.create_queue("q")
-    status = _exchange(
-        node,
-        b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
-        b"Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{",
-    )
+    status = _exchange(node, _publish_head(1 << 30) + b"{")
     assert status.split()[1] == b"413"
 
 
@@ -138,13 +142,7 @@ def test_a_body_slower_than_the_body_timeout_gets_408(node_factory: NodeFactory)
     node = node_factory("--limits-bodytimeout", "1").start()
     with Client(node.url) as client:
         client.create_queue("q")
-    status = _exchange(
-        node,
-        b"POST /v2/queues/q/messages HTTP/1.1\r\nHost: localhost\r\n"
-        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n",
-        *[b'{"m'] * 3,
-        pause=0.5,
-    )
+    status = _exchange(node, _publish_head(100), *[b'{"m'] * 3, pause=0.5)
     assert status.split()[1] == b"408"
     with Client(node.url) as client:
         assert client.queue("q")["stats"]["depth"] == 0

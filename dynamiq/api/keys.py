@@ -70,8 +70,7 @@ def _info(view: KeyView) -> KeyInfo:
 
 
 def _guard_of(request: web.Request) -> Guard:
-    guard: Guard = request.config_dict[SERVICES].guard
-    return guard
+    return request.config_dict[SERVICES].guard
 
 
 async def create_key(request: web.Request) -> web.Response:

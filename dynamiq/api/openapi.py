@@ -51,6 +51,8 @@ _KEY_ERRORS = {
     "401": "No key, or a wrong or revoked one",
     "403": "The key's role does not allow this, or the name is another application's",
 }
+# `Authorization: Bearer <key>`, for a node that needs keys (auth.enabled)
+_SECURITY = {"securitySchemes": {"key": {"type": "http", "scheme": "bearer"}}}
 
 
 def _ref(kind: type) -> dict[str, str]:
@@ -161,7 +163,3 @@ def openapi_document(
         "paths": paths,
         "components": {"schemas": components, **_SECURITY} if keyed else {"schemas": components},
     }
-
-
-# `Authorization: Bearer <key>`, for a node that needs keys (auth.enabled)
-_SECURITY = {"securitySchemes": {"key": {"type": "http", "scheme": "bearer"}}}

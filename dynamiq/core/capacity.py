@@ -27,17 +27,19 @@ async def check_room(
 ) -> None:
     """Raise ``QueueFull`` if a queue of ``items`` that has a ``max_depth`` has no room
     for all of its messages among them (the whole publish is refused, then)."""
-    wanted = Counter(record.uid for record, _ in items if record.settings.max_depth is not None)
-    if not wanted:
+    wanted: Counter[str] = Counter()  # per bounded queue, messages of this publish
+    bounds: dict[str, int] = {}
+    for record, _ in items:
+        if record.settings.max_depth is not None:
+            wanted[record.uid] += 1
+            bounds[record.uid] = record.settings.max_depth
+    if not bounds:
         return
-    bounded = {record.uid: record for record, _ in items if record.uid in wanted}
-    uids = list(wanted)
+    uids = list(bounds)
     depths = await asyncio.gather(*(store.count(uid) for uid in uids))
     for uid, depth in zip(uids, depths, strict=True):
-        bound = bounded[uid].settings.max_depth
-        assert bound is not None
-        if depth + wanted[uid] > bound:
+        if depth + wanted[uid] > bounds[uid]:
             raise QueueFull(
-                f"the queue holds {depth} of its max_depth {bound} messages: "
+                f"the queue holds {depth} of its max_depth {bounds[uid]} messages: "
                 f"{wanted[uid]} more do not fit; retry once consumers have made room"
             )
