@@ -1,4 +1,5 @@
-"""One local Spark session for the module's tests, and a real node for it to read."""
+"""One local Spark session for the module's tests, and real nodes for it to read (one over
+HTTPS, with a certificate authority made for the module)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
+from tests.pki import Pki
 from tests.servers import require, require_module
 
 
@@ -27,6 +29,21 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
     started = NodeProcess(Path(tmp_path_factory.mktemp("spark-node"))).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(Path(tmp_path_factory.mktemp("spark-pki")))
+
+
+@pytest.fixture(scope="module")
+def https_node(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[NodeProcess]:
+    data = Path(tmp_path_factory.mktemp("spark-https-node"))
+    started = NodeProcess(data, *pki.flags()).start()
     try:
         yield started
     finally:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
+from tests.pki import Pki
 from tests.servers import require_module
 
 require_module("pyspark", "spark")
@@ -155,8 +156,8 @@ def _written(out: Path) -> set[int]:
     return found
 
 
-def _depth(node: NodeProcess, queue: str) -> int:
-    with Client(node.url) as client:
+def _depth(node: NodeProcess, queue: str, ca_file: str | None = None) -> int:
+    with Client(node.url, ca_file=ca_file) as client:
         return int(client.queue(queue)["stats"]["depth"])
 
 
@@ -233,3 +234,42 @@ def test_a_batch_slower_than_the_lease_is_not_delivered_twice(
     finally:
         query.stop()
     assert sorted(seen) == sorted(ids)  # each once: no lease lapsed while its batch ran
+
+
+def test_reads_writes_and_process_go_over_https_checked_against_the_given_authority(
+    spark: Any, https_node: NodeProcess, pki: Pki
+) -> None:
+    url, ca_file = https_node.url, str(pki.ca_file)
+    assert url.startswith("https://")
+    with Client(url, ca_file=ca_file) as client:
+        for queue in ("secure", "secure-work"):
+            client.create_queue(queue)
+        client.create_topic("secure-topic")
+        client.subscribe("secure-topic", "secure")
+    df = spark.createDataFrame([(f"tls{i}",) for i in range(60)], "body STRING").repartition(2)
+    df.write.format("dynamiq").option("url", url).option("caFile", ca_file).option(
+        "topic", "secure-topic"
+    ).mode("append").save()
+    read = (
+        spark.read.format("dynamiq")
+        .option("url", url)
+        .option("caFile", ca_file)
+        .option("queue", "secure")
+        .option("maxMessages", 1000)
+        .option("deleteOnRead", "true")
+        .load()
+    )
+    assert sorted(r.text for r in read.collect()) == sorted(f"tls{i}" for i in range(60))
+    with Client(url, ca_file=ca_file) as client:
+        ids = set(client.publish("secure-work", [f"w{i}" for i in range(40)]))
+    handled = spark.sparkContext.accumulator(0)
+
+    def handle(message: Message) -> None:
+        handled.add(1)
+
+    result = dynamiq.spark.process(spark, "secure-work", handle, url, partitions=2, ca_file=ca_file)
+    assert result.messages == handled.value == len(ids)
+    assert _depth(https_node, "secure", ca_file) == _depth(https_node, "secure-work", ca_file) == 0
+    # Without the authority the executors refuse the node's certificate (Spark wraps the error).
+    with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+        spark.read.format("dynamiq").option("url", url).option("queue", "secure").load().collect()
