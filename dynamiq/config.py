@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dynamiq.errors import ConfigError
+from dynamiq.keyspace import WORKER_MARK
 from dynamiq.models import MAX_DELAY_SECONDS
 
 __all__ = [
@@ -70,9 +71,20 @@ class CoreSettings:
     backendconnectionpool: int = 16
     syncconfiginterval: int = 2000
     loglevelstring: str = "info"
+    workers: str = "auto"  # processes serving this node: "auto" (one per core) or 1..64
 
     def __post_init__(self) -> None:
         _require(bool(self.name.strip()), "core.name", "must not be empty")
+        _require(
+            WORKER_MARK not in self.name,
+            "core.name",
+            f"must not contain {WORKER_MARK!r} (it names a node's workers)",
+        )
+        _require(
+            self.workers == "auto" or (self.workers.isdigit() and 1 <= int(self.workers) <= 64),
+            "core.workers",
+            "must be auto (one per core) or a count from 1 to 64",
+        )
         for key in ("port", "seedport", "httpport"):
             _require(0 <= getattr(self, key) <= 65535, f"core.{key}", "must be a port (0-65535)")
         _require(self.backendconnectionpool >= 1, "core.backendconnectionpool", "must be >= 1")
@@ -96,6 +108,12 @@ class CoreSettings:
                 "core.seedserver",
                 f"{seed!r} is not host or host:port",
             )
+
+    def worker_count(self) -> int:
+        """Return how many processes serve this node (``auto``: the cores it may use)."""
+        if self.workers != "auto":
+            return int(self.workers)
+        return max(1, min(64, len(os.sched_getaffinity(0))))
 
     def riak_nodes(self) -> list[str]:
         """Return the Riak nodes' HTTP base URLs (``host:8098`` entries get ``http://``)."""

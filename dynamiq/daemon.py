@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +53,19 @@ from dynamiq.metrics.prometheus import PrometheusMetrics
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
+from dynamiq.service.reports import live_nodes
 from dynamiq.storage.base import StorageBackend
 from dynamiq.tls import Certificates
 
 __all__ = [
     "CERTIFICATES",
     "STORE",
+    "Seat",
+    "announce",
     "create_app",
     "listen",
     "open_store",
+    "run",
     "runner_options",
     "serve",
 ]
@@ -71,6 +76,24 @@ STORE = web.AppKey("store", StorageBackend)  # the store the app owns (closed at
 CERTIFICATES = web.AppKey("certificates", Certificates)  # with [tls] only
 
 Context = Callable[[web.Application], AsyncIterator[None]]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Where one worker process of a node sits: made by the supervisor, kept across
+    the worker's restarts.
+
+    The node's workers are members of the cluster, named ``node/0``,
+    ``node/1``...: they split the node's slice, and a receive one of them
+    cannot fill continues into the others' shares, as between nodes.
+    """
+
+    name: str  # the worker's member name
+    peers: socket.socket  # bound: where the other members call this worker
+    gossip: str  # host:port this worker gossips on
+    seeds: tuple[str, ...]  # the node's seeds and its other workers' gossip addresses
+    secret: str  # the cluster's; for a node alone, one its workers share
+    quorum: bool  # False for a node alone: its workers wait for no majority of each other
 
 
 def open_store(
@@ -101,28 +124,38 @@ def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
     return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
 
 
-def open_membership(settings: Settings, http: str) -> Membership:
-    """Return this node's view of the cluster: gossip when a secret is set, else alone."""
-    core = settings.core
-    if not settings.gossip:
+def open_membership(settings: Settings, http: str, seat: Seat | None = None) -> Membership:
+    """Return this process's view of the cluster: gossip when a secret is set or it
+    is one of a node's workers, else a node alone."""
+    core, cluster = settings.core, settings.cluster
+    if seat is not None:
+        name, address, seeds, secret = seat.name, seat.gossip, list(seat.seeds), seat.secret
+    elif settings.gossip:
+        host = cluster.address or core.httpaddress
+        name, address, seeds = core.name, f"{host}:{core.port}", core.seeds()
+        secret = cluster.shared_secret()
+    else:
         return StaticMembership(Member(core.name, core.httpaddress, http))
-    host = settings.cluster.address or core.httpaddress
     return SwimMembership(
-        core.name,
-        http,
-        f"{host}:{core.port}",
-        core.seeds(),
-        settings.cluster.shared_secret(),
-        settings.cluster.pinginterval,
-        settings.cluster.suspecttimeout,
+        name, http, address, seeds, secret, cluster.pinginterval, cluster.suspecttimeout
     )
 
 
-def listen(settings: Settings) -> socket.socket:
-    """Bind the node's HTTP socket (port 0: one the OS picks), before the app is built."""
-    host, port = settings.core.httpaddress, settings.core.httpport
+def listen(
+    settings: Settings, port: int | None = None, shared: bool = False, host: str = ""
+) -> socket.socket:
+    """Bind the node's HTTP socket (port 0: one the OS picks), before the app is built.
+
+    ``port`` and ``host`` replace the configured ones; ``shared`` binds with
+    ``SO_REUSEPORT``, so the node's workers each listen on the same port and
+    the kernel spreads new connections between them.
+    """
+    host = host or settings.core.httpaddress
+    port = settings.core.httpport if port is None else port
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if shared:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError:
@@ -144,11 +177,13 @@ def create_app(
     sock: socket.socket,
     clock: Clock | None = None,
     on_fatal: FatalHandler | None = None,
+    seat: Seat | None = None,
 ) -> web.Application:
     """Return the node's application for the HTTP socket ``sock``; it starts when served.
 
     ``on_fatal`` hears why the node must stop (a twin joined, gossip died);
-    by default the error is logged.
+    by default the error is logged. With a ``seat`` the app is one worker of
+    the node, a member of its own.
     """
     store = open_store(
         settings.storage, settings.core.backendconnectionpool, settings.core.riak_nodes()
@@ -157,10 +192,13 @@ def create_app(
     catalog = Catalog(store, clock)
     metrics, prometheus = open_metrics(settings.stats)
     certificates = Certificates(settings.tls) if settings.tls.enabled else None
-    membership = open_membership(settings, url_of(sock, certificates is not None))
+    name = seat.name if seat else settings.core.name
+    gossip = seat is not None or settings.gossip
+    called_at = seat.peers if seat else sock  # where the other members reach this process
+    membership = open_membership(settings, url_of(called_at, certificates is not None), seat)
     # With gossip, nothing is served until the cluster hands this node its slice.
-    keyspace = None if settings.gossip else membership.slice_of(settings.core.name)
-    journal = LeaseJournal(Path(settings.storage.path) / "journal", settings.core.name, clock)
+    keyspace = None if gossip else membership.slice_of(name)
+    journal = LeaseJournal(Path(settings.storage.path) / "journal", name, clock)
     queues = QueueService(
         store,
         catalog,
@@ -184,13 +222,15 @@ def create_app(
         store,
         metrics,
         settings.stats.flushinterval,
-        lambda: len(membership.members()),
+        lambda: len(live_nodes(membership)),
         queue_levels=settings.stats.type == "statsd",
     )
-    signer = PeerSigner(settings.cluster.shared_secret()) if settings.gossip else None
+    secret = seat.secret if seat else settings.cluster.shared_secret()
+    signer = PeerSigner(secret) if gossip else None
     tls = certificates.peer_context if certificates else None
     peers = PeerClient(signer, tls) if signer else None
-    quorum = Quorum(settings.core.name, settings.cluster.suspecttimeout) if peers else None
+    counted = seat is None or seat.quorum  # a node alone's workers count no majority
+    quorum = Quorum(name, settings.cluster.suspecttimeout) if peers and counted else None
     coordinator = Coordinator(membership, queues, janitor, peers, quorum)
     catalog.on_change = coordinator.announce
     auth = settings.auth
@@ -208,7 +248,7 @@ def create_app(
         store,
         catalog,
         clock,
-        settings.core.name,
+        name,
         queues.new_ids,
         queues.count_redriven,
         queues.arrived,
@@ -344,8 +384,17 @@ async def trim_memory_loop(interval: float = 10.0) -> None:
 GIL_SWITCH_SECONDS = 0.0001
 
 
-async def serve(settings: Settings, ready: Callable[[str], None] | None = None) -> None:
+async def serve(
+    settings: Settings,
+    ready: Callable[[str], None] | None = None,
+    seat: Seat | None = None,
+    sock: socket.socket | None = None,
+) -> None:
     """Serve until SIGTERM or SIGINT; a second signal exits at once.
+
+    ``ready`` hears the node's URL once it serves. A worker of a node
+    (``seat``) serves the node's shared socket ``sock`` and its own for the
+    peers, and leaves announcing the node to its supervisor.
 
     Raises:
         DynamiqError: the node could not start, or had to stop (``on_fatal``).
@@ -361,23 +410,23 @@ async def serve(settings: Settings, ready: Callable[[str], None] | None = None) 
         stop.set()
 
     _raise_file_limit()
-    sock = listen(settings)
+    sock = sock or listen(settings)
     url = url_of(sock, settings.tls.enabled)
-    app = create_app(settings, sock, on_fatal=on_fatal)
+    app = create_app(settings, sock, on_fatal=on_fatal, seat=seat)
     certificates = app.get(CERTIFICATES)
     limits = settings.limits
+    tls = certificates.server if certificates else None
     runner = web.AppRunner(app, handle_signals=False, **runner_options(settings))
     try:
         await runner.setup()
-        await LimitedSite(
-            runner,
-            sock,
-            limits.maxconnections,
-            backlog=limits.backlog,
-            ssl_context=certificates.server if certificates else None,
-        ).start()
+        for served in (sock, seat.peers) if seat else (sock,):
+            site = LimitedSite(
+                runner, served, limits.maxconnections, backlog=limits.backlog, ssl_context=tls
+            )
+            await site.start()
         _settle_memory()
-        _announce(settings, url, runner.app[SERVICES].node.membership.address)
+        if seat is None:
+            announce(settings, url, runner.app[SERVICES].node.membership.address)
         if ready:
             ready(url)
         _on_signals(stop)
@@ -439,7 +488,8 @@ def _on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, on_signal)
 
 
-def _announce(settings: Settings, url: str, gossip: str) -> None:
+def announce(settings: Settings, url: str, gossip: str, workers: int = 1) -> None:
+    """Say on stdout that the node serves ``url`` (the line scripts wait for)."""
     log.info("node %s serving %s", settings.core.name, url)
     storage = settings.storage
     where = {
@@ -447,5 +497,17 @@ def _announce(settings: Settings, url: str, gossip: str) -> None:
         "redis": f"redis store at {storage.url}",
         "riak": f"riak store at {settings.core.riaknodes}",
     }[storage.backend]
+    processes = f"; {workers} workers" if workers > 1 else ""
     gossiping = f"; gossip {gossip}" if gossip else ""
-    print(f"dynamiq: node {settings.core.name} serving {url}; {where}{gossiping}", flush=True)
+    line = f"dynamiq: node {settings.core.name} serving {url}; {where}{processes}{gossiping}"
+    print(line, flush=True)
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` to its end on uvloop when it is installed, else on asyncio's loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)

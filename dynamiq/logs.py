@@ -7,7 +7,7 @@ import time
 
 from aiohttp.http_exceptions import HttpProcessingError
 
-__all__ = ["LOGGERS", "MalformedRequests", "configure"]
+__all__ = ["LOGGERS", "MalformedRequests", "configure", "label_process"]
 
 LOGGERS = (
     "dynamiq.api",
@@ -16,7 +16,9 @@ LOGGERS = (
     "dynamiq.daemon",
     "dynamiq.service",
     "dynamiq.storage",
+    "dynamiq.supervisor",
 )
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -60,7 +62,13 @@ class MalformedRequests(logging.Filter):
 
 def configure(level: str) -> None:
     """Send every Dynamiq logger to stderr at ``level`` (debug, info, warn, error)."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(format=FORMAT)
     for name in LOGGERS:
         logging.getLogger(name).setLevel(_LEVELS[level.lower()])
     logging.getLogger("aiohttp.server").addFilter(MalformedRequests())
+
+
+def label_process(label: str) -> None:
+    """Tell this process's lines from its siblings' (a node's worker: its member name)."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(logging.Formatter(FORMAT.replace("%(name)s", f"{label} %(name)s")))

@@ -24,6 +24,11 @@ from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client
 from tests.servers import flush_redis, redis_cluster, redis_server
 
+# Node processes the tests start are one process each unless a test says otherwise
+# (the default, one worker per core, is what tests/test_workers.py and the chaos
+# command with --workers exercise).
+os.environ.setdefault("DYNAMIQ_CORE_WORKERS", "1")
+
 # Blocking calls that are allowed: in libraries, once per connection, or at start-up.
 LIBRARY_BLOCKING = [
     # redis-py reads its own version from the package metadata for each new connection.

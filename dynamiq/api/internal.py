@@ -22,7 +22,9 @@ from dynamiq.cluster.wire import (
     PeerCounts,
     PeerIds,
     PeerMessages,
+    PeerMetrics,
     PeerReceive,
+    PeerServing,
     PeerStats,
     PeerVisibility,
     QueueNames,
@@ -102,6 +104,18 @@ async def stats(request: web.Request) -> web.Response:
     return _msgpack(PeerStats(here.cluster.local_stats(body.queues)))
 
 
+async def serving(request: web.Request) -> web.Response:
+    """Return the ids this member serves now (a worker of the same node asks)."""
+    here, _ = await _read(request, type(None))
+    return _msgpack(PeerServing(list(here.cluster.serving() or ())))
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Return this member's own metrics (a worker of the same node sums them)."""
+    await _read(request, type(None))
+    return _msgpack(PeerMetrics(request.config_dict[SERVICES].render_metrics()))
+
+
 async def handoff(request: web.Request) -> web.Response:
     """Hand a range over to the member that now owns it: 409 while still serving part of it."""
     here, body = await _read(request, Handoff)
@@ -140,6 +154,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{P}/queues/{{queue}}/release", release, access=Access.PEER),
     Route("POST", f"{P}/queues/{{queue}}/published", published, access=Access.PEER),
     Route("POST", f"{P}/stats", stats, access=Access.PEER),
+    Route("POST", f"{P}/serving", serving, access=Access.PEER),
+    Route("POST", f"{P}/metrics", metrics, access=Access.PEER),
     Route("POST", f"{P}/handoff", handoff, access=Access.PEER),
     Route("POST", f"{P}/heartbeat", heartbeat, access=Access.PEER),
     Route("POST", f"{P}/sync", sync, access=Access.PEER),

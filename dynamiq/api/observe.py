@@ -9,6 +9,7 @@ from aiohttp.typedefs import Handler
 
 from dynamiq.api.context import SERVICES
 from dynamiq.api.routes import Route, route_defs
+from dynamiq.metrics.prometheus import summed
 from dynamiq.service.access import Access
 
 __all__ = ["metrics_middleware", "routes"]
@@ -35,8 +36,11 @@ def routes() -> list[web.RouteDef]:
 
 
 async def scrape(request: web.Request) -> web.Response:
-    """Serve this node's metrics in the Prometheus text format."""
+    """Serve this node's metrics in the Prometheus text format (its workers' summed)."""
     services = request.config_dict[SERVICES]
     await services.read_levels()  # depths are read for a scrape, not every second
     body = services.render_metrics()
+    others = await services.node.cluster.siblings_metrics()
+    if others:
+        body = summed(body, others)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE + "; charset=utf-8"})

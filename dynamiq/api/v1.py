@@ -18,8 +18,10 @@ from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_middleware, render_v1
 from dynamiq.api.routes import Route, node, queue_name, queue_param, route_defs, topic_name, who
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
+from dynamiq.keyspace import node_of
 from dynamiq.models import Message, ReceiveRequest, parse_id
 from dynamiq.service.access import Access
+from dynamiq.service.reports import live_nodes, node_slice
 
 __all__ = ["ROUTES", "application"]
 
@@ -44,15 +46,14 @@ def _text(message: Message) -> dict[str, str]:
 
 
 async def servers(request: web.Request) -> web.Response:
-    """List the live members, one ``Member: <name> <ip>`` line each."""
-    members = node(request).membership.members()
-    return web.Response(text="".join(f"Member: {m.name} {m.host}\n" for m in members))
+    """List the live nodes, one ``Member: <name> <ip>`` line each."""
+    nodes = live_nodes(node(request).membership)
+    return web.Response(text="".join(f"Member: {node_of(m.name)} {m.host}\n" for m in nodes))
 
 
 async def partition_range(request: web.Request) -> web.Response:
     """Return this node's slice of the id keyspace as decimal strings."""
-    membership = node(request).membership
-    lo, hi = membership.slice_of(membership.local().name)
+    lo, hi = node_slice(node(request).membership)
     return json_response({"bottom": str(lo), "top": str(hi)})
 
 

@@ -227,7 +227,7 @@ async def node_stats(request: web.Request) -> web.Response:
 
 async def status(request: web.Request) -> web.Response:
     """Return this node, what it serves now, and every member it heard of with state and slice."""
-    return json_response(node(request).status())
+    return json_response(await node(request).status())
 
 
 # -- topics -------------------------------------------------------------------

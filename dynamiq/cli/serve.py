@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import signal
 import sys
 import threading
@@ -54,12 +53,17 @@ def serve_node(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
         return 2
-    from dynamiq.daemon import serve
+    from dynamiq.daemon import run, serve
     from dynamiq.logs import configure
 
     configure(settings.core.loglevelstring)
+    workers = settings.core.worker_count()
+    if workers > 1:
+        from dynamiq.supervisor import supervise
+
+        return supervise(settings, workers)
     try:
-        _run(serve(settings))
+        run(serve(settings))
     except ConfigError as exc:
         print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -99,12 +103,3 @@ def _local_cluster(count: int, data: Path, http_port: int) -> int:
     finally:
         cluster.stop()
     return 0
-
-
-def _run(coro: object) -> None:
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(coro)  # type: ignore[arg-type]
-    else:
-        uvloop.run(coro)  # type: ignore[arg-type]

@@ -21,13 +21,16 @@ from dynamiq.cluster.wire import (
     PeerCounts,
     PeerIds,
     PeerMessages,
+    PeerMetrics,
     PeerReceive,
+    PeerServing,
     PeerSigner,
     PeerStats,
     PeerVisibility,
     QueueNames,
 )
 from dynamiq.errors import PeerUnavailable
+from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease, LocalQueueStats, Message
 
 __all__ = ["PeerClient"]
@@ -121,6 +124,15 @@ class PeerClient:
             for name, stats in result.items():
                 totals[name] = totals.get(name, LocalQueueStats()) + stats
         return totals
+
+    async def serving(self, member: Member) -> KeyRange | None:
+        """Return the ids ``member`` serves now (None while it waits for its slice)."""
+        got = (await self._post(member, "serving", None, PeerServing)).serving
+        return (got[0], got[1]) if len(got) == 2 else None
+
+    async def metrics(self, member: Member) -> bytes:
+        """Return ``member``'s own metrics in the Prometheus text format."""
+        return (await self._post(member, "metrics", None, PeerMetrics)).text
 
     async def handoff(
         self, member: Member, lo: int, hi: int, name: str, gone: list[str]

@@ -28,7 +28,9 @@ __all__ = [
     "PeerCounts",
     "PeerIds",
     "PeerMessages",
+    "PeerMetrics",
     "PeerReceive",
+    "PeerServing",
     "PeerSigner",
     "PeerStats",
     "PeerVisibility",
@@ -161,3 +163,15 @@ class PeerStats(msgspec.Struct):
     """Per queue, what only the answering node knows."""
 
     queues: dict[str, LocalQueueStats]
+
+
+class PeerServing(msgspec.Struct):
+    """The ids a member serves now: ``[lo, hi]``, empty while it waits for its slice."""
+
+    serving: list[int]
+
+
+class PeerMetrics(msgspec.Struct):
+    """A member's own metrics in the Prometheus text format (a node's worker asks)."""
+
+    text: bytes

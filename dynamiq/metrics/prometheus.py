@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from dynamiq.metrics.base import LIFECYCLE_EVENTS
 
-__all__ = ["CONTENT_TYPE", "PrometheusMetrics"]
+__all__ = ["CONTENT_TYPE", "PrometheusMetrics", "summed"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -67,7 +68,7 @@ class PrometheusMetrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
         )
         self._errors = Counter("dynamiq_http_errors", "Error answers by code", ["code"], registry=r)
-        self._members = Gauge("dynamiq_cluster_size", "Live members", registry=r)
+        self._members = Gauge("dynamiq_cluster_size", "Live nodes", registry=r)
         self._commit = Gauge(
             "dynamiq_store_commit_seconds", "Mean commit latency lately", registry=r
         )
@@ -123,3 +124,56 @@ class PrometheusMetrics:
     def render(self) -> bytes:
         """Return the registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+
+# A family's kind, and its samples by series (``name{labels}``) in their order.
+_Family = tuple[str, dict[str, float]]
+_SUMMED = ("counter", "histogram")
+
+
+def summed(own: bytes, others: Sequence[bytes]) -> bytes:
+    """Return one node's exposition from its workers': ``own`` with the other workers'
+    counters and histograms added in.
+
+    Gauges are ``own``'s: what they measure (depths, leases in flight, the
+    cluster's size) is read for the whole node or the whole cluster already;
+    but a series first counted by another worker gets that worker's
+    ``_created`` time.
+    """
+    headers: dict[str, list[str]] = {}
+    families = _parse(own, headers)
+    for text in others:
+        for name, (kind, samples) in _parse(text, headers).items():
+            created = name.endswith("_created")
+            if kind not in _SUMMED and not created:
+                continue
+            mine = families.setdefault(name, (kind, {}))[1]
+            for series, value in samples.items():
+                if created:
+                    mine.setdefault(series, value)
+                else:
+                    mine[series] = mine.get(series, 0.0) + value
+    lines: list[str] = []
+    for name, (_, samples) in families.items():
+        lines += headers[name]
+        lines += [f"{series} {value!r}" for series, value in samples.items()]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _parse(text: bytes, headers: dict[str, list[str]]) -> dict[str, _Family]:
+    """Read an exposition's families; their ``# HELP``/``# TYPE`` lines go to ``headers``."""
+    families: dict[str, _Family] = {}
+    samples: dict[str, float] = {}
+    for line in text.decode().splitlines():
+        if line.startswith("# "):
+            _, word, name, rest = [*line.split(" ", 3), ""][:4]
+            headers.setdefault(name, [])
+            if line not in headers[name]:
+                headers[name].append(line)
+            if word == "TYPE":
+                samples = {}
+                families[name] = (rest.strip(), samples)
+        elif line:
+            series, _, value = line.rpartition(" ")
+            samples[series] = float(value)
+    return families

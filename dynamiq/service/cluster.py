@@ -36,7 +36,7 @@ from dynamiq.cluster.quorum import Quorum, heartbeats
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import BackendUnavailable, NoMajority, PeerUnavailable, QueueNotFound
-from dynamiq.keyspace import KeyRange, intersect
+from dynamiq.keyspace import KeyRange, intersect, node_of
 from dynamiq.models import HeldLease, LocalQueueStats, Message, Outgoing, ReceiveRequest
 from dynamiq.service.owners import by_owner, quietly, tell_owners
 
@@ -126,6 +126,35 @@ class Coordinator:
         """Return the other live members."""
         me = self._membership.local().name
         return [m for m in self._membership.members() if m.name != me]
+
+    def siblings(self) -> list[Member]:
+        """Return the other live workers of this node (none for a node of one process)."""
+        node = node_of(self._membership.local().name)
+        return [m for m in self.peers() if node_of(m.name) == node]
+
+    def serving(self) -> KeyRange | None:
+        """Return the ids this process serves now."""
+        return self._queues.keyspace
+
+    async def workers_serving(self) -> dict[str, KeyRange | None]:
+        """Return what each live worker of this node serves now, this one included (a
+        worker that does not answer serves nothing)."""
+        out = {self._membership.local().name: self.serving()}
+        if self._peers is not None:
+            for member in self.siblings():
+                try:
+                    out[member.name] = await self._peers.serving(member)
+                except PeerUnavailable:
+                    out[member.name] = None
+        return out
+
+    async def siblings_metrics(self) -> list[bytes]:
+        """Return the other workers' own metrics (those that do not answer are left out)."""
+        peers, siblings = self._peers, self.siblings()
+        if peers is None or not siblings:
+            return []
+        got = await asyncio.gather(*(peers.metrics(m) for m in siblings), return_exceptions=True)
+        return [text for text in got if isinstance(text, bytes)]
 
     # -- the served slice ----------------------------------------------------
 

@@ -24,6 +24,7 @@ from dynamiq.core.redrive import Redriver, RedriveTask
 from dynamiq.core.routing import Subscription
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
+from dynamiq.keyspace import node_of
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
     LocalQueueStats,
@@ -106,6 +107,7 @@ class Node:
         settings = QueueSettings().updated(dict(changes or {}))
         self._check_delay(settings.delay_seconds, "delay_seconds")
         await self._catalog.create_queue(name, settings)
+        await self._cluster.announced()  # any node (worker) knows it once this answers
         await self._janitor.idle.changed(name)
         return await self.describe_queue(name)
 
@@ -120,12 +122,14 @@ class Node:
         if "delay_seconds" in changes:
             self._check_delay(changes["delay_seconds"], "delay_seconds")
         await self._catalog.configure_queue(name, dict(changes))
+        await self._cluster.announced()
         await self._janitor.idle.changed(name)
         return await self.describe_queue(name)
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""
         await self._catalog.delete_queue(name)
+        await self._cluster.announced()
         self._queues.forget_dropped()
         await self._janitor.idle.forget(name)
         self._janitor.kick()
@@ -195,10 +199,12 @@ class Node:
     async def create_topic(self, name: str) -> None:
         """Create a topic."""
         await self._catalog.create_topic(name)
+        await self._cluster.announced()
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic (its queues stay)."""
         await self._catalog.delete_topic(name)
+        await self._cluster.announced()
 
     async def subscribe(
         self,
@@ -218,12 +224,15 @@ class Node:
         if keep and queue in self._catalog.topic(topic).subscriptions:
             return self.subscriptions(topic)
         changed = await self._catalog.subscribe(topic, queue, pattern, filter_policy, envelope)
+        await self._cluster.announced()
         return changed.listed()
 
     async def unsubscribe(self, topic: str, queue: str) -> list[Subscription]:
         """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
         validate_name("queue", queue, "queue")
-        return (await self._catalog.unsubscribe(topic, queue)).listed()
+        changed = await self._catalog.unsubscribe(topic, queue)
+        await self._cluster.announced()
+        return changed.listed()
 
     # -- messages --------------------------------------------------------------
 
@@ -392,12 +401,12 @@ class Node:
     async def node_stats(self) -> NodeStats:
         """Return every queue's cluster-wide stats and their sums."""
         queues = await self.queue_stats(self._catalog.queues())
-        members = len(self._membership.members())
-        return NodeStats(self._membership.local().name, members, queues, totals(queues))
+        nodes = len({node_of(m.name) for m in self._membership.members()})
+        return NodeStats(node_of(self._membership.local().name), nodes, queues, totals(queues))
 
-    def status(self) -> Status:
-        """Return this node, what it serves now, and every member it heard of."""
-        return cluster_status(self._membership, self._queues.keyspace)
+    async def status(self) -> Status:
+        """Return this node, what it serves now, and every node it heard of."""
+        return cluster_status(self._membership, await self._cluster.workers_serving())
 
     # -- lifecycle -------------------------------------------------------------
 

@@ -6,14 +6,15 @@ OpenAPI document is generated from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import msgspec
 
-from dynamiq.cluster.base import Membership
+from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.state import QueueStats
-from dynamiq.keyspace import KeyRange
+from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
 
 __all__ = [
@@ -25,8 +26,12 @@ __all__ = [
     "RedriveView",
     "Status",
     "Totals",
+    "WorkerStatus",
     "cluster_status",
+    "live_nodes",
+    "node_slice",
     "queue_detail",
+    "span",
     "totals",
 ]
 
@@ -108,27 +113,43 @@ class NodeStats(msgspec.Struct):
 
 
 class MemberStatus(msgspec.Struct):
-    """A cluster member, its gossip state (online, suspect, offline, left) and its slice.
+    """A node of the cluster, its gossip state (online, suspect, offline, left), its
+    slice and how many of its worker processes are live.
 
     The slice is the ids it owns in the live view (decimal strings, inclusive);
-    empty for a member that is not live.
+    empty for a node that is not live. A node served by several workers is
+    shown once: online while one of them is, its slice theirs together.
     """
 
     name: str
     http: str
     state: str
     slice: list[str]
+    workers: int = 1
+
+
+class WorkerStatus(msgspec.Struct):
+    """One worker process of this node: its member name, state, slice and what it
+    serves now."""
+
+    name: str
+    http: str
+    state: str
+    slice: list[str]
+    serving: list[str]
 
 
 class Status(msgspec.Struct):
-    """This node, the ids it serves now, and the members it heard of.
+    """This node, the ids it serves now, the nodes it heard of, and its workers.
 
-    ``serving`` is empty while the node waits for its slice to be handed over.
+    ``serving`` is empty while the node (one of its workers) waits for its
+    slice to be handed over. ``workers`` is empty for a node of one process.
     """
 
     node: str
     members: list[MemberStatus]
     serving: list[str]
+    workers: list[WorkerStatus] = []
 
 
 def queue_detail(name: str, own: QueueStats, peers: LocalQueueStats) -> QueueStatsDetail:
@@ -169,17 +190,82 @@ def totals(queues: Sequence[QueueStatsDetail]) -> Totals:
     )
 
 
-def cluster_status(membership: Membership, serving: KeyRange | None) -> Status:
-    """Return every member heard of with its state and slice, and what this node serves."""
+# Gossip states from the best to the worst: a node is in the best of its workers'.
+STATES = ("online", "suspect", "offline", "left")
+
+
+def cluster_status(membership: Membership, serving: Mapping[str, KeyRange | None]) -> Status:
+    """Return every node heard of with its state and slice, and what this node serves
+    (``serving``: per live worker of this node, this process included)."""
     live = {m.name for m in membership.members()}
+    by_node: dict[str, list[MemberState]] = {}
+    for state in membership.states():
+        by_node.setdefault(node_of(state.member.name), []).append(state)
 
-    def member(state: str, name: str, http: str) -> MemberStatus:
-        if state in ("online", "suspect") and name in live:
-            return MemberStatus(name, http, state, _texts(membership.slice_of(name)))
-        return MemberStatus(name, http, state, [])
+    def slices(states: list[MemberState]) -> list[KeyRange | None]:
+        return [membership.slice_of(s.member.name) for s in states if _live(s, live)]
 
-    members = [member(s.state, s.member.name, s.member.http) for s in membership.states()]
-    return Status(membership.local().name, members, _texts(serving))
+    members = [
+        MemberStatus(
+            node,
+            states[0].member.http,
+            min((s.state for s in states), key=_rank),
+            _texts(span(slices(states))),
+            sum(_live(s, live) for s in states),
+        )
+        for node, states in by_node.items()
+    ]
+    local = membership.local().name
+    mine = by_node.get(node_of(local), [])
+    workers = [
+        WorkerStatus(
+            s.member.name,
+            s.member.http,
+            s.state,
+            _texts(membership.slice_of(s.member.name) if _live(s, live) else None),
+            _texts(serving.get(s.member.name)),
+        )
+        for s in mine
+        if WORKER_MARK in s.member.name
+    ]
+    served = [serving.get(s.member.name) for s in mine if _live(s, live)]
+    return Status(node_of(local), members, _texts(span(served)), workers)
+
+
+def live_nodes(membership: Membership) -> list[Member]:
+    """Return one live member per live node (its first worker), sorted by name."""
+    firsts: dict[str, Member] = {}
+    for member in membership.members():
+        firsts.setdefault(node_of(member.name), member)
+    return list(firsts.values())
+
+
+def node_slice(membership: Membership) -> KeyRange:
+    """Return the ids this node owns in the live view: its live workers' slices (they
+    are neighbours in the view: their names share the node's)."""
+    local = membership.local().name
+    mine = [m.name for m in membership.members() if node_of(m.name) == node_of(local)]
+    return span([membership.slice_of(name) for name in mine]) or membership.slice_of(local)
+
+
+def span(ranges: Sequence[KeyRange | None]) -> KeyRange | None:
+    """Return the one range ``ranges`` make together; None when one is None, there is
+    none, or they leave a gap."""
+    if not ranges or None in ranges:
+        return None
+    ordered = sorted(r for r in ranges if r is not None)
+    for (_, hi), (lo, _) in itertools.pairwise(ordered):
+        if lo != hi + 1:
+            return None
+    return ordered[0][0], ordered[-1][1]
+
+
+def _live(state: MemberState, live: set[str]) -> bool:
+    return state.state in ("online", "suspect") and state.member.name in live
+
+
+def _rank(state: str) -> int:
+    return STATES.index(state) if state in STATES else len(STATES)
 
 
 def _texts(bounds: KeyRange | None) -> list[str]:

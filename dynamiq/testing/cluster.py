@@ -15,6 +15,7 @@ the network's bridge.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -98,6 +99,7 @@ class LocalNode:
             stderr=subprocess.STDOUT,
             env=env,
             cwd=self.cwd,
+            start_new_session=True,  # its workers, if any, in a process group of their own
         )
         self._read_ports(offset)
 
@@ -121,10 +123,27 @@ class LocalNode:
         return self.proc is not None and self.proc.poll() is None
 
     def signal(self, sig: signal.Signals) -> None:
-        """Send ``sig`` to the process if it runs."""
+        """Send ``sig`` to the node if it runs: SIGSTOP, SIGCONT and SIGKILL to its
+        workers too (the whole node stops, goes on or dies at once); the others to
+        the node's process, which passes them on."""
         if self.alive():
             assert self.proc is not None
-            self.proc.send_signal(sig)
+            if sig in (signal.SIGSTOP, signal.SIGCONT, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, sig)
+            else:
+                self.proc.send_signal(sig)
+
+    def workers(self) -> list[int]:
+        """Return the pids of the node's worker processes (none for a node of one)."""
+        if not self.alive():
+            return []
+        assert self.proc is not None
+        pid = self.proc.pid
+        try:
+            return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except OSError:
+            return []
 
     def wait(self, timeout: float = 30.0) -> int | None:
         """Wait for the process to exit; return its status (None if it never started)."""

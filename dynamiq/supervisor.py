@@ -1,0 +1,319 @@
+"""A node served by several worker processes (``core.workers``): start them, keep
+them running, stop them.
+
+One Python process uses one core. With ``core.workers = N`` the node's
+supervisor forks N workers; each listens on the node's HTTP port with
+``SO_REUSEPORT``, so the kernel spreads new connections between them, and
+each is a member of the cluster (``node/0``, ``node/1``...), so the node's
+slice is split between its workers and no message is leased by two of them;
+a receive one cannot fill continues into the others' shares, and a worker
+that is killed leaves its leases to lapse, as a node does. A node alone has
+its workers gossip with each other on loopback under a secret made at start.
+
+The supervisor serves nothing itself. Before forking it reserves the node's
+port (bound with ``SO_REUSEPORT``, never listening, so no connection waits
+on it), binds each worker's socket for the peers and picks its gossip port:
+a worker started again sits where it sat, and the others reach it where
+they did. A worker that exits is started again after a pause that doubles
+while it keeps failing soon after its start. SIGTERM and SIGINT stop every
+worker gracefully (a second signal kills them), SIGHUP is passed on
+(certificates reload), and kill -9 of the supervisor takes its workers with
+it (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import secrets
+import select
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+from dynamiq.cluster.swim import claim_port
+from dynamiq.config import Settings
+from dynamiq.daemon import Seat, announce, listen, run, serve, url_of
+from dynamiq.errors import ConfigError, DynamiqError
+from dynamiq.keyspace import worker_name
+from dynamiq.logs import label_process
+
+__all__ = ["supervise"]
+
+log = logging.getLogger("dynamiq.supervisor")
+
+SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD}
+TICK_SECONDS = 0.1  # how often the supervisor looks at its workers without a signal
+READY_SECONDS = 60.0  # how long the workers may take to serve, at the node's start
+FIRST_PAUSE_SECONDS = 0.2  # before a failed worker is started again; doubled while it
+LONGEST_PAUSE_SECONDS = 5.0  # keeps failing within STEADY_SECONDS of its start
+STEADY_SECONDS = 10.0
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class _Worker:
+    seat: Seat
+    pid: int = 0  # 0: not running
+    ready: int = -1  # the pipe it writes to once it serves (-1: closed)
+    served: bool = False  # it said it serves, this start or an earlier one
+    started: float = 0.0
+    pause: float = FIRST_PAUSE_SECONDS
+    due: float = field(default=0.0)  # when to start it again (0: not waiting to)
+
+
+def supervise(settings: Settings, count: int) -> int:
+    """Serve the node with ``count`` worker processes until stopped; return the exit
+    status (2: a worker could not start as configured, 1: it could not start)."""
+    try:
+        reserved = _reserve(settings)
+        seats = _seats(settings, count)
+    except OSError as exc:
+        print(
+            f"dynamiq: cannot listen on {settings.core.httpaddress}:"
+            f"{settings.core.httpport}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 1
+    except ConfigError as exc:
+        print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
+        return 2
+    port = reserved.getsockname()[1]
+    workers = [_Worker(seat) for seat in seats]
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        return _Supervisor(settings, workers, reserved, blocked).run(port)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for seat in seats:
+            seat.peers.close()
+        reserved.close()
+
+
+def _reserve(settings: Settings) -> socket.socket:
+    """Bind the node's port for its workers to share (bound, never listening).
+
+    ``SO_REUSEPORT`` would let a second node of the same user share the port
+    silently: an exclusive bind first tells a port already taken.
+
+    Raises:
+        OSError: the port is taken.
+    """
+    with listen(settings) as alone:
+        port = alone.getsockname()[1]
+    return listen(settings, port, shared=True)
+
+
+def _seats(settings: Settings, count: int) -> list[Seat]:
+    """Where each worker sits: its member name, peer socket, gossip address and seeds.
+
+    Raises:
+        ConfigError: the gossip port is taken.
+        OSError: a peer socket cannot be bound.
+    """
+    core, cluster = settings.core, settings.cluster
+    if settings.gossip:
+        host, secret = cluster.address or core.httpaddress, cluster.shared_secret()
+    else:  # a node alone: its workers gossip with each other only
+        host, secret = "127.0.0.1", secrets.token_hex(32)
+    try:
+        ports = [
+            claim_port(host, core.port if i == 0 and settings.gossip else 0) for i in range(count)
+        ]
+    except OSError as exc:
+        raise ConfigError(
+            f"gossip port {host}:{core.port} is taken ({exc.strerror})", key="core.port"
+        ) from None
+    gossip = [f"{host}:{port}" for port in ports]
+    seeds = tuple(dict.fromkeys([*(core.seeds() if settings.gossip else []), *gossip]))
+    return [
+        Seat(
+            worker_name(core.name, i),
+            listen(settings, 0, host=host),
+            gossip[i],
+            seeds,
+            secret,
+            settings.gossip,
+        )
+        for i in range(count)
+    ]
+
+
+class _Supervisor:
+    def __init__(
+        self,
+        settings: Settings,
+        workers: list[_Worker],
+        reserved: socket.socket,
+        mask: set[int | signal.Signals],
+    ) -> None:
+        self._settings = settings
+        self._workers = workers
+        self._reserved = reserved
+        self._mask = mask  # the signal mask workers start with
+        self._stopping = False
+        self._status = 0
+        self._pid = os.getpid()
+
+    def run(self, port: int) -> int:
+        for worker in self._workers:
+            self._start(worker, port)
+        deadline = time.monotonic() + READY_SECONDS
+        announced = False
+        while not (self._stopping and not self._running()):
+            self._signals()
+            self._reap()
+            self._readiness()
+            if not announced and all(w.served for w in self._workers):
+                announced = True
+                self._announce()
+            elif not announced and time.monotonic() > deadline and not self._stopping:
+                log.error("the workers did not all serve within %.0f s", READY_SECONDS)
+                self._stop(1)
+            if not self._stopping:
+                self._restart_due(port)
+        return self._status
+
+    # -- the workers -----------------------------------------------------------
+
+    def _start(self, worker: _Worker, port: int) -> None:
+        ready, told = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the supervisor's stack
+            os.close(ready)
+            os._exit(self._work(worker.seat, port, told))
+        os.close(told)
+        worker.pid, worker.ready, worker.started, worker.due = pid, ready, time.monotonic(), 0.0
+        log.debug("worker %s started (pid %d)", worker.seat.name, pid)
+
+    def _work(self, seat: Seat, port: int, told: int) -> int:
+        """Run one worker until it stops; return its exit status."""
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+            _die_with(self._pid)
+            label_process(seat.name)
+            self._reserved.close()
+            for other in self._workers:
+                if other.seat is not seat:
+                    other.seat.peers.close()
+                if other.ready >= 0:
+                    os.close(other.ready)
+
+            def ready(_: str) -> None:
+                os.write(told, b"1")
+                os.close(told)
+
+            sock = listen(self._settings, port, shared=True)
+            run(serve(self._settings, ready, seat, sock))
+        except ConfigError as exc:
+            log.error("configuration error: %s", exc)
+            return 2
+        except (DynamiqError, OSError) as exc:
+            log.error("%s", exc)
+            return 1
+        except BaseException:  # a worker's failure is reported, never raised into a fork
+            log.exception("the worker failed")
+            return 1
+        return 0
+
+    def _running(self) -> list[_Worker]:
+        return [w for w in self._workers if w.pid]
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            worker = next((w for w in self._workers if w.pid == pid), None)
+            if worker is None:
+                continue
+            worker.pid = 0
+            self._close_ready(worker)
+            code = os.waitstatus_to_exitcode(status)
+            if self._stopping:
+                continue
+            if not worker.served:
+                log.error("worker %s could not start (exit %d)", worker.seat.name, code)
+                self._stop(2 if code == 2 else 1)
+                continue
+            lived = time.monotonic() - worker.started
+            worker.pause = FIRST_PAUSE_SECONDS if lived >= STEADY_SECONDS else worker.pause
+            worker.due = time.monotonic() + worker.pause
+            log.warning(
+                "worker %s exited (%s); starting it again in %.1f s",
+                worker.seat.name,
+                f"signal {-code}" if code < 0 else f"status {code}",
+                worker.pause,
+            )
+            worker.pause = min(LONGEST_PAUSE_SECONDS, worker.pause * 2)
+
+    def _restart_due(self, port: int) -> None:
+        now = time.monotonic()
+        for worker in self._workers:
+            if not worker.pid and worker.due and now >= worker.due:
+                self._start(worker, port)
+
+    def _readiness(self) -> None:
+        pipes = {w.ready: w for w in self._workers if w.ready >= 0}
+        if not pipes:
+            return
+        readable, _, _ = select.select(list(pipes), [], [], 0)
+        for fd in readable:
+            worker = pipes[fd]
+            if os.read(fd, 1):
+                worker.served = True
+                log.debug("worker %s serves", worker.seat.name)
+            self._close_ready(worker)
+
+    @staticmethod
+    def _close_ready(worker: _Worker) -> None:
+        if worker.ready >= 0:
+            os.close(worker.ready)
+            worker.ready = -1
+
+    # -- signals ---------------------------------------------------------------
+
+    def _signals(self) -> None:
+        got = signal.sigtimedwait(SIGNALS, TICK_SECONDS)
+        if got is None or got.si_signo == signal.SIGCHLD:
+            return
+        if got.si_signo == signal.SIGHUP:
+            self._tell(signal.SIGHUP)
+        elif self._stopping:
+            log.warning("stopping now: killing the workers")
+            self._tell(signal.SIGKILL)
+        else:
+            log.info(
+                "stopping: the workers finish in-flight requests (signal again to exit at once)"
+            )
+            self._stop(0)
+
+    def _stop(self, status: int) -> None:
+        self._stopping, self._status = True, status
+        self._tell(signal.SIGTERM)
+
+    def _tell(self, sig: signal.Signals) -> None:
+        for worker in self._running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, sig)
+
+    def _announce(self) -> None:
+        settings = self._settings
+        url = url_of(self._reserved, settings.tls.enabled)
+        gossip = self._workers[0].seat.gossip if settings.gossip else ""
+        announce(settings, url, gossip, len(self._workers))
+
+
+def _die_with(supervisor: int) -> None:
+    """Have the kernel kill this process when the supervisor dies (kill -9 included)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != supervisor:  # it died before the line above
+        os._exit(1)

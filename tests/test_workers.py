@@ -1,0 +1,191 @@
+"""A node served by several worker processes (``core.workers``): one port, one node.
+
+Every node here is a real ``dynamiq serve`` process whose workers share its
+port with ``SO_REUSEPORT``; workers are killed with kill -9 as a node would be.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dynamiq.client import Client
+from dynamiq.config import load_settings
+from dynamiq.errors import ConfigError
+from dynamiq.keyspace import KEYSPACE
+from dynamiq.testing.cluster import LocalCluster
+from tests.conftest import NodeFactory, NodeProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+TWO = ("--core-workers", "2")
+
+
+def _workers(node: NodeProcess) -> list[int]:
+    assert node.proc is not None
+    pid = node.proc.pid
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _serves_all(node: NodeProcess) -> bool:
+    with Client(node.url) as client:
+        status = client.status()
+    return status["serving"] == ["0", str(KEYSPACE - 1)] and all(
+        w["serving"] == w["slice"] for w in status["workers"]
+    )
+
+
+def _scrape(node: NodeProcess) -> str:
+    with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as answer:
+        text: str = answer.read().decode()
+        return text
+
+
+def test_workers_default_to_one_per_core_and_take_a_count() -> None:
+    assert load_settings(env={}).core.worker_count() == len(os.sched_getaffinity(0))
+    settings = load_settings(env={"DYNAMIQ_CORE_WORKERS": "3"})
+    assert settings.core.worker_count() == 3
+    for bad in ("0", "65", "many"):
+        with pytest.raises(ConfigError, match=r"core\.workers"):
+            load_settings(env={"DYNAMIQ_CORE_WORKERS": bad})
+    with pytest.raises(ConfigError, match=r"core\.name"):
+        load_settings(env={"DYNAMIQ_CORE_NAME": "a/b"})
+
+
+def test_two_workers_share_the_port_split_the_slice_and_show_as_one_node(
+    node_factory: NodeFactory,
+) -> None:
+    node = node_factory(*TWO).start()
+    assert len(_workers(node)) == 2
+    _until(lambda: _serves_all(node), 10, "the workers never served the whole keyspace")
+    with Client(node.url) as client:
+        status = client.status()
+        assert status["node"] == "dynamiq1"
+        assert [(m["name"], m["workers"]) for m in status["members"]] == [("dynamiq1", 2)]
+        halves = [w["slice"] for w in status["workers"]]
+        assert [w["name"] for w in status["workers"]] == ["dynamiq1/0", "dynamiq1/1"]
+        assert halves == [["0", str(KEYSPACE // 2 - 1)], [str(KEYSPACE // 2), str(KEYSPACE - 1)]]
+        assert client.stats()["members"] == 1
+        client.create_queue("spread")
+    ids: list[int] = []
+    for i in range(40):  # a connection each: the kernel spreads them over the workers
+        with Client(node.url) as client:
+            ids += client.publish("spread", [f"m{i}"])
+    # Each worker stores what it is sent in its own half: both halves got some.
+    assert {i >= KEYSPACE // 2 for i in ids} == {False, True}
+    scraped = _scrape(node)
+    assert 'dynamiq_messages_sent_total{queue="spread"} 40.0' in scraped  # summed
+    _until(lambda: "dynamiq_cluster_size 1.0" in _scrape(node), 15, "nodes counted as workers")
+    with Client(node.url) as client:  # a receive goes on into the other worker's half
+        got = client.receive("spread", 40, visibility_timeout=30)
+        while len(got) < 40 and (more := client.receive("spread", 40, visibility_timeout=30)):
+            got += more
+        assert sorted(m.id for m in got) == sorted(ids)
+        with urllib.request.urlopen(f"{node.url}/v1/status/servers", timeout=5) as answer:
+            assert answer.read().decode() == "Member: dynamiq1 127.0.0.1\n"
+
+
+def test_a_worker_killed_is_started_again_and_its_leases_lapse_with_nothing_lost(
+    node_factory: NodeFactory,
+) -> None:
+    node = node_factory(*TWO).start()
+    _until(lambda: _serves_all(node), 10, "the workers never served the whole keyspace")
+    with Client(node.url) as client:
+        client.create_queue("work")
+    published: set[int] = set()
+    for i in range(20):
+        with Client(node.url) as client:
+            published |= set(client.publish("work", [f"w{i}-{j}" for j in range(5)]))
+    with Client(node.url) as client:
+        leased = client.receive("work", 100, visibility_timeout=2)
+        while more := client.receive("work", 100, visibility_timeout=2):
+            leased += more
+    assert {m.id for m in leased} == published
+    victim, survivor = _workers(node)
+    os.kill(victim, signal.SIGKILL)
+    _until(lambda: victim not in _workers(node) and len(_workers(node)) == 2, 15, "no restart")
+    assert survivor in _workers(node)
+    _until(lambda: _serves_all(node), 15, "the restarted worker never served its half again")
+    seen: set[int] = set()
+    deadline = time.monotonic() + 20
+    with Client(node.url) as client:  # every lease lapses, the killed worker's included
+        while seen != published and time.monotonic() < deadline:
+            got = client.receive("work", 100, visibility_timeout=30, wait_seconds=1)
+            seen |= {m.id for m in got}
+            if got:
+                client.delete("work", [m.id for m in got])
+        assert seen == published
+        assert client.queue("work")["stats"]["depth"] == 0
+    assert any("worker dynamiq1/" in line and "exited (signal 9)" in line for line in node.log)
+
+
+def test_sigterm_stops_every_worker_gracefully_and_kill_9_takes_them_along(
+    node_factory: NodeFactory, tmp_path: Path
+) -> None:
+    node = node_factory(*TWO).start()
+    workers = _workers(node)
+    node.signal(signal.SIGTERM)
+    assert node.wait() == 0
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    again = node_factory(*TWO, data=tmp_path / "again").start()
+    workers = _workers(again)
+    again.signal(signal.SIGKILL)
+    again.wait()
+    _until(
+        lambda: not [pid for pid in workers if Path(f"/proc/{pid}/stat").exists()],
+        5,
+        "workers outlived their node",
+    )
+
+
+def test_a_port_another_node_serves_is_refused_not_shared(
+    node_factory: NodeFactory, tmp_path: Path
+) -> None:
+    first = node_factory(*TWO).start()
+    port = re.sub(r".*:", "", first.url)
+    second = node_factory(*TWO, "--core-httpport", port, data=tmp_path / "second")
+    with pytest.raises(RuntimeError, match="did not start"):
+        second.start()
+    assert second.proc is not None and second.proc.returncode == 1
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=5):
+        pass  # the first still serves
+
+
+def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, 2, extra=list(TWO))
+    try:
+        cluster.start()
+        status = cluster.nodes["n1"].status()
+        assert status is not None
+        assert [(m["name"], m["workers"]) for m in status["members"]] == [("n1", 2), ("n2", 2)]
+        urls = [n.url for n in cluster.nodes.values()]
+        with Client(urls) as client:
+            client.create_queue("c")
+            ids = set()
+            for i in range(10):
+                ids |= set(client.publish("c", [f"c{i}"]))
+            seen: set[int] = set()
+            deadline = time.monotonic() + 10
+            while seen != ids and time.monotonic() < deadline:
+                got = client.receive("c", 10, wait_seconds=0.5)
+                seen |= {m.id for m in got}
+                if got:
+                    client.delete("c", [m.id for m in got])
+            assert seen == ids
+    finally:
+        cluster.stop()
