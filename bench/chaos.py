@@ -5,6 +5,7 @@
     python -m bench.chaos --redis-url redis://127.0.0.1:7000,...   # on a store you run
     python -m bench.chaos --rounds 100 --partitions   # network faults too (root, Linux)
     python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
+    python -m bench.chaos --rounds 20 --workers 2   # nodes of 2 workers; kills single ones too
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
@@ -16,7 +17,9 @@ partition), or a third of one node's packets lost (a flapping link). With
 ``--store-faults`` (and ``--redis-cluster``, whose writes then wait for a
 replica) the rounds also kill or pause one of the store's primaries
 (``bench.store_faults``) and report when its replica was promoted and when
-the nodes served again. Two loads run throughout:
+the nodes served again. With ``--workers N`` every node is served by N
+worker processes, and the rounds also ``kill -9`` one worker of a node (its
+supervisor starts it again). Two loads run throughout:
 
 - ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
   messages are never deleted and 10% are delayed by 1 s;
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import shutil
 import signal
@@ -62,6 +66,7 @@ from tests.servers import RedisCluster, redis_cluster
 
 KEYSPACE = 1 << 63
 FAULTS = ("kill -9", "SIGSTOP", "SIGTERM")
+WORKER_FAULTS = ("kill -9 worker",)
 NETWORK_FAULTS = ("isolate", "one-way", "lossy")
 LOSS_PERCENT = 33
 MAX_RECEIVES = 3
@@ -128,6 +133,9 @@ def _fault(cluster: LocalCluster, watch: CoverageWatch, node: LocalNode, fault: 
             cluster.network.lossy(node.name, LOSS_PERCENT)
         time.sleep(random.uniform(2.0, 6.0))
         cluster.network.heal()
+    elif fault == "kill -9 worker":
+        watch.down.add(node.name)
+        os.kill(random.choice(node.workers()), signal.SIGKILL)  # its supervisor restarts it
     elif fault == "kill -9":
         watch.down.add(node.name)
         node.signal(signal.SIGKILL)
@@ -175,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-logs", type=Path, help="copy the nodes' logs into this directory at the end"
     )
     parser.add_argument("--loglevel", default="warn", help="the nodes' log level")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="worker processes per node (default 1)"
+    )
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
@@ -200,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--partitions: {why}")
             network = Network([f"n{i + 1}" for i in range(args.nodes)]).up()
             stack.callback(network.down)
-        cluster = LocalCluster(Path(tmp), args.nodes, extra=extra, network=network)
+        cluster = LocalCluster(
+            Path(tmp), args.nodes, extra=extra, network=network, workers=args.workers
+        )
         try:
             return _run(cluster, args, seed, redis if args.store_faults else None)
         finally:
@@ -212,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(
     cluster: LocalCluster, args: argparse.Namespace, seed: int, redis: RedisCluster | None
 ) -> int:
-    print(f"chaos: {args.nodes} nodes, {args.rounds} rounds, {args.rate:g} msg/s, seed {seed}")
+    print(
+        f"chaos: {args.nodes} nodes of {args.workers} worker(s), {args.rounds} rounds, "
+        f"{args.rate:g} msg/s, seed {seed}"
+    )
     print(f"formed in {cluster.start():.1f} s")
     print(f"monotonic {time.monotonic():.2f} is {datetime.now().time()} (the nodes' log times)")
     urls = [n.url for n in cluster.nodes.values()]
@@ -249,6 +265,7 @@ def _run(
     started = time.monotonic()
     faults = [
         *FAULTS,
+        *(WORKER_FAULTS if args.workers > 1 else ()),
         *(NETWORK_FAULTS if args.partitions else ()),
         *(STORE_FAULTS if redis else ()),
     ]

@@ -253,6 +253,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
     extra_flags: tuple[str, ...] = ()
     checkout: str | None = None  # run the node of this checkout instead of this one
+    workers = 1  # core.workers
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")
@@ -270,6 +271,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             d,
             "--core-loglevelstring",
             "warn",
+            "--core-workers",
+            str(self.workers),
             *self.extra_flags,
         ]
         # ``-m dynamiq`` finds the package of the working directory first.
@@ -336,6 +339,19 @@ class DynamiqStatsd(Dynamiq):
 
     def settings(self) -> str:
         return super().settings() + "; stats.type=statsd, flushinterval 1 s"
+
+
+class DynamiqWorkers2(Dynamiq):
+    """The same node served by two worker processes (``core.workers = 2``)."""
+
+    name = "dynamiq-workers2"
+    workers = 2
+
+    def settings(self) -> str:
+        return (
+            super().settings() + "; core.workers=2 (the driver's CPU and RSS columns measure "
+            "the supervisor process only)"
+        )
 
 
 class DynamiqGrouped(Dynamiq):
@@ -475,6 +491,7 @@ ADAPTERS = {
     "dynamiq-secure": DynamiqSecure,
     "dynamiq-baseline": DynamiqBaseline,
     "dynamiq-grouped": DynamiqGrouped,
+    "dynamiq-workers2": DynamiqWorkers2,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,

@@ -109,31 +109,41 @@ def _reserve(settings: Settings) -> socket.socket:
 
 
 def _seats(settings: Settings, count: int) -> list[Seat]:
-    """Where each worker sits: its member name, peer socket, gossip address and seeds.
+    """Where each worker sits: its member name, its gossip port, its port for the
+    peers' calls, and its seeds.
+
+    In a cluster of ``count`` workers per node, worker ``i`` gossips on
+    ``core.port + i`` and takes the peers' calls on ``core.port + count + i``:
+    the same after a restart of the node, so the others never know one worker
+    at two addresses. A node alone has its workers gossip on loopback, on
+    ports the OS picks (kept across their restarts).
 
     Raises:
-        ConfigError: the gossip port is taken.
-        OSError: a peer socket cannot be bound.
+        ConfigError: a worker's port is taken.
+        OSError: a worker's peer socket cannot be bound.
     """
     core, cluster = settings.core, settings.cluster
     if settings.gossip:
         host, secret = cluster.address or core.httpaddress, cluster.shared_secret()
+        wanted = [core.port + i if core.port else 0 for i in range(2 * count)]
     else:  # a node alone: its workers gossip with each other only
-        host, secret = "127.0.0.1", secrets.token_hex(32)
-    try:
-        ports = [
-            claim_port(host, core.port if i == 0 and settings.gossip else 0) for i in range(count)
-        ]
-    except OSError as exc:
-        raise ConfigError(
-            f"gossip port {host}:{core.port} is taken ({exc.strerror})", key="core.port"
-        ) from None
-    gossip = [f"{host}:{port}" for port in ports]
+        host, secret, wanted = "127.0.0.1", secrets.token_hex(32), [0] * (2 * count)
+    ports: list[int] = []
+    for port in wanted:
+        try:
+            ports.append(claim_port(host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"port {host}:{port} for a worker is taken ({exc.strerror}); with "
+                f"{count} workers a node uses core.port to core.port + {2 * count - 1}",
+                key="core.port",
+            ) from None
+    gossip = [f"{host}:{port}" for port in ports[:count]]
     seeds = tuple(dict.fromkeys([*(core.seeds() if settings.gossip else []), *gossip]))
     return [
         Seat(
             worker_name(core.name, i),
-            listen(settings, 0, host=host),
+            listen(settings, ports[count + i], host=host),
             gossip[i],
             seeds,
             secret,

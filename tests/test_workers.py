@@ -167,7 +167,7 @@ def test_a_port_another_node_serves_is_refused_not_shared(
 
 
 def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: Path) -> None:
-    cluster = LocalCluster(tmp_path, 2, extra=list(TWO))
+    cluster = LocalCluster(tmp_path, 2, workers=2)
     try:
         cluster.start()
         status = cluster.nodes["n1"].status()

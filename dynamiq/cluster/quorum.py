@@ -122,7 +122,9 @@ async def heartbeats(
     try:
         while True:
             known = membership.known()
-            found = {s.member.name: s.member for s in membership.states()}
+            # A member restarted at another address is heard of twice: the live one.
+            states = sorted(membership.states(), key=lambda s: s.state in ("online", "suspect"))
+            found = {s.member.name: s.member for s in states}
             for name, member in found.items():
                 if name != quorum.name and name in known:
                     task = asyncio.create_task(beat(member))

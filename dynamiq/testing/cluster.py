@@ -47,14 +47,18 @@ START_SECONDS = 30.0
 SPARE_PORTS = (10000, 20000)
 
 
-def spare_port(host: str = HOST) -> int:
-    """Return a port free on ``host`` for TCP and UDP now, outside the range the OS
-    draws outgoing connections' ports from (0 when none was found)."""
+def spare_port(host: str = HOST, count: int = 1) -> int:
+    """Return a port free on ``host`` for TCP and UDP now, and the ``count - 1``
+    after it too, outside the range the OS draws outgoing connections' ports from
+    (0 when none was found)."""
     for _ in range(200):
+        first = random.randrange(SPARE_PORTS[0], SPARE_PORTS[1] - count)
         try:
-            return claim_port(host, random.randrange(*SPARE_PORTS))
+            for port in range(first, first + count):
+                claim_port(host, port)
         except OSError:
             continue
+        return first
     return 0
 
 
@@ -195,13 +199,16 @@ class LocalCluster:
         env: dict[str, str] | None = None,
         network: Network | None = None,
         checkout: Path | None = None,
+        workers: int = 1,
     ) -> None:
-        """Define the nodes (``checkout``: run another checkout's package, same flags)."""
+        """Define the nodes (``checkout``: run another checkout's package, same flags;
+        ``workers``: processes per node, whose gossip ports follow the node's)."""
         self.data = data
         self.network = network
         self.checkout = checkout
         self.secret = secret or secrets.token_hex(16)
-        self.extra = list(extra)
+        self.workers = workers
+        self.extra = [*extra, "--core-workers", str(workers)]
         self.env = {**os.environ, **(env or {}), "DYNAMIQ_CLUSTER_SECRET": self.secret}
         self.env.setdefault("PYTHONUNBUFFERED", "1")
         if network is not None:  # addresses beyond loopback: keys are on unless said
@@ -220,7 +227,7 @@ class LocalCluster:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         else:
             node.http_port = http_port or spare_port()
-            node.gossip_port = spare_port()
+            node.gossip_port = spare_port(count=2 * self.workers)  # a gossip and a peer port each
         self.nodes[name] = node
         return node
 
