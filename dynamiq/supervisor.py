@@ -31,7 +31,6 @@ import secrets
 import select
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -68,20 +67,18 @@ class _Worker:
 
 def supervise(settings: Settings, count: int) -> int:
     """Serve the node with ``count`` worker processes until stopped; return the exit
-    status (2: a worker could not start as configured, 1: it could not start)."""
+    status (2: a worker could not start as configured, 1: it could not start).
+
+    Raises:
+        ConfigError: a worker's port is taken.
+        OSError: the node's port is taken.
+    """
+    reserved = _reserve(settings)
     try:
-        reserved = _reserve(settings)
         seats = _seats(settings, count)
-    except OSError as exc:
-        print(
-            f"dynamiq: cannot listen on {settings.core.httpaddress}:"
-            f"{settings.core.httpport}: {exc.strerror}",
-            file=sys.stderr,
-        )
-        return 1
-    except ConfigError as exc:
-        print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
-        return 2
+    except BaseException:
+        reserved.close()
+        raise
     port = reserved.getsockname()[1]
     workers = [_Worker(seat) for seat in seats]
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)

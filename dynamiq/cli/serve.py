@@ -58,11 +58,11 @@ def serve_node(args: argparse.Namespace) -> int:
 
     configure(settings.core.loglevelstring)
     workers = settings.core.worker_count()
-    if workers > 1:
-        from dynamiq.supervisor import supervise
-
-        return supervise(settings, workers)
     try:
+        if workers > 1:
+            from dynamiq.supervisor import supervise
+
+            return supervise(settings, workers)
         run(serve(settings))
     except ConfigError as exc:
         print(f"dynamiq: configuration error: {exc}", file=sys.stderr)

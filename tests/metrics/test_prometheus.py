@@ -13,7 +13,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
-from dynamiq.metrics.prometheus import PrometheusMetrics
+from dynamiq.metrics.prometheus import PrometheusMetrics, summed
 from dynamiq.storage.lmdb import LmdbBackend
 
 
@@ -104,3 +104,29 @@ class _Counting:
     async def count(self, bucket: str) -> int:
         self.counts += 1
         return await self._store.count(bucket)
+
+
+def test_a_nodes_workers_metrics_sum_their_counters_and_histograms_and_keep_one_gauge() -> None:
+    first, second = PrometheusMetrics(), PrometheusMetrics()
+    first.sent("q", 3)
+    second.sent("q", 4)
+    second.sent("only-second", 1)
+    first.request("/v2/x", "GET", 200, 0.0004)
+    second.request("/v2/x", "GET", 200, 0.2)
+    first.node_level(1, 0.001)
+    second.node_level(1, 0.004)
+    text = summed(first.render(), [second.render()]).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("dynamiq_messages_sent_total", (("queue", "q"),))] == 7
+    assert samples[("dynamiq_messages_sent_total", (("queue", "only-second"),))] == 1
+    assert ("dynamiq_messages_sent_created", (("queue", "only-second"),)) in samples
+    request = (("method", "GET"), ("route", "/v2/x"), ("status", "200"))
+    assert samples[("dynamiq_http_request_seconds_count", request)] == 2
+    assert samples[("dynamiq_http_request_seconds_bucket", (("le", "0.0005"), *request))] == 1
+    assert samples[("dynamiq_http_request_seconds_bucket", (("le", "0.5"), *request))] == 2
+    assert samples[("dynamiq_cluster_size", ())] == 1  # a gauge: the answering worker's
+    assert samples[("dynamiq_store_commit_seconds", ())] == 0.001
