@@ -80,20 +80,32 @@ Context = Callable[[web.Application], AsyncIterator[None]]
 
 @dataclass(frozen=True)
 class Seat:
-    """Where one worker process of a node sits: made by the supervisor, kept across
-    the worker's restarts.
+    """Where a process that gossips sits in the cluster: a node of one process
+    (``_own_seat``), or one worker of a node, made by its supervisor and kept
+    across the worker's restarts.
 
-    The node's workers are members of the cluster, named ``node/0``,
+    A node's workers are members of the cluster, named ``node/0``,
     ``node/1``...: they split the node's slice, and a receive one of them
     cannot fill continues into the others' shares, as between nodes.
     """
 
-    name: str  # the worker's member name
-    peers: socket.socket  # bound: where the other members call this worker
-    gossip: str  # host:port this worker gossips on
-    seeds: tuple[str, ...]  # the node's seeds and its other workers' gossip addresses
+    name: str  # the member's name
+    peers: socket.socket  # bound: where the other members call this process
+    gossip: str  # host:port this process gossips on
+    seeds: tuple[str, ...]  # the node's seeds (and its other workers' gossip addresses)
     secret: str  # the cluster's; for a node alone, one its workers share
     quorum: bool  # False for a node alone: its workers wait for no majority of each other
+
+
+def _own_seat(settings: Settings, sock: socket.socket) -> Seat | None:
+    """Return the seat of a node of one process that gossips (its HTTP socket takes the
+    peers' calls); None for a node alone."""
+    if not settings.gossip:
+        return None
+    core, cluster = settings.core, settings.cluster
+    host = cluster.address or core.httpaddress
+    address, seeds = f"{host}:{core.port}", tuple(core.seeds())
+    return Seat(core.name, sock, address, seeds, cluster.shared_secret(), quorum=True)
 
 
 def open_store(
@@ -124,20 +136,20 @@ def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
     return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
 
 
-def open_membership(settings: Settings, http: str, seat: Seat | None = None) -> Membership:
-    """Return this process's view of the cluster: gossip when a secret is set or it
-    is one of a node's workers, else a node alone."""
+def open_membership(settings: Settings, http: str, seat: Seat | None) -> Membership:
+    """Return this process's view of the cluster: gossip from its ``seat``, or a node
+    alone without one."""
     core, cluster = settings.core, settings.cluster
-    if seat is not None:
-        name, address, seeds, secret = seat.name, seat.gossip, list(seat.seeds), seat.secret
-    elif settings.gossip:
-        host = cluster.address or core.httpaddress
-        name, address, seeds = core.name, f"{host}:{core.port}", core.seeds()
-        secret = cluster.shared_secret()
-    else:
+    if seat is None:
         return StaticMembership(Member(core.name, core.httpaddress, http))
     return SwimMembership(
-        name, http, address, seeds, secret, cluster.pinginterval, cluster.suspecttimeout
+        seat.name,
+        http,
+        seat.gossip,
+        list(seat.seeds),
+        seat.secret,
+        cluster.pinginterval,
+        cluster.suspecttimeout,
     )
 
 
@@ -192,12 +204,12 @@ def create_app(
     catalog = Catalog(store, clock)
     metrics, prometheus = open_metrics(settings.stats)
     certificates = Certificates(settings.tls) if settings.tls.enabled else None
+    seat = seat or _own_seat(settings, sock)
     name = seat.name if seat else settings.core.name
-    gossip = seat is not None or settings.gossip
     called_at = seat.peers if seat else sock  # where the other members reach this process
     membership = open_membership(settings, url_of(called_at, certificates is not None), seat)
     # With gossip, nothing is served until the cluster hands this node its slice.
-    keyspace = None if gossip else membership.slice_of(name)
+    keyspace = None if seat else membership.slice_of(name)
     journal = LeaseJournal(Path(settings.storage.path) / "journal", name, clock)
     queues = QueueService(
         store,
@@ -225,14 +237,13 @@ def create_app(
         lambda: len(live_nodes(membership)),
         queue_levels=settings.stats.type == "statsd",
     )
-    secret = seat.secret if seat else settings.cluster.shared_secret()
-    signer = PeerSigner(secret) if gossip else None
+    signer = PeerSigner(seat.secret) if seat else None
     tls = certificates.peer_context if certificates else None
     peers = PeerClient(signer, tls) if signer else None
-    counted = seat is None or seat.quorum  # a node alone's workers count no majority
+    counted = seat is not None and seat.quorum  # a node alone's workers count no majority
     quorum = Quorum(name, settings.cluster.suspecttimeout) if peers and counted else None
     coordinator = Coordinator(membership, queues, janitor, peers, quorum)
-    catalog.on_change = coordinator.announce
+    catalog.on_change = coordinator.tell_peers
     auth = settings.auth
     guard = Guard(
         keys,

@@ -32,7 +32,7 @@ import select
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dynamiq.cluster.swim import claim_port
 from dynamiq.config import Settings
@@ -62,7 +62,7 @@ class _Worker:
     served: bool = False  # it said it serves, this start or an earlier one
     started: float = 0.0
     pause: float = FIRST_PAUSE_SECONDS
-    due: float = field(default=0.0)  # when to start it again (0: not waiting to)
+    due: float = 0.0  # when to start it again (0: not waiting to)
 
 
 def supervise(settings: Settings, count: int) -> int:
@@ -79,11 +79,10 @@ def supervise(settings: Settings, count: int) -> int:
     except BaseException:
         reserved.close()
         raise
-    port = reserved.getsockname()[1]
     workers = [_Worker(seat) for seat in seats]
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
-        return _Supervisor(settings, workers, reserved, blocked).run(port)
+        return _Supervisor(settings, workers, reserved, blocked).run()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for seat in seats:
@@ -161,14 +160,15 @@ class _Supervisor:
         self._settings = settings
         self._workers = workers
         self._reserved = reserved
+        self._port: int = reserved.getsockname()[1]  # the node's, shared by the workers
         self._mask = mask  # the signal mask workers start with
         self._stopping = False
         self._status = 0
         self._pid = os.getpid()
 
-    def run(self, port: int) -> int:
+    def run(self) -> int:
         for worker in self._workers:
-            self._start(worker, port)
+            self._start(worker)
         deadline = time.monotonic() + READY_SECONDS
         announced = False
         while not (self._stopping and not self._running()):
@@ -182,22 +182,22 @@ class _Supervisor:
                 log.error("the workers did not all serve within %.0f s", READY_SECONDS)
                 self._stop(1)
             if not self._stopping:
-                self._restart_due(port)
+                self._restart_due()
         return self._status
 
     # -- the workers -----------------------------------------------------------
 
-    def _start(self, worker: _Worker, port: int) -> None:
+    def _start(self, worker: _Worker) -> None:
         ready, told = os.pipe()
         pid = os.fork()
         if pid == 0:  # the worker: never returns into the supervisor's stack
             os.close(ready)
-            os._exit(self._work(worker.seat, port, told))
+            os._exit(self._work(worker.seat, told))
         os.close(told)
         worker.pid, worker.ready, worker.started, worker.due = pid, ready, time.monotonic(), 0.0
         log.debug("worker %s started (pid %d)", worker.seat.name, pid)
 
-    def _work(self, seat: Seat, port: int, told: int) -> int:
+    def _work(self, seat: Seat, told: int) -> int:
         """Run one worker until it stops; return its exit status."""
         try:
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
@@ -214,7 +214,7 @@ class _Supervisor:
                 os.write(told, b"1")
                 os.close(told)
 
-            sock = listen(self._settings, port, shared=True)
+            sock = listen(self._settings, self._port, shared=True)
             run(serve(self._settings, ready, seat, sock))
         except ConfigError as exc:
             log.error("configuration error: %s", exc)
@@ -261,11 +261,11 @@ class _Supervisor:
             )
             worker.pause = min(LONGEST_PAUSE_SECONDS, worker.pause * 2)
 
-    def _restart_due(self, port: int) -> None:
+    def _restart_due(self) -> None:
         now = time.monotonic()
         for worker in self._workers:
             if not worker.pid and worker.due and now >= worker.due:
-                self._start(worker, port)
+                self._start(worker)
 
     def _readiness(self) -> None:
         pipes = {w.ready: w for w in self._workers if w.ready >= 0}

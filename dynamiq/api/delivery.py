@@ -45,9 +45,7 @@ class Departures:
         gone = asyncio.get_running_loop().create_future()
         self._watched[gone] = request
         if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(
-                CONNECTION_CHECK_SECONDS, self._look
-            )
+            self._arm()
         return gone
 
     def forget(self, gone: asyncio.Future[None]) -> None:
@@ -60,9 +58,10 @@ class Departures:
                 del self._watched[gone]
                 gone.set_result(None)
         if self._watched:
-            self._timer = asyncio.get_running_loop().call_later(
-                CONNECTION_CHECK_SECONDS, self._look
-            )
+            self._arm()
+
+    def _arm(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(CONNECTION_CHECK_SECONDS, self._look)
 
 
 DEPARTURES = web.AppKey("departures", Departures)

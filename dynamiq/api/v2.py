@@ -226,7 +226,7 @@ async def node_stats(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    """Return this node, what it serves now, and every member it heard of with state and slice."""
+    """Return this node, what it serves now, and every node it heard of with state and slice."""
     return json_response(await node(request).status())
 
 

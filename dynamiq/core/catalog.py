@@ -14,7 +14,7 @@ import functools
 import json
 import logging
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -76,16 +76,21 @@ R = TypeVar("R")
 def _change(
     method: Callable[Concatenate[Catalog, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[Catalog, P], Coroutine[Any, Any, R]]:
-    """Mark a catalog change: counted before it reaches the store, announced once it did."""
+    """Mark a catalog change: counted before it reaches the store, announced once it did,
+    and done once the announcement was heard."""
 
     @functools.wraps(method)
     async def change(self: Catalog, /, *args: P.args, **kwargs: P.kwargs) -> R:
         self._changes += 1
         result = await method(self, *args, **kwargs)
-        self.on_change()
+        await self.on_change()
         return result
 
     return change
+
+
+async def _unheard() -> None:
+    """A node alone: no one to tell of a change."""
 
 
 class Catalog:
@@ -100,8 +105,10 @@ class Catalog:
         # reload whose read raced with a change must not put back what the
         # change replaced (the next reload will see both).
         self._changes = 0
-        # Called after every change this node made (the cluster tells its peers).
-        self.on_change: Callable[[], None] = lambda: None
+        # Awaited after every change this node made: the cluster tells its peers,
+        # and returns once every live one has reloaded (any node knows the change
+        # once it is answered).
+        self.on_change: Callable[[], Awaitable[None]] = _unheard
 
     # -- reading (from the cache) ------------------------------------------
 

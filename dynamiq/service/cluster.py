@@ -28,7 +28,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
@@ -43,6 +43,8 @@ from dynamiq.service.owners import by_owner, quietly, tell_owners
 __all__ = ["Coordinator"]
 
 log = logging.getLogger("dynamiq.cluster")
+
+T = TypeVar("T")
 
 # A waiting receive looks at its peers' slices this often.
 PEER_POLL_SECONDS = 0.5
@@ -139,22 +141,27 @@ class Coordinator:
     async def workers_serving(self) -> dict[str, KeyRange | None]:
         """Return what each live worker of this node serves now, this one included (a
         worker that does not answer serves nothing)."""
-        out = {self._membership.local().name: self.serving()}
-        if self._peers is not None:
-            for member in self.siblings():
-                try:
-                    out[member.name] = await self._peers.serving(member)
-                except PeerUnavailable:
-                    out[member.name] = None
-        return out
+        asked = await self._ask_siblings(lambda p, m: p.serving(m))
+        return {self._membership.local().name: self.serving(), **asked}
 
     async def siblings_metrics(self) -> list[bytes]:
         """Return the other workers' own metrics (those that do not answer are left out)."""
+        asked = await self._ask_siblings(lambda p, m: p.metrics(m))
+        return [text for text in asked.values() if text is not None]
+
+    async def _ask_siblings(
+        self, call: Callable[[PeerClient, Member], Awaitable[T]]
+    ) -> dict[str, T | None]:
+        """Make ``call`` to every other live worker of this node at once; by name, its
+        answer, or None where it did not answer (``PeerUnavailable``)."""
         peers, siblings = self._peers, self.siblings()
         if peers is None or not siblings:
-            return []
-        got = await asyncio.gather(*(peers.metrics(m) for m in siblings), return_exceptions=True)
-        return [text for text in got if isinstance(text, bytes)]
+            return {}
+        got = await asyncio.gather(*(call(peers, m) for m in siblings), return_exceptions=True)
+        return {
+            m.name: None if isinstance(result, BaseException) else result
+            for m, result in zip(siblings, got, strict=True)
+        }
 
     # -- the served slice ----------------------------------------------------
 
@@ -486,6 +493,11 @@ class Coordinator:
         """Tell the peers the catalog changed (they reload now, not at their next poll)."""
         if self._peers is not None:
             self._announcement = self._spawn(self._to_peers(lambda p, m: p.sync(m)))
+
+    async def tell_peers(self) -> None:
+        """Tell the peers the catalog changed; return once every live one reloaded it."""
+        self.announce()
+        await self.announced()
 
     async def announced(self) -> None:
         """Return once every live peer has reloaded the catalog after the last change.

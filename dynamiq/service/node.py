@@ -45,6 +45,7 @@ from dynamiq.service.reports import (
     RedriveView,
     Status,
     cluster_status,
+    live_nodes,
     queue_detail,
     totals,
 )
@@ -107,7 +108,6 @@ class Node:
         settings = QueueSettings().updated(dict(changes or {}))
         self._check_delay(settings.delay_seconds, "delay_seconds")
         await self._catalog.create_queue(name, settings)
-        await self._cluster.announced()  # any node (worker) knows it once this answers
         await self._janitor.idle.changed(name)
         return await self.describe_queue(name)
 
@@ -122,14 +122,12 @@ class Node:
         if "delay_seconds" in changes:
             self._check_delay(changes["delay_seconds"], "delay_seconds")
         await self._catalog.configure_queue(name, dict(changes))
-        await self._cluster.announced()
         await self._janitor.idle.changed(name)
         return await self.describe_queue(name)
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""
         await self._catalog.delete_queue(name)
-        await self._cluster.announced()
         self._queues.forget_dropped()
         await self._janitor.idle.forget(name)
         self._janitor.kick()
@@ -141,9 +139,7 @@ class Node:
         included: their deletes find nothing); the queue gets a new bucket and
         the old one is dropped in the background once every node has left it.
         """
-        held = await self._queues.purge(name, self._janitor.drop_time_ms())
-        await self._cluster.announced()  # publishes through any node go to the new bucket now
-        return held
+        return await self._queues.purge(name, self._janitor.drop_time_ms())
 
     # -- redrive -----------------------------------------------------------------
 
@@ -199,12 +195,10 @@ class Node:
     async def create_topic(self, name: str) -> None:
         """Create a topic."""
         await self._catalog.create_topic(name)
-        await self._cluster.announced()
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic (its queues stay)."""
         await self._catalog.delete_topic(name)
-        await self._cluster.announced()
 
     async def subscribe(
         self,
@@ -224,15 +218,12 @@ class Node:
         if keep and queue in self._catalog.topic(topic).subscriptions:
             return self.subscriptions(topic)
         changed = await self._catalog.subscribe(topic, queue, pattern, filter_policy, envelope)
-        await self._cluster.announced()
         return changed.listed()
 
     async def unsubscribe(self, topic: str, queue: str) -> list[Subscription]:
         """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
         validate_name("queue", queue, "queue")
-        changed = await self._catalog.unsubscribe(topic, queue)
-        await self._cluster.announced()
-        return changed.listed()
+        return (await self._catalog.unsubscribe(topic, queue)).listed()
 
     # -- messages --------------------------------------------------------------
 
@@ -401,7 +392,7 @@ class Node:
     async def node_stats(self) -> NodeStats:
         """Return every queue's cluster-wide stats and their sums."""
         queues = await self.queue_stats(self._catalog.queues())
-        nodes = len({node_of(m.name) for m in self._membership.members()})
+        nodes = len(live_nodes(self._membership))
         return NodeStats(node_of(self._membership.local().name), nodes, queues, totals(queues))
 
     async def status(self) -> Status:

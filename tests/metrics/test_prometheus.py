@@ -26,11 +26,7 @@ async def test_metrics_scrape_counts_what_happened(http: TestClient[Any, Any]) -
     response = await http.get("/metrics")
     assert response.status == 200
     assert response.content_type == "text/plain"
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(await response.text())
-        for s in family.samples
-    }
+    samples = _samples(await response.text())
     assert samples[("dynamiq_messages_sent_total", (("queue", "p"),))] == 2
     assert samples[("dynamiq_messages_received_total", (("queue", "p"),))] == 2
     assert samples[("dynamiq_messages_deleted_total", (("queue", "p"),))] == 1
@@ -62,12 +58,7 @@ async def test_dead_letters_expiry_and_redrive_are_counted(http: TestClient[Any,
         if (await (await http.get("/v2/queues/dead/redrive")).json())["state"] == "done":
             break
         await asyncio.sleep(0.05)
-    text = await (await http.get("/metrics")).text()
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    samples = _samples(await (await http.get("/metrics")).text())
     assert samples[("dynamiq_messages_dead_lettered_total", (("queue", "work"),))] == 1
     assert samples[("dynamiq_messages_expired_total", (("queue", "work"),))] == 1
     assert samples[("dynamiq_messages_redriven_total", (("queue", "dead"),))] == 1
@@ -115,12 +106,7 @@ def test_a_nodes_workers_metrics_sum_their_counters_and_histograms_and_keep_one_
     second.request("/v2/x", "GET", 200, 0.2)
     first.node_level(1, 0.001)
     second.node_level(1, 0.004)
-    text = summed(first.render(), [second.render()]).decode()
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    samples = _samples(summed(first.render(), [second.render()]).decode())
     assert samples[("dynamiq_messages_sent_total", (("queue", "q"),))] == 7
     assert samples[("dynamiq_messages_sent_total", (("queue", "only-second"),))] == 1
     assert ("dynamiq_messages_sent_created", (("queue", "only-second"),)) in samples
@@ -130,3 +116,12 @@ def test_a_nodes_workers_metrics_sum_their_counters_and_histograms_and_keep_one_
     assert samples[("dynamiq_http_request_seconds_bucket", (("le", "0.5"), *request))] == 2
     assert samples[("dynamiq_cluster_size", ())] == 1  # a gauge: the answering worker's
     assert samples[("dynamiq_store_commit_seconds", ())] == 0.001
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """An exposition's samples by name and sorted labels."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
