@@ -408,17 +408,20 @@ class ReceiveRequest:
     """What a consumer asks of a receive: up to ``max_messages`` leased from ``queue``.
 
     ``visibility_timeout`` None means the queue's; with ``wait_seconds`` the
-    receive waits that long for a message when none is visible.
+    receive waits that long for a message when none is visible. ``then_waits``
+    marks the first look of a receive that waits next if it finds nothing
+    (the peers it asks tell it of their next messages).
     """
 
     queue: str
     max_messages: int
     visibility_timeout: float | None = None
     wait_seconds: float = 0.0
+    then_waits: bool = False
 
     def at_once(self) -> ReceiveRequest:
-        """The same request without the wait."""
-        return replace(self, wait_seconds=0.0) if self.wait_seconds else self
+        """The same request without the wait: its first look."""
+        return replace(self, wait_seconds=0.0, then_waits=True) if self.wait_seconds else self
 
 
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):

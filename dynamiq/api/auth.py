@@ -7,12 +7,13 @@ error handling around it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.errors import Forbidden
 from dynamiq.service.access import ANYONE, Access, Principal
 
@@ -41,7 +42,7 @@ def guarded(handler: Handler, access: Access, api: str) -> Handler:
     changes = access is Access.CONSUME  # v1 leases with GET: a page's <img> must not
 
     async def guard(request: web.Request) -> web.StreamResponse:
-        services = request.config_dict[SERVICES]
+        services = services_of(request)
         door = services.guard
         if (changes or request.method not in _SAFE) and _cross_site(request):
             raise Forbidden("requests from other sites' pages may not change anything here")
@@ -90,10 +91,16 @@ def _named_well(request: web.Request, hosts: frozenset[str]) -> bool:
     that the attacker points at this node's address is not among them).
     """
     host = _host(request)
+    return host in hosts or _is_address(host)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an IP address (and not a name); asked on every request."""
     try:
         ipaddress.ip_address(host)
     except ValueError:
-        return host in hosts
+        return False
     return True
 
 

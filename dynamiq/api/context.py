@@ -14,7 +14,7 @@ from dynamiq.metrics.base import Metrics
 from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
 
-__all__ = ["SERVICES", "Services"]
+__all__ = ["SERVICES", "Services", "services_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +37,14 @@ class Services:
 
 
 SERVICES = web.AppKey("services", Services)
+
+_FOUND = "dynamiq.services"  # where a request keeps its services once looked up
+
+
+def services_of(request: web.Request) -> Services:
+    """Return the services serving ``request``: the apps it went through are searched
+    once per request (several layers ask for them)."""
+    found: Services | None = request.get(_FOUND)
+    if found is None:
+        found = request[_FOUND] = request.config_dict[SERVICES]
+    return found

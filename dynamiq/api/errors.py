@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from dynamiq.api.bodies import json_response
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.errors import (
     BadRequest,
     ClientError,
@@ -90,7 +90,7 @@ def error_middleware(render: Renderer) -> Middleware:
             # frames hold the request and its body: a cycle. Break it now.
             _forget_frames(exc)
             log.debug("client went away: %s %s", request.method, request.path)
-            request.config_dict[SERVICES].metrics.error("CLIENT_GONE")
+            services_of(request).metrics.error("CLIENT_GONE")
             return web.Response(status=CLIENT_GONE)
         except Exception as exc:
             log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
@@ -115,5 +115,5 @@ def error_response(request: web.Request, render: Renderer, error: DynamiqError) 
         response.headers["WWW-Authenticate"] = 'Bearer realm="dynamiq"'
     if isinstance(error, MethodNotAllowed):
         response.headers["Allow"] = ",".join(sorted(error.allowed))
-    request.config_dict[SERVICES].metrics.error(error.code)
+    services_of(request).metrics.error(error.code)
     return response

@@ -11,7 +11,7 @@ from typing import TypeVar
 import msgspec
 from aiohttp import web
 
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
 from dynamiq.cluster.wire import (
     PEER_HEADER,
@@ -19,6 +19,7 @@ from dynamiq.cluster.wire import (
     HandoffLeases,
     Heartbeat,
     Leave,
+    News,
     PeerCounts,
     PeerIds,
     PeerMessages,
@@ -41,7 +42,7 @@ _encode = msgspec.msgpack.Encoder().encode
 
 
 async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
-    svc = request.config_dict[SERVICES]
+    svc = services_of(request)
     if svc.peers is None:
         raise Forbidden("internal routes are for cluster members (this node does not gossip)")
     body = await request.read()
@@ -63,7 +64,7 @@ async def receive(request: web.Request) -> web.Response:
     here, body = await _read(request, PeerReceive)
     epoch = here.lease_epoch()
     got = await here.cluster.receive_here(
-        request.match_info["queue"], body.max_messages, body.visibility_timeout
+        request.match_info["queue"], body.max_messages, body.visibility_timeout, body.waiter
     )
     response = _msgpack(PeerMessages(got))
     return response if here.leases_hold(epoch) else _msgpack(PeerMessages([]))
@@ -98,6 +99,13 @@ async def published(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def news(request: web.Request) -> web.Response:
+    """A peer stored messages of a queue this member waits on, in its own slice."""
+    here, body = await _read(request, News)
+    here.cluster.news(request.match_info["queue"], body.name)
+    return web.Response(status=204)
+
+
 async def stats(request: web.Request) -> web.Response:
     """Return what only this node knows of each queue: leases, rates, partitions."""
     here, body = await _read(request, QueueNames)
@@ -113,7 +121,7 @@ async def serving(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     """Return this member's own metrics (a worker of the same node sums them)."""
     await _read(request, type(None))
-    return _msgpack(PeerMetrics(request.config_dict[SERVICES].render_metrics()))
+    return _msgpack(PeerMetrics(services_of(request).render_metrics()))
 
 
 async def handoff(request: web.Request) -> web.Response:
@@ -153,6 +161,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{P}/queues/{{queue}}/deliveries", deliveries, access=Access.PEER),
     Route("POST", f"{P}/queues/{{queue}}/release", release, access=Access.PEER),
     Route("POST", f"{P}/queues/{{queue}}/published", published, access=Access.PEER),
+    Route("POST", f"{P}/queues/{{queue}}/news", news, access=Access.PEER),
     Route("POST", f"{P}/stats", stats, access=Access.PEER),
     Route("POST", f"{P}/serving", serving, access=Access.PEER),
     Route("POST", f"{P}/metrics", metrics, access=Access.PEER),

@@ -8,7 +8,7 @@ import msgspec
 from aiohttp import web
 
 from dynamiq.api.bodies import iso_time, json_response, read_json
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.api.routes import Link, Route
 from dynamiq.core.keys import MAX_DESCRIPTION
 from dynamiq.models import APPLICATION_PATTERN
@@ -70,7 +70,7 @@ def _info(view: KeyView) -> KeyInfo:
 
 
 def _guard_of(request: web.Request) -> Guard:
-    return request.config_dict[SERVICES].guard
+    return services_of(request).guard
 
 
 async def create_key(request: web.Request) -> web.Response:

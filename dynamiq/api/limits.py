@@ -25,7 +25,7 @@ from typing import cast
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.errors import PayloadTooLarge, RequestTimeout
 
 __all__ = ["LimitedSite", "admitted"]
@@ -39,7 +39,7 @@ def admitted(handler: Handler) -> Handler:
     async def admit(request: web.Request) -> web.StreamResponse:
         if not request.body_exists:
             return await handler(request)
-        services = request.config_dict[SERVICES]
+        services = services_of(request)
         most, declared = request.client_max_size, request.content_length
         if declared is not None and declared > most:
             raise PayloadTooLarge(f"the body is {declared} bytes; at most {most} are taken")

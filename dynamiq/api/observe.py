@@ -7,7 +7,7 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
 from dynamiq.metrics.prometheus import summed
 from dynamiq.service.access import Access
@@ -24,7 +24,7 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
     response = await handler(request)
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
-    request.config_dict[SERVICES].metrics.request(
+    services_of(request).metrics.request(
         route, request.method, response.status, time.perf_counter() - started
     )
     return response
@@ -37,7 +37,7 @@ def routes() -> list[web.RouteDef]:
 
 async def scrape(request: web.Request) -> web.Response:
     """Serve this node's metrics in the Prometheus text format (its workers' summed)."""
-    services = request.config_dict[SERVICES]
+    services = services_of(request)
     await services.read_levels()  # depths are read for a scrape, not every second
     body = services.render_metrics()
     others = await services.node.cluster.siblings_metrics()

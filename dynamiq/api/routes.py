@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from dynamiq.api.auth import caller, guarded
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.api.limits import admitted
 from dynamiq.errors import NotFound
 from dynamiq.service.access import Access, Principal
@@ -86,7 +86,7 @@ def _keyed(handler: Handler) -> Handler:
     """``handler`` where the node needs keys; a 404 where it does not."""
 
     async def keyed(request: web.Request) -> web.StreamResponse:
-        if not request.config_dict[SERVICES].guard.enabled:
+        if not services_of(request).guard.enabled:
             raise NotFound("keys are off on this node (auth.enabled)")
         return await handler(request)
 
@@ -112,7 +112,7 @@ def topic_name(request: web.Request) -> str:
 
 def node(request: web.Request) -> Node:
     """Return the node serving ``request`` (from the application or a parent of it)."""
-    return request.config_dict[SERVICES].node
+    return services_of(request).node
 
 
 def queue_param(request: web.Request) -> str:

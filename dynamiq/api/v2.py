@@ -14,7 +14,7 @@ from aiohttp import web
 from dynamiq.api import keys
 from dynamiq.api import schemas as s
 from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import (
@@ -39,7 +39,7 @@ __all__ = ["ROUTES", "routes"]
 
 async def openapi(request: web.Request) -> web.Response:
     """Serve the OpenAPI document of this API."""
-    keyed = request.config_dict[SERVICES].guard.enabled
+    keyed = services_of(request).guard.enabled
     return json_response(openapi_document(ROUTES, node(request).limits, keyed))
 
 

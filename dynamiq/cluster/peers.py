@@ -18,6 +18,7 @@ from dynamiq.cluster.wire import (
     HandoffLeases,
     Heartbeat,
     Leave,
+    News,
     PeerCounts,
     PeerIds,
     PeerMessages,
@@ -69,13 +70,16 @@ class PeerClient:
             await self._session.close()
 
     async def receive(
-        self, member: Member, queue: str, count: int, visibility: float | None
+        self, member: Member, queue: str, count: int, visibility: float | None, waiter: str = ""
     ) -> list[Message]:
-        """Lease up to ``count`` from ``member``'s own slice (none if it lacks the queue)."""
+        """Lease up to ``count`` from ``member``'s own slice (none if it lacks the queue).
+
+        ``waiter`` (this member's name, for a receive that waits) asks to be told
+        (``news``) when ``member`` next stores messages of the queue, if it has none now.
+        """
+        ask = PeerReceive(count, visibility, waiter)
         try:
-            got = await self._post(
-                member, f"queues/{queue}/receive", PeerReceive(count, visibility), PeerMessages
-            )
+            got = await self._post(member, f"queues/{queue}/receive", ask, PeerMessages)
         except PeerUnavailable as exc:
             if exc.peer_status == 404:  # the queue is not there yet (or any more)
                 return []
@@ -99,6 +103,10 @@ class PeerClient:
     async def release(self, member: Member, queue: str, ids: list[int]) -> None:
         """Tell ``member`` that ``ids`` were deleted: end its leases on them."""
         await self._post(member, f"queues/{queue}/release", PeerIds(ids), None)
+
+    async def news(self, member: Member, queue: str, name: str) -> None:
+        """Tell ``member`` (waiting on ``queue``) that this member ``name`` stored some."""
+        await self._post(member, f"queues/{queue}/news", News(name), None)
 
     async def published(self, member: Member, queue: str, ids: list[int]) -> None:
         """Tell ``member`` that ``ids`` were stored in its slice: its walks meet them now."""

@@ -25,6 +25,7 @@ __all__ = [
     "HandoffLeases",
     "Heartbeat",
     "Leave",
+    "News",
     "PeerCounts",
     "PeerIds",
     "PeerMessages",
@@ -97,6 +98,15 @@ class PeerReceive(msgspec.Struct):
 
     max_messages: int
     visibility_timeout: float | None = None
+    # The asking member, when its receive waits: told of the next messages stored
+    # here (``News``) if this ask finds none.
+    waiter: str = ""
+
+
+class News(msgspec.Struct):
+    """The member ``name`` stored messages of the queue in its own slice."""
+
+    name: str
 
 
 class PeerMessages(msgspec.Struct):

@@ -171,17 +171,21 @@ class QueueService:
         """Lease and return up to ``max_messages`` visible messages, oldest first.
 
         With ``wait_seconds``, wait for a publish (or an expiring lease, or a
-        delayed message coming due) when nothing is visible now.
+        delayed message coming due) when nothing is visible now; or until a
+        peer says it has messages of the queue (``peer_news``): then return,
+        with nothing, for the caller to ask the peers.
         """
         deadline = self._clock.now() + wait_seconds
+        news: int | None = None
         while True:
             record = self._catalog.queue(queue)
             state = self._state(record)
             lease = visibility_timeout or record.settings.visibility_timeout
             seen = state.changes
+            news = state.news if news is None else news
             got = await self._receive_once(record, state, max_messages, lease)
             now = self._clock.now()
-            if got or now >= deadline or self._closing:
+            if got or now >= deadline or self._closing or state.news != news:
                 self._count_delivery(queue, state, got, max_messages)
                 return got
             if state.changes != seen:  # a publish came while this receive looked: again
@@ -368,6 +372,13 @@ class QueueService:
     def published_elsewhere(self, queue: str, ids: Sequence[int]) -> None:
         """Let the walks meet ``ids``, stored in this node's slice through another node."""
         self.arrived(self._catalog.queue(queue).uid, ids)
+
+    def peer_news(self, queue: str) -> None:
+        """A peer stored messages of ``queue`` in its own slice: the receives of it waiting
+        here return, for their callers to ask the peers."""
+        record = self._catalog.find(queue)
+        if record is not None and (state := self._states.get(record.uid)):
+            state.peer_news()
 
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend the live leases of ``ids`` by ``seconds`` from now, or end them (0).

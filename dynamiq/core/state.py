@@ -92,6 +92,9 @@ class QueueState:
         # Bumped by every notify: a receive that saw it move while it looked
         # looks again instead of waiting for a wake-up that already came.
         self.changes = 0
+        # Bumped when a peer says it stored messages of the queue: a receive
+        # waiting here stops waiting, so that its caller asks the peers.
+        self.news = 0
 
     def local_stats(self, now: float) -> LocalQueueStats:
         """What only this node knows of the queue: leases, rates, what it moved on."""
@@ -215,6 +218,12 @@ class QueueState:
     def unavailable(self) -> Container[int]:
         """What a walk passes by: leased messages, and those waiting in their group."""
         return _Either(self.leases, self.groups) if self.groups else self.leases
+
+    def peer_news(self) -> None:
+        """A peer stored messages of the queue in its slice: the receives waiting here
+        return (with nothing), for their callers to ask the peers."""
+        self.news += 1
+        self.notify()
 
     def notify(self) -> None:
         self.changes += 1

@@ -55,6 +55,10 @@ PEER_POLL_SECONDS = 0.5
 # ordered group's next message is there as soon as the one before is
 # deleted, and a receive takes one per group.
 PEER_DRY_SECONDS = 0.25
+# A peer whose waiting receive found nothing here is told of the next messages
+# stored here for this long: it asks again (and so asks to be told) at least
+# every PEER_POLL_SECONDS while it waits.
+WATCH_SECONDS = 2 * PEER_POLL_SECONDS
 # How long a member asked for a range waits for its own view to let it go.
 HANDOFF_WAIT_SECONDS = 2.0
 HANDOFF_RETRY_SECONDS = 0.1
@@ -87,6 +91,10 @@ class Coordinator:
         self._announcement: asyncio.Task[None] | None = None  # the last catalog change told
         self._leaving = False
         self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
+        # (queue, member) -> the ask under way, resolved with whether it found nothing
+        self._asking: dict[tuple[str, str], asyncio.Future[bool]] = {}
+        # queue -> the peers waiting on it (their receives found nothing here): until when
+        self._watchers: dict[str, dict[str, float]] = {}
         self._pauses = 0  # pauses of this process noticed so far
 
     # -- lifecycle -------------------------------------------------------------
@@ -327,12 +335,33 @@ class Coordinator:
     # -- what peers ask of this node -----------------------------------------
 
     async def receive_here(
-        self, queue: str, max_messages: int, visibility_timeout: float | None
+        self, queue: str, max_messages: int, visibility_timeout: float | None, waiter: str = ""
     ) -> list[Message]:
-        """Lease from this node's own slice only, without waiting (a peer asks)."""
-        if not self.may_serve():
-            return []
-        return await self._queues.receive(queue, max_messages, visibility_timeout)
+        """Lease from this node's own slice only, without waiting (a peer asks).
+
+        A ``waiter`` (the peer, when its receive waits) that gets nothing is told
+        when this node next stores messages of ``queue`` (``news``), for a while.
+        """
+        got = []
+        if self.may_serve():
+            got = await self._queues.receive(queue, max_messages, visibility_timeout)
+        if not got and waiter:
+            self._watchers.setdefault(queue, {})[waiter] = time.monotonic() + WATCH_SECONDS
+        return got
+
+    def news(self, queue: str, member: str) -> None:
+        """``member`` stored messages of ``queue``, which a receive here waits on: ask it."""
+        self._dry.pop((queue, member), None)
+        self._queues.peer_news(queue)
+
+    def _tell_watchers(self, queue: str) -> None:
+        """Tell the peers waiting on ``queue`` that this node stored some (once each)."""
+        watchers = self._watchers.pop(queue, None)
+        if watchers and self._peers is not None:
+            peers, now, me = self._peers, time.monotonic(), self._membership.local().name
+            for member in self.peers():
+                if watchers.get(member.name, 0.0) > now:
+                    self._spawn(quietly(peers.news(member, queue, me)))
 
     async def change_visibility_here(
         self, queue: str, ids: Sequence[int], seconds: float
@@ -358,6 +387,7 @@ class Coordinator:
                 slice over, or stood down): whoever does may not meet them in time.
         """
         self._queues.published_elsewhere(queue, ids)
+        self._tell_watchers(queue)
         if ids and not self._serves(ids):
             raise BackendUnavailable("stored in a slice this node does not serve now")
 
@@ -389,7 +419,8 @@ class Coordinator:
         got = await self._queues.receive(queue, want, lease)
         while True:
             if len(got) < want:
-                got += await self._from_peers(queue, want - len(got), lease)
+                waits = ask.then_waits or deadline > time.monotonic()
+                got += await self._from_peers(queue, want - len(got), lease, waits)
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
                 # Paused meanwhile (while asking the peers, say): the leases are void.
@@ -399,28 +430,61 @@ class Coordinator:
             got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
 
     async def _from_peers(
-        self, queue: str, want: int, visibility_timeout: float | None
+        self, queue: str, want: int, visibility_timeout: float | None, waits: bool
     ) -> list[Message]:
+        """Lease up to ``want`` from the peers not found dry lately; a receive that
+        ``waits`` asks those with none to tell it of their next (``news``)."""
         assert self._peers is not None
         out: list[Message] = []
         now = time.monotonic()
         peers = [m for m in self.peers() if self._dry.get((queue, m.name), 0.0) <= now]
         random.shuffle(peers)
+        waiter = self._membership.local().name if waits else ""
         for member in peers:
-            asked = want - len(out)
-            try:
-                got = await self._peers.receive(member, queue, asked, visibility_timeout)
-            except PeerUnavailable as exc:
-                log.debug("receive from %s: %s", member.name, exc)
-                got = []
-            if not got:
-                self._dry[(queue, member.name)] = time.monotonic() + PEER_DRY_SECONDS
-            else:
-                self._dry.pop((queue, member.name), None)
-            out += got
+            out += await self._ask(member, queue, want - len(out), visibility_timeout, waiter)
             if len(out) >= want:
                 break
         return out
+
+    async def _ask(
+        self,
+        member: Member,
+        queue: str,
+        want: int,
+        visibility_timeout: float | None,
+        waiter: str,
+    ) -> list[Message]:
+        """Lease up to ``want`` of ``queue`` from ``member``'s slice.
+
+        A receive that would ask while another ask of the same member for the same
+        queue is under way waits for that one's answer, and asks only if it was not
+        dry: a burst of receives on a queue the peers hold nothing of asks each peer
+        once, not once per receive.
+        """
+        assert self._peers is not None
+        key = (queue, member.name)
+        under_way = self._asking.get(key)
+        if under_way is not None and await asyncio.shield(under_way):
+            return []
+        dry = asyncio.get_running_loop().create_future()
+        self._asking[key] = dry
+        got: list[Message] = []
+        answered = False  # cancelled: not dry, those waiting ask themselves
+        try:
+            got = await self._peers.receive(member, queue, want, visibility_timeout, waiter)
+            answered = True
+        except PeerUnavailable as exc:
+            log.debug("receive from %s: %s", member.name, exc)
+            answered = True
+        finally:
+            dry.set_result(answered and not got)
+            if self._asking.get(key) is dry:
+                del self._asking[key]
+        if not got:
+            self._dry[key] = time.monotonic() + PEER_DRY_SECONDS
+        else:
+            self._dry.pop(key, None)
+        return got
 
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Change leases where they are held: by the member serving each id."""
@@ -477,6 +541,7 @@ class Coordinator:
                 lies in a slice no member could be told of in time.
         """
         if self._peers is not None:
+            self._tell_watchers(queue)
             await tell_owners(self._peers, self._membership, queue, ids, messages, self._serves)
 
     def _serves(self, ids: Sequence[int]) -> bool:

@@ -19,7 +19,7 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService, QueueStats
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX, slices
-from dynamiq.models import Outgoing, ReceiveRequest
+from dynamiq.models import Message, Outgoing, ReceiveRequest
 from dynamiq.service.cluster import Coordinator
 from dynamiq.service.owners import by_owner
 from dynamiq.storage.lmdb import LmdbBackend
@@ -202,3 +202,105 @@ def test_ids_go_to_the_member_whose_slice_holds_them(members: int, ids: list[int
         lo, hi = bounds[member.name]
         assert member.name != "n1" and owned and all(lo <= mid <= hi for mid in owned)
     assert sorted(mine + [mid for _, owned in theirs for mid in owned]) == sorted(ids)
+
+
+class SlowPeer(PeerClient):
+    """A peer that takes 50 ms to answer each receive with ``stock``; it counts them, and
+    keeps who asked to be told of news, and the news it was sent."""
+
+    def __init__(self, stock: list[Message]) -> None:
+        super().__init__(PeerSigner("s" * 32))
+        self.stock = stock
+        self.asked = 0
+        self.waiters: list[str] = []
+        self.told: list[tuple[str, str, str]] = []
+
+    async def receive(
+        self, member: Member, queue: str, count: int, visibility: float | None, waiter: str = ""
+    ) -> list[Message]:
+        self.asked += 1
+        self.waiters.append(waiter)
+        await asyncio.sleep(0.05)
+        return self.stock[:count]
+
+    async def news(self, member: Member, queue: str, name: str) -> None:
+        self.told.append((member.name, queue, name))
+
+
+@pytest.mark.parametrize(("stock", "asks"), [([], 1), ([Message(7, b"p")], 20)])
+async def test_receives_under_way_at_once_ask_a_peer_found_dry_only_once(
+    store: LmdbBackend, fake_clock: FakeClock, stock: list[Message], asks: int
+) -> None:
+    # Given a node whose peer n2 holds nothing of the queue (or something)
+    peer = SlowPeer(stock)
+    queues, view, coordinator = await _node(store, fake_clock, peer)
+    view.others = [_member("n2")]
+    queues.set_keyspace(slices(["n1", "n2"])["n1"])
+    try:
+        # When 20 receives on the queue come at once, and find nothing here
+        await queues.receive("q", 10)  # its one message, if in this node's slice
+        got = await asyncio.gather(
+            *(coordinator.receive(ReceiveRequest("q", 1)) for _ in range(20))
+        )
+        # Then a burst on a queue the peer holds nothing of asks it once, the others
+        # waiting for that answer; while a peer that had some is asked by each
+        assert peer.asked == asks
+        assert sum(len(g) for g in got) == (20 if stock else 0)
+    finally:
+        await peer.close()
+
+
+async def test_a_waiting_receive_asks_a_peer_again_as_soon_as_it_tells_of_news(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    # Given a receive waiting on a node whose peer n2 had nothing when asked (the fake
+    # clock never lets the wait run out, nor the next look at the peers come)
+    peer = SlowPeer([])
+    queues, view, coordinator = await _node(store, fake_clock, peer)
+    view.others = [_member("n2")]
+    queues.set_keyspace(slices(["n1", "n2"])["n1"])
+    try:
+        await queues.receive("q", 10)
+        waiting = asyncio.ensure_future(coordinator.receive(ReceiveRequest("q", 1, None, 30)))
+        await asyncio.sleep(0.2)
+        # it asked n2 to tell it of the next messages n2 stores
+        assert (peer.asked, peer.waiters, waiting.done()) == (1, ["n1"], False)
+        # When n2 stores one and says so
+        peer.stock = [Message(7, b"p")]
+        coordinator.news("q", "n2")
+        # Then the receive asks n2 at once, and has it
+        got = await asyncio.wait_for(waiting, 1.0)
+        assert [m.id for m in got] == [7]
+        # while a receive that does not wait asks n2 to tell it of nothing
+        await coordinator.receive(ReceiveRequest("q", 1))
+        assert peer.waiters[-1] == ""
+    finally:
+        await peer.close()
+
+
+async def test_a_peer_whose_waiting_receive_found_nothing_is_told_of_the_next_publish_once(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    peer = SlowPeer([])
+    queues, view, coordinator = await _node(store, fake_clock, peer)
+    view.others = [_member("n2"), _member("n3")]
+    queues.set_keyspace(slices(["n1", "n2", "n3"])["n1"])
+    await queues.receive("q", 10)
+    try:
+        # Given n2's waiting receive found nothing here, and n3's receive that does not
+        # wait found nothing either
+        assert await coordinator.receive_here("q", 1, None, "n2") == []
+        assert await coordinator.receive_here("q", 1, None, "") == []
+        # When this node stores messages of the queue, twice
+        await coordinator.published("q", [1], [b"m"])
+        await coordinator.published("q", [2], [b"m"])
+        await coordinator.close()
+        # Then n2 alone is told, once (it asks again, and so asks to be told again)
+        assert peer.told == [("n2", "q", "n1")]
+        # and so is one that asked when a peer stored messages here through it
+        assert await coordinator.receive_here("q", 1, None, "n3") == []
+        coordinator.published_here("q", [3])
+        await coordinator.close()
+        assert peer.told[1:] == [("n3", "q", "n1")]
+    finally:
+        await peer.close()

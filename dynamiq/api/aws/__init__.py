@@ -30,7 +30,7 @@ from dynamiq.api.aws.moves import MOVE_ACTIONS
 from dynamiq.api.aws.params import Params
 from dynamiq.api.aws.queues import QUEUE_ACTIONS
 from dynamiq.api.aws.topics import TOPIC_ACTIONS
-from dynamiq.api.context import SERVICES
+from dynamiq.api.context import services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
@@ -135,7 +135,7 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
         if action is None:
             raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
         name = name.removeprefix(TARGET_PREFIX)
-        services = request.config_dict[SERVICES]
+        services = services_of(request)
         base = f"{request.scheme}://{request.host}"
         call = Call(services.node, services.sqs, base, Params(data))
         return await _answer(request, wire, name, await action(call), request_id)
