@@ -227,18 +227,27 @@ class SlowPeer(PeerClient):
         self.told.append((member.name, queue, name))
 
 
+async def _beside(
+    store: LmdbBackend, clock: FakeClock, peer: SlowPeer, *others: str
+) -> tuple[QueueService, Coordinator]:
+    """The node of ``_node`` beside the live ``others`` (``peer`` reaches them), serving
+    its slice of the keyspace, with nothing of the queue visible there."""
+    queues, view, coordinator = await _node(store, clock, peer)
+    view.others = [_member(name) for name in others]
+    queues.set_keyspace(slices(["n1", *others])["n1"])
+    await queues.receive("q", 10)  # the queue's one message, if it is in this slice
+    return queues, coordinator
+
+
 @pytest.mark.parametrize(("stock", "asks"), [([], 1), ([Message(7, b"p")], 20)])
 async def test_receives_under_way_at_once_ask_a_peer_found_dry_only_once(
     store: LmdbBackend, fake_clock: FakeClock, stock: list[Message], asks: int
 ) -> None:
     # Given a node whose peer n2 holds nothing of the queue (or something)
     peer = SlowPeer(stock)
-    queues, view, coordinator = await _node(store, fake_clock, peer)
-    view.others = [_member("n2")]
-    queues.set_keyspace(slices(["n1", "n2"])["n1"])
+    _, coordinator = await _beside(store, fake_clock, peer, "n2")
     try:
         # When 20 receives on the queue come at once, and find nothing here
-        await queues.receive("q", 10)  # its one message, if in this node's slice
         got = await asyncio.gather(
             *(coordinator.receive(ReceiveRequest("q", 1)) for _ in range(20))
         )
@@ -256,11 +265,8 @@ async def test_a_waiting_receive_asks_a_peer_again_as_soon_as_it_tells_of_news(
     # Given a receive waiting on a node whose peer n2 had nothing when asked (the fake
     # clock never lets the wait run out, nor the next look at the peers come)
     peer = SlowPeer([])
-    queues, view, coordinator = await _node(store, fake_clock, peer)
-    view.others = [_member("n2")]
-    queues.set_keyspace(slices(["n1", "n2"])["n1"])
+    _, coordinator = await _beside(store, fake_clock, peer, "n2")
     try:
-        await queues.receive("q", 10)
         waiting = asyncio.ensure_future(coordinator.receive(ReceiveRequest("q", 1, None, 30)))
         await asyncio.sleep(0.2)
         # it asked n2 to tell it of the next messages n2 stores
@@ -282,10 +288,7 @@ async def test_a_peer_whose_waiting_receive_found_nothing_is_told_of_the_next_pu
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
     peer = SlowPeer([])
-    queues, view, coordinator = await _node(store, fake_clock, peer)
-    view.others = [_member("n2"), _member("n3")]
-    queues.set_keyspace(slices(["n1", "n2", "n3"])["n1"])
-    await queues.receive("q", 10)
+    _, coordinator = await _beside(store, fake_clock, peer, "n2", "n3")
     try:
         # Given n2's waiting receive found nothing here, and n3's receive that does not
         # wait found nothing either
