@@ -38,13 +38,13 @@ class Services:
 
 SERVICES = web.AppKey("services", Services)
 
-_FOUND = "dynamiq.services"  # where a request keeps its services once looked up
+_FOUND = web.RequestKey("services", Services)  # a request's, once looked up
 
 
 def services_of(request: web.Request) -> Services:
     """Return the services serving ``request``: the apps it went through are searched
     once per request (several layers ask for them)."""
-    found: Services | None = request.get(_FOUND)
+    found = request.get(_FOUND)
     if found is None:
         found = request[_FOUND] = request.config_dict[SERVICES]
     return found
