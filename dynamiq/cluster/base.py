@@ -36,6 +36,11 @@ class MemberState:
     member: Member
     state: str
 
+    @property
+    def alive(self) -> bool:
+        """Whether gossip still hears of it (online, or suspect and not given up yet)."""
+        return self.state in ("online", "suspect")
+
 
 # Called with the live members (sorted by name) whenever they change, and with
 # ``stalled`` when this process was paused long enough for others to take over.

@@ -123,7 +123,7 @@ async def heartbeats(
         while True:
             known = membership.known()
             # A member restarted at another address is heard of twice: the live one.
-            states = sorted(membership.states(), key=lambda s: s.state in ("online", "suspect"))
+            states = sorted(membership.states(), key=lambda s: s.alive)
             found = {s.member.name: s.member for s in states}
             for name, member in found.items():
                 if name != quorum.name and name in known:

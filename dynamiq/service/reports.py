@@ -261,7 +261,7 @@ def span(ranges: Sequence[KeyRange | None]) -> KeyRange | None:
 
 
 def _live(state: MemberState, live: set[str]) -> bool:
-    return state.state in ("online", "suspect") and state.member.name in live
+    return state.alive and state.member.name in live
 
 
 def _rank(state: str) -> int:

@@ -5,6 +5,8 @@ answers none of the leases another node may have handed out since."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import given, settings
@@ -227,16 +229,22 @@ class SlowPeer(PeerClient):
         self.told.append((member.name, queue, name))
 
 
+@contextlib.asynccontextmanager
 async def _beside(
-    store: LmdbBackend, clock: FakeClock, peer: SlowPeer, *others: str
-) -> tuple[QueueService, Coordinator]:
-    """The node of ``_node`` beside the live ``others`` (``peer`` reaches them), serving
-    its slice of the keyspace, with nothing of the queue visible there."""
+    store: LmdbBackend, clock: FakeClock, stock: list[Message], *others: str
+) -> AsyncIterator[tuple[SlowPeer, Coordinator]]:
+    """The node of ``_node`` beside the live ``others``, reached through a ``SlowPeer``
+    with ``stock``, serving its slice of the keyspace with nothing of the queue
+    visible there."""
+    peer = SlowPeer(stock)
     queues, view, coordinator = await _node(store, clock, peer)
     view.others = [_member(name) for name in others]
     queues.set_keyspace(slices(["n1", *others])["n1"])
     await queues.receive("q", 10)  # the queue's one message, if it is in this slice
-    return queues, coordinator
+    try:
+        yield peer, coordinator
+    finally:
+        await peer.close()
 
 
 @pytest.mark.parametrize(("stock", "asks"), [([], 1), ([Message(7, b"p")], 20)])
@@ -244,9 +252,7 @@ async def test_receives_under_way_at_once_ask_a_peer_found_dry_only_once(
     store: LmdbBackend, fake_clock: FakeClock, stock: list[Message], asks: int
 ) -> None:
     # Given a node whose peer n2 holds nothing of the queue (or something)
-    peer = SlowPeer(stock)
-    _, coordinator = await _beside(store, fake_clock, peer, "n2")
-    try:
+    async with _beside(store, fake_clock, stock, "n2") as (peer, coordinator):
         # When 20 receives on the queue come at once, and find nothing here
         got = await asyncio.gather(
             *(coordinator.receive(ReceiveRequest("q", 1)) for _ in range(20))
@@ -255,8 +261,6 @@ async def test_receives_under_way_at_once_ask_a_peer_found_dry_only_once(
         # waiting for that answer; while a peer that had some is asked by each
         assert peer.asked == asks
         assert sum(len(g) for g in got) == (20 if stock else 0)
-    finally:
-        await peer.close()
 
 
 async def test_a_waiting_receive_asks_a_peer_again_as_soon_as_it_tells_of_news(
@@ -264,9 +268,7 @@ async def test_a_waiting_receive_asks_a_peer_again_as_soon_as_it_tells_of_news(
 ) -> None:
     # Given a receive waiting on a node whose peer n2 had nothing when asked (the fake
     # clock never lets the wait run out, nor the next look at the peers come)
-    peer = SlowPeer([])
-    _, coordinator = await _beside(store, fake_clock, peer, "n2")
-    try:
+    async with _beside(store, fake_clock, [], "n2") as (peer, coordinator):
         waiting = asyncio.ensure_future(coordinator.receive(ReceiveRequest("q", 1, None, 30)))
         await asyncio.sleep(0.2)
         # it asked n2 to tell it of the next messages n2 stores
@@ -280,16 +282,12 @@ async def test_a_waiting_receive_asks_a_peer_again_as_soon_as_it_tells_of_news(
         # while a receive that does not wait asks n2 to tell it of nothing
         await coordinator.receive(ReceiveRequest("q", 1))
         assert peer.waiters[-1] == ""
-    finally:
-        await peer.close()
 
 
 async def test_a_peer_whose_waiting_receive_found_nothing_is_told_of_the_next_publish_once(
     store: LmdbBackend, fake_clock: FakeClock
 ) -> None:
-    peer = SlowPeer([])
-    _, coordinator = await _beside(store, fake_clock, peer, "n2", "n3")
-    try:
+    async with _beside(store, fake_clock, [], "n2", "n3") as (peer, coordinator):
         # Given n2's waiting receive found nothing here, and n3's receive that does not
         # wait found nothing either
         assert await coordinator.receive_here("q", 1, None, "n2") == []
@@ -305,5 +303,3 @@ async def test_a_peer_whose_waiting_receive_found_nothing_is_told_of_the_next_pu
         coordinator.published_here("q", [3])
         await coordinator.close()
         assert peer.told[1:] == [("n3", "q", "n1")]
-    finally:
-        await peer.close()
