@@ -7,11 +7,12 @@ other, each bounded: 2,000 receives waiting at once on an empty queue; 300
 connections sending a request's headers 4 bytes at a time and 100 sending
 nothing (``limits.idletimeout = 2``); 8 clients publishing 1 MiB messages as
 fast as they can for 10 s. During each, a probe makes a ``GET /v2/stats``
-on a new connection every 100 ms; the table gives the probes' median, 99th
-percentile and worst time, the statuses the flood got, and the node's peak
-RSS (and the most anonymous memory a probe saw: the rest is LMDB's mapped
-pages, which the kernel drops at will). ``tests/test_overload.py`` drives
-the same floods and checks what the node answers.
+on a new connection every 100 ms, from a process of its own; the table gives
+the probes' median, 99th percentile and worst time, the statuses the flood
+got, and the node's peak RSS (and the most anonymous memory a probe saw:
+the rest is LMDB's mapped pages, which the kernel drops at will).
+``tests/test_overload.py`` drives the same floods and checks what the node
+answers.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -68,35 +71,52 @@ def probe(url: str) -> float:
     return time.monotonic() - started
 
 
+def _probe_until(url: str, pid: int | None, stop: Event, results: Connection) -> None:
+    """Probe ``url`` every 100 ms until ``stop`` is set, then send what was seen."""
+    seconds: list[float] = []
+    failures: list[str] = []
+    anonymous_mib = 0.0
+    results.send("ready")
+    while not stop.wait(0.1):
+        try:
+            seconds.append(probe(url))
+        except (OSError, ValueError) as exc:
+            failures.append(repr(exc))
+        if pid is not None:
+            anonymous_mib = max(anonymous_mib, memory_mib(pid, "RssAnon"))
+    results.send((seconds, failures, anonymous_mib))
+
+
 class Prober:
-    """Probes a node every 100 ms from a thread, while in its ``with`` block."""
+    """Probes a node every 100 ms while in its ``with`` block.
+
+    The probes run in a process of their own, so that what they measure is
+    the node alone, not the flood's client sharing an interpreter with them.
+    """
 
     def __init__(self, url: str, pid: int | None = None) -> None:
         self.url = url
         self.pid = pid  # the node's: its anonymous memory is sampled with each probe
         self.anonymous_mib = 0.0  # the most seen
         self.seconds: list[float] = []
-        self.failures: list[Exception] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.failures: list[str] = []
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._results, results = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_probe_until, args=(url, pid, self._stop, results), daemon=True
+        )
 
     def __enter__(self) -> Prober:
-        self._thread.start()
+        self._process.start()
+        if self._results.recv() != "ready":
+            raise RuntimeError("the prober did not start")
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            try:
-                self.seconds.append(probe(self.url))
-            except (OSError, ValueError) as exc:
-                self.failures.append(exc)
-            if self.pid is not None:
-                anonymous = memory_mib(self.pid, "RssAnon")
-                self.anonymous_mib = max(self.anonymous_mib, anonymous)
+        self.seconds, self.failures, self.anonymous_mib = self._results.recv()
+        self._process.join()
 
     def summary(self) -> str:
         """Median, 99th percentile and worst probe, in milliseconds."""

@@ -318,6 +318,7 @@ def create_app(
             _owned(redriver.resume, redriver.close),
             _task(janitor.janitor_loop),
             _task(queues.sweep_loop),
+            _owned(None, reporter.close),  # after its loop: cleanups run last first
             _task(reporter.reporter_loop),
             _task(trim_memory_loop),
             *([_task(space.watch_loop)] if space else []),

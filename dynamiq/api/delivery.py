@@ -9,7 +9,6 @@ answer could not be written are given back at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 from aiohttp import web
@@ -28,7 +27,8 @@ class ClientGone(ConnectionResetError):
 
 
 class Departures:
-    """The clients of waiting receives, all looked at by one timer.
+    """The clients of waiting receives, all looked at by one timer: a receive
+    whose client has gone is cancelled.
 
     A timer per receive costs the event loop in proportion to the receives
     waiting: 2,000 of them made 10,000 wake-ups a second, and a request
@@ -37,26 +37,24 @@ class Departures:
     """
 
     def __init__(self) -> None:
-        self._watched: dict[asyncio.Future[None], web.Request] = {}  # gone: whose
+        self._watched: dict[asyncio.Task[list[Message]], web.Request] = {}  # task: whose
         self._timer: asyncio.TimerHandle | None = None
 
-    def watch(self, request: web.Request) -> asyncio.Future[None]:
-        """Return a future done once ``request``'s client has gone (``forget`` it after)."""
-        gone = asyncio.get_running_loop().create_future()
-        self._watched[gone] = request
+    def watch(self, request: web.Request, task: asyncio.Task[list[Message]]) -> None:
+        """Cancel ``task`` once ``request``'s client has gone (``forget`` it after)."""
+        self._watched[task] = request
         if self._timer is None:
             self._arm()
-        return gone
 
-    def forget(self, gone: asyncio.Future[None]) -> None:
-        self._watched.pop(gone, None)
+    def forget(self, task: asyncio.Task[list[Message]]) -> None:
+        self._watched.pop(task, None)
 
     def _look(self) -> None:
         self._timer = None
-        for gone, request in list(self._watched.items()):
+        for task, request in list(self._watched.items()):
             if _gone(request):
-                del self._watched[gone]
-                gone.set_result(None)
+                del self._watched[task]
+                task.cancel()
         if self._watched:
             self._arm()
 
@@ -87,8 +85,8 @@ async def deliver(
     # runs as a task watched for its client going away.
     messages = await serving.receive(ask.at_once())
     if not messages and ask.wait_seconds > 0:
-        waiting = asyncio.ensure_future(serving.receive(ask))
-        messages = await _unless_gone(request, waiting, ask.queue)
+        waiting = asyncio.get_running_loop().create_task(serving.receive(ask))
+        messages = await _unless_gone(request, waiting)
     response = render(messages)
     if messages and not serving.leases_hold(epoch):
         # Looked at last, just before the answer is written: a process paused after
@@ -105,23 +103,21 @@ async def deliver(
     return response
 
 
-async def _unless_gone(
-    request: web.Request, task: asyncio.Future[list[Message]], queue: str
-) -> list[Message]:
-    """Wait for ``task``; cancel it when the client disconnects first."""
+async def _unless_gone(request: web.Request, task: asyncio.Task[list[Message]]) -> list[Message]:
+    """Wait for ``task``; cancel it when the client disconnects first.
+
+    A task cancelled while it leased leaves nothing to give back: what its walk
+    took lapses. What a task done before the client was seen gone leased goes
+    on to ``deliver``, which gives it back when the answer cannot be written.
+    """
     departures = request.config_dict[DEPARTURES]
-    gone = departures.watch(request)
+    departures.watch(request, task)
     try:
-        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            return task.result()
-        task.cancel()
-        leased: list[Message] = []
-        with contextlib.suppress(asyncio.CancelledError):
-            leased = await task  # it may have finished before the cancel
-        await node(request).give_back(queue, leased)
-        raise ClientGone("the client closed the connection during a long poll")
+        return await task  # a cancel of this handler cancels the task too
+    except asyncio.CancelledError:
+        handler = asyncio.current_task()
+        if handler is not None and handler.cancelling():
+            raise  # this handler itself was cancelled, not the client gone
+        raise ClientGone("the client closed the connection during a long poll") from None
     finally:
-        departures.forget(gone)
-        if not task.done():  # this handler itself was cancelled
-            task.cancel()
+        departures.forget(task)

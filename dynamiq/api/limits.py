@@ -46,19 +46,26 @@ def admitted(handler: Handler) -> Handler:
         size = most if declared is None else declared
         await services.intake.take(size)
         try:
-            seconds = services.node.limits.bodytimeout
-            try:
-                async with asyncio.timeout(seconds):
-                    await request.read()  # kept: the route's own read returns it
-            except TimeoutError:
-                raise RequestTimeout(
-                    f"the body did not arrive within {seconds:g} s (limits.bodytimeout)"
-                ) from None
+            if request.content.is_eof():  # it came with the headers: nothing to wait for
+                await request.read()  # kept: the route's own read returns it
+            else:
+                await _arrival(request, services.node.limits.bodytimeout)
             return await handler(request)
         finally:
             services.intake.give(size)
 
     return admit
+
+
+async def _arrival(request: web.Request, seconds: float) -> None:
+    """Read the body of ``request`` as it arrives, for at most ``seconds``."""
+    try:
+        async with asyncio.timeout(seconds):
+            await request.read()
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the body did not arrive within {seconds:g} s (limits.bodytimeout)"
+        ) from None
 
 
 _BUSY_BODY = (

@@ -200,7 +200,7 @@ class QueueService:
         self, queue: str, state: QueueState, got: list[Message], asked: int
     ) -> None:
         self._metrics.received(queue, len(got), asked)
-        if again := state.delivered(got, self._clock.now()):
+        if got and (again := state.delivered(got, self._clock.now())):
             self._metrics.redelivered(queue, again)
 
     async def _receive_once(

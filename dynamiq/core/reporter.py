@@ -59,6 +59,11 @@ class Reporter:
         except DynamiqError as exc:
             log.warning("could not read queue depths: %s", exc)
 
+    async def close(self) -> None:
+        """Send what came since the last round, and release the sinks."""
+        self._metrics.flush()
+        self._metrics.close()
+
     async def reporter_loop(self) -> None:
         """Run a round every ``interval`` seconds until cancelled."""
         while True:

@@ -60,6 +60,10 @@ class Metrics(Protocol):
         """Send what was aggregated since the last flush (no-op for pull sinks)."""
         ...
 
+    def close(self) -> None:
+        """Release what the sink holds (a socket); nothing is recorded after."""
+        ...
+
 
 class MetricsFanout:
     """Every call to each of several sinks; with none, a sink that drops everything."""
@@ -121,3 +125,8 @@ class MetricsFanout:
         """Flush every sink."""
         for sink in self._sinks:
             sink.flush()
+
+    def close(self) -> None:
+        """Close every sink."""
+        for sink in self._sinks:
+            sink.close()

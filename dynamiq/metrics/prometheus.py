@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -14,60 +15,68 @@ __all__ = ["CONTENT_TYPE", "PrometheusMetrics", "summed"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+class _Series(Generic[M]):
+    """A labelled metric's series, each found once by its label values (``labels``
+    takes a lock and makes a tuple of strings on every call)."""
+
+    __slots__ = ("_found", "_metric")
+
+    def __init__(self, metric: M) -> None:
+        self._metric: M = metric
+        self._found: dict[tuple[object, ...], M] = {}
+
+    def __call__(self, *values: object) -> M:
+        series = self._found.get(values)
+        if series is None:
+            series = self._found[values] = self._metric.labels(*map(str, values))
+        return series
+
+
 class PrometheusMetrics:
     """Counters, gauges and a latency histogram in a registry of this node's own."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._sent = Counter("dynamiq_messages_sent", "Messages stored", ["queue"], registry=r)
-        self._received = Counter(
-            "dynamiq_messages_received", "Messages delivered", ["queue"], registry=r
-        )
-        self._deleted = Counter(
-            "dynamiq_messages_deleted", "Messages deleted", ["queue"], registry=r
-        )
-        self._redelivered = Counter(
-            "dynamiq_messages_redelivered", "Messages delivered again", ["queue"], registry=r
-        )
+
+        def counted(name: str, doc: str, label: str = "queue") -> _Series[Counter]:
+            return _Series(Counter(name, doc, [label], registry=r))
+
+        def gauged(name: str, doc: str) -> _Series[Gauge]:
+            return _Series(Gauge(name, doc, ["queue"], registry=r))
+
+        self._sent = counted("dynamiq_messages_sent", "Messages stored")
+        self._received = counted("dynamiq_messages_received", "Messages delivered")
+        self._deleted = counted("dynamiq_messages_deleted", "Messages deleted")
+        self._redelivered = counted("dynamiq_messages_redelivered", "Messages delivered again")
         self._lifecycle = {
-            event: Counter(
-                f"dynamiq_messages_{event}",
-                f"Messages {event.replace('_', ' ')}",
-                ["queue"],
-                registry=r,
-            )
+            event: counted(f"dynamiq_messages_{event}", f"Messages {event.replace('_', ' ')}")
             for event in LIFECYCLE_EVENTS
         }
-        self._unrouted = Counter(
+        self._unrouted = counted(
             "dynamiq_topic_messages_unrouted",
             "Messages published to a topic that no subscription took",
-            ["topic"],
-            registry=r,
+            label="topic",
         )
-        self._depth = Gauge(
-            "dynamiq_queue_depth", "Messages stored in the queue", ["queue"], registry=r
+        self._depth = gauged("dynamiq_queue_depth", "Messages stored in the queue")
+        self._approximate = gauged(
+            "dynamiq_queue_approximate_depth", "Depth as estimated by the node"
         )
-        self._approximate = Gauge(
-            "dynamiq_queue_approximate_depth",
-            "Depth as estimated by the node",
-            ["queue"],
-            registry=r,
+        self._in_flight = gauged("dynamiq_queue_in_flight", "Messages leased and not deleted")
+        self._fill = gauged("dynamiq_queue_fill_percent", "Fill of the last receive")
+        self._latency = _Series(
+            Histogram(
+                "dynamiq_http_request_seconds",
+                "HTTP requests by route",
+                ["route", "method", "status"],
+                registry=r,
+                buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
+            )
         )
-        self._in_flight = Gauge(
-            "dynamiq_queue_in_flight", "Messages leased and not deleted", ["queue"], registry=r
-        )
-        self._fill = Gauge(
-            "dynamiq_queue_fill_percent", "Fill of the last receive", ["queue"], registry=r
-        )
-        self._latency = Histogram(
-            "dynamiq_http_request_seconds",
-            "HTTP requests by route",
-            ["route", "method", "status"],
-            registry=r,
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
-        )
-        self._errors = Counter("dynamiq_http_errors", "Error answers by code", ["code"], registry=r)
+        self._errors = counted("dynamiq_http_errors", "Error answers by code", label="code")
         self._members = Gauge("dynamiq_cluster_size", "Live nodes", registry=r)
         self._commit = Gauge(
             "dynamiq_store_commit_seconds", "Mean commit latency lately", registry=r
@@ -75,42 +84,43 @@ class PrometheusMetrics:
 
     def sent(self, queue: str, count: int) -> None:
         """Count stored messages."""
-        self._sent.labels(queue).inc(count)
+        self._sent(queue).inc(count)
 
     def received(self, queue: str, count: int, asked: int) -> None:
         """Count delivered messages and set the fill."""
-        self._received.labels(queue).inc(count)
-        self._fill.labels(queue).set(math.floor(count * 100 / max(asked, 1)))
+        if count:
+            self._received(queue).inc(count)
+        self._fill(queue).set(math.floor(count * 100 / max(asked, 1)))
 
     def deleted(self, queue: str, count: int) -> None:
         """Count deleted messages."""
-        self._deleted.labels(queue).inc(count)
+        self._deleted(queue).inc(count)
 
     def redelivered(self, queue: str, count: int) -> None:
         """Count redeliveries."""
-        self._redelivered.labels(queue).inc(count)
+        self._redelivered(queue).inc(count)
 
     def lifecycle(self, queue: str, event: str, count: int) -> None:
         """Count dead-lettered, expired and redriven messages."""
-        self._lifecycle[event].labels(queue).inc(count)
+        self._lifecycle[event](queue).inc(count)
 
     def unrouted(self, topic: str, count: int) -> None:
         """Count a topic's messages that no subscription took."""
-        self._unrouted.labels(topic).inc(count)
+        self._unrouted(topic).inc(count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth and in-flight."""
-        self._depth.labels(queue).set(depth)
-        self._approximate.labels(queue).set(depth)  # one node: the estimate is exact
-        self._in_flight.labels(queue).set(in_flight)
+        self._depth(queue).set(depth)
+        self._approximate(queue).set(depth)  # one node: the estimate is exact
+        self._in_flight(queue).set(in_flight)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Observe a request."""
-        self._latency.labels(route, method, str(status)).observe(seconds)
+        self._latency(route, method, status).observe(seconds)
 
     def error(self, code: str) -> None:
         """Count an error answer."""
-        self._errors.labels(code).inc()
+        self._errors(code).inc()
 
     def node_level(self, members: int, commit_seconds: float | None) -> None:
         """Set cluster size and commit latency."""
@@ -120,6 +130,9 @@ class PrometheusMetrics:
 
     def flush(self) -> None:
         """Nothing to send: Prometheus pulls."""
+
+    def close(self) -> None:
+        """Nothing held: the registry is read until the process ends."""
 
     def render(self) -> bytes:
         """Return the registry in the Prometheus text format."""
