@@ -31,11 +31,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+
+from bench.procs import memory_mib
 
 PROBE_TIMEOUT = 5.0
 MIB = 1 << 20
@@ -45,14 +46,6 @@ def address_of(url: str) -> tuple[str, int]:
     """The host and port of a node's URL."""
     parts = urlsplit(url)
     return parts.hostname or "", parts.port or 80
-
-
-def memory_mib(pid: int, field: str = "VmHWM") -> float:
-    """A process's peak (``VmHWM``) or current (``VmRSS``) resident memory, in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise ValueError(f"no {field} for process {pid}")
 
 
 def probe(url: str) -> float:
@@ -96,7 +89,7 @@ class Prober:
 
     def __init__(self, url: str, pid: int | None = None) -> None:
         self.url = url
-        self.pid = pid  # the node's: its anonymous memory is sampled with each probe
+        self.pid = pid  # the node's: its anonymous memory (and its workers') is sampled
         self.anonymous_mib = 0.0  # the most seen
         self.seconds: list[float] = []
         self.failures: list[str] = []

@@ -8,7 +8,8 @@ depth, not the allocator's warm-up),
 fills one queue with 1 KB messages
 (receiving and deleting a batch at each level so the receive path's state is
 in memory too), waits for one upkeep round, and prints the node's VmRSS with
-its anonymous and file-backed parts. File-backed pages are the LMDB map,
+its anonymous and file-backed parts (summed over the node's processes: with
+workers, each maps the store). File-backed pages are the LMDB map,
 which the kernel can drop at any time and which each upkeep round unmaps;
 anonymous memory is the process's own.
 """
@@ -20,20 +21,15 @@ import asyncio
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
+from bench.procs import memory_mib
 from dynamiq.client import AsyncClient
 
 SETTLE_SECONDS = 10.5  # one upkeep round (2 s) and one memory trim (10 s)
 
 
 def _status(pid: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            out[key] = int(value.split()[0]) // 1024
-    return out
+    return {key: round(memory_mib(pid, key)) for key in ("VmRSS", "RssAnon", "RssFile")}
 
 
 async def _fill(url: str, pid: int, levels: list[int]) -> list[tuple[int, dict[str, int]]]:

@@ -461,6 +461,9 @@ def runner_options(settings: Settings) -> dict[str, Any]:
         # Armed when a connection opens and after each answer: a client that sends
         # no whole request's headers in this time is cut off (slowloris).
         "keepalive_timeout": settings.limits.idletimeout,
+        # No SO_KEEPALIVE: the idle timeout closes an idle connection long before
+        # the kernel's first probe (2 h), and setting it costs each connection.
+        "tcp_keepalive": False,
     }
 
 

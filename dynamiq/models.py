@@ -421,7 +421,9 @@ class ReceiveRequest:
 
     def at_once(self) -> ReceiveRequest:
         """The same request without the wait: its first look."""
-        return replace(self, wait_seconds=0.0, then_waits=True) if self.wait_seconds else self
+        if not self.wait_seconds:
+            return self
+        return ReceiveRequest(self.queue, self.max_messages, self.visibility_timeout, 0.0, True)
 
 
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):

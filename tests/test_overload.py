@@ -22,12 +22,12 @@ from bench.overload import (
     MIB,
     Prober,
     address_of,
-    memory_mib,
     probe,
     publish_flood,
     slow_headers,
     waiting_receives,
 )
+from bench.procs import memory_mib
 from dynamiq.client import Client
 from dynamiq.errors import DiskLow
 from tests.conftest import NodeFactory, NodeProcess

@@ -120,11 +120,19 @@ class LimitedSite(web.SockSite):
         server = self._runner.server
         assert server is not None
         most = self._most
+        # At least as many as are open: every connection opens here, and closes
+        # elsewhere. Counted afresh only when it reaches the limit, since the
+        # server's count copies a list of every connection.
+        bound = 0
 
         def accept() -> asyncio.BaseProtocol:
-            if len(server.connections) >= most:
-                log.debug("connection refused: %d open (limits.maxconnections)", most)
-                return _Busy()
+            nonlocal bound
+            if bound >= most:
+                bound = len(server.connections)
+                if bound >= most:
+                    log.debug("connection refused: %d open (limits.maxconnections)", most)
+                    return _Busy()
+            bound += 1
             return server()
 
         self._server = await asyncio.get_running_loop().create_server(

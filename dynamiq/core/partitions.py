@@ -95,6 +95,8 @@ class PartitionSet:
         given out waits for it to come back.
         """
         self._retire(now)
+        if min(self._empty_until) > now and not all(self._busy):
+            return None  # every partition known empty (the look of each long poll that waits)
         free = self._free(now, skip)
         if not free and all(self._busy) and len(self._parts) < self._max_count():
             self._relayout(len(self._parts) + 1, now)
@@ -114,7 +116,7 @@ class PartitionSet:
             if i not in skip
             and not self._busy[i]
             and self._empty_until[i] <= now
-            and not any(p.lo <= part.hi and part.lo <= p.hi for p in earlier)
+            and not (earlier and any(p.lo <= part.hi and part.lo <= p.hi for p in earlier))
         ]
 
     def release(
@@ -165,6 +167,8 @@ class PartitionSet:
         if len(self._parts) <= minimum:
             return
         age = self._settings.max_partition_age
+        if now - min(self._last_used) < age:
+            return
         idle = sum(1 for i, t in enumerate(self._last_used) if now - t >= age and not self._busy[i])
         if idle:
             self._relayout(max(minimum, len(self._parts) - idle), now)
