@@ -22,6 +22,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -280,10 +281,49 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         if not peers.wait_port(PORT, 30):
             peers._stop_popen(p)
             raise RuntimeError("dynamiq did not start")
+        self._memory = _MemoryWatch(p.pid)
         return p
 
     def stop_server(self, handle: subprocess.Popen[bytes]) -> None:
+        self._memory.stop()
         peers._stop_popen(handle)
+
+
+class _MemoryWatch:
+    """The most anonymous and file-backed memory a node's processes held, sampled
+    every 100 ms while it serves; printed when it stops.
+
+    The driver reports one process's peak RSS: most of a node's is LMDB's mapped
+    pages (file-backed, dropped by the kernel at will), counted again by each worker.
+    """
+
+    def __init__(self, pid: int) -> None:
+        sys.path.insert(0, str(ROOT))
+        from bench.procs import memory_mib, processes
+
+        self._most = {"RssAnon": 0.0, "RssFile": 0.0}
+        self._processes = 1
+        self._done = threading.Event()
+
+        def watch() -> None:
+            while not self._done.wait(0.1):
+                with contextlib.suppress(OSError, ValueError):  # a worker ending
+                    self._processes = max(self._processes, len(processes(pid)))
+                    for part, most in self._most.items():
+                        self._most[part] = max(most, memory_mib(pid, part))
+
+        self._thread = threading.Thread(target=watch, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        print(
+            f"  dynamiq memory, most seen over {self._processes} process(es): "
+            f"anonymous {self._most['RssAnon']:.0f} MB, file-backed {self._most['RssFile']:.0f} MB",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class DynamiqSecure(Dynamiq):
@@ -415,7 +455,7 @@ class DynamiqRedis(Dynamiq):
 
     def stop_server(self, handle: _Handle) -> None:  # type: ignore[override]
         try:
-            peers._stop_popen(handle.node)
+            super().stop_server(handle.node)
         finally:
             handle.stack.close()
 
