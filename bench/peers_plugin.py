@@ -26,9 +26,12 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import peers  # type: ignore[import-not-found]  # provided by the driver that loads this file
+
+if TYPE_CHECKING:
+    from bench.http1 import Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT = 18181
@@ -77,6 +80,14 @@ def _loop_run(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
+async def _ok(pool: Pool, method: str, path: str, body: bytes = b"") -> bytes:
+    """The body of a 2xx answer to a request sent through ``pool``."""
+    status, answer = await pool.request(method, path, body)
+    if not 200 <= status < 300:
+        raise RuntimeError(f"{method} {path} failed: HTTP {status} {answer[:200]!r}")
+    return answer
+
+
 class Dynamiq(peers.Adapter):  # type: ignore[misc]
     name = "dynamiq"
     port = PORT
@@ -118,21 +129,24 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     def consume(self, q: str, n: int, latency: bool, ready: Any, go: Any) -> dict[str, Any]:
         return _loop_run(self._consume(q, n, latency, ready, go))  # type: ignore[no-any-return]
 
+    def _pool(self, base: str) -> Pool:
+        sys.path.insert(0, str(ROOT))
+        from bench.http1 import Pool
+
+        return Pool(base, {**JSON, **self.auth()}, self.tls())
+
     async def _produce(
         self, q: str, n: int, rate: float | None, ready: Any, go: Any
     ) -> dict[str, Any]:
-        import aiohttp
         import msgspec
 
         encode = msgspec.json.Encoder().encode
         bodies = peers.Bodies(self.size)
-        urls = [f"{u}/v2/queues/{q}/messages" for u in self.urls]
-        requests = max(PUBLISH_REQUESTS, len(urls))
-        headers = {**JSON, **self.auth()}
-        connector = aiohttp.TCPConnector(limit=0, ssl=self.tls() or True)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            async with session.get(f"{self.urls[0]}/v2/queues/{q}", headers=headers) as r:
-                await r.read()
+        pools = [self._pool(u) for u in self.urls]
+        path = f"/v2/queues/{q}/messages"
+        requests = max(PUBLISH_REQUESTS, len(pools))
+        try:
+            await _ok(pools[0], "GET", f"/v2/queues/{q}")  # connected before the clock starts
 
             async def send(first: int, count: int) -> None:
                 msgs: list[dict[str, str]] = [
@@ -141,13 +155,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                 if self.groups:
                     for i, m in enumerate(msgs, first):
                         m["group"] = f"g{i % self.groups}"
-                url = urls[(first // max(1, count)) % len(urls)]
-                async with session.post(
-                    url, data=encode({"messages": msgs}), headers=headers
-                ) as response:
-                    await response.read()
-                    if response.status != 200:
-                        raise RuntimeError(f"publish failed: HTTP {response.status}")
+                pool = pools[(first // max(1, count)) % len(pools)]
+                await _ok(pool, "POST", path, encode({"messages": msgs}))
 
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
@@ -183,48 +192,36 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                 if sent < n:
                     err = "timeout"
             return clock.stop(count=sent, error=err)  # type: ignore[no-any-return]
+        finally:
+            await asyncio.gather(*(pool.close() for pool in pools))
 
     async def _consume(self, q: str, n: int, latency: bool, ready: Any, go: Any) -> dict[str, Any]:
-        import aiohttp
         import msgspec
 
         encode = msgspec.json.Encoder().encode
         decode = msgspec.json.Decoder().decode
-        bases = [f"{u}/v2/queues/{q}" for u in self.urls]
-        headers = {**JSON, **self.auth()}
+        path = f"/v2/queues/{q}"
+        pools = [self._pool(u) for u in self.urls]
         receive_body = encode({"max_messages": self.batch, "wait_seconds": 1})
         rec = peers.Recv(n, latency)
-        connector = aiohttp.TCPConnector(limit=0, ssl=self.tls() or True)
-        async with aiohttp.ClientSession(connector=connector) as session:
-
-            async def post(base: str, path: str, body: bytes) -> Any:
-                async with session.post(base + path, data=body, headers=headers) as response:
-                    raw = await response.read()
-                    if response.status != 200:
-                        raise RuntimeError(f"{path} failed: HTTP {response.status}")
-                    return decode(raw)
-
-            async def delete(base: str, ids: list[str]) -> None:
-                if ids:
-                    await post(base, "/delete", encode({"ids": ids}))
-
-            for base in bases:
-                async with session.get(
-                    base, headers=headers
-                ) as warm:  # connect without leasing anything
-                    await warm.read()
+        try:
+            for pool in pools:
+                await _ok(pool, "GET", path)  # connect without leasing anything
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
             in_flight = asyncio.Semaphore(DELETES_IN_FLIGHT)
             pending: set[asyncio.Task[None]] = set()
             errors: list[str] = []
 
-            async def receiver(base: str) -> None:
+            async def delete(pool: Pool, ids: list[str]) -> None:
+                await _ok(pool, "POST", path + "/delete", encode({"ids": ids}))
+
+            async def receiver(pool: Pool) -> None:
                 while not rec.done:
                     if clock.expired():
                         errors.append("timeout")
                         break
-                    got = await post(base, "/receive", receive_body)
+                    got = decode(await _ok(pool, "POST", path + "/receive", receive_body))
                     ids = []
                     for m in got["messages"]:
                         rec.on(m["body"].encode())
@@ -233,14 +230,14 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                         # Deleted messages stay leased until their delete commits,
                         # so the next receive need not wait for it (as AMQP acks go).
                         await in_flight.acquire()
-                        task = asyncio.ensure_future(delete(base, ids))
+                        task = asyncio.ensure_future(delete(pool, ids))
                         task.add_done_callback(lambda _: in_flight.release())
                         pending.add(task)
                         task.add_done_callback(pending.discard)
 
-            count = max(RECEIVERS, len(bases))
+            count = max(RECEIVERS, len(pools))
             receivers = [
-                asyncio.ensure_future(receiver(bases[i % len(bases)])) for i in range(count)
+                asyncio.ensure_future(receiver(pools[i % len(pools)])) for i in range(count)
             ]
             await asyncio.wait(receivers, return_when=asyncio.FIRST_COMPLETED)
             for task in receivers:  # the others may sit in a long poll nobody will answer
@@ -251,6 +248,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             return clock.stop(  # type: ignore[no-any-return]
                 count=rec.count, dups=rec.dups, lats=rec.lats, error=err
             )
+        finally:
+            await asyncio.gather(*(pool.close() for pool in pools))
 
     extra_flags: tuple[str, ...] = ()
     checkout: str | None = None  # run the node of this checkout instead of this one
