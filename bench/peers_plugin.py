@@ -22,7 +22,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -34,6 +33,8 @@ if TYPE_CHECKING:
     from bench.http1 import Pool
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the driver loads this file by path: the checkout's modules
+    sys.path.insert(0, str(ROOT))
 PORT = 18181
 # Receive requests the consumer keeps outstanding, as the NATS consumer keeps
 # one or two pulls in flight.
@@ -130,7 +131,6 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         return _loop_run(self._consume(q, n, latency, ready, go))  # type: ignore[no-any-return]
 
     def _pool(self, base: str) -> Pool:
-        sys.path.insert(0, str(ROOT))
         from bench.http1 import Pool
 
         return Pool(base, {**JSON, **self.auth()}, self.tls())
@@ -280,49 +280,14 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         if not peers.wait_port(PORT, 30):
             peers._stop_popen(p)
             raise RuntimeError("dynamiq did not start")
-        self._memory = _MemoryWatch(p.pid)
+        from bench.procs import MemoryWatch
+
+        self._memory = MemoryWatch(p.pid)
         return p
 
     def stop_server(self, handle: subprocess.Popen[bytes]) -> None:
-        self._memory.stop()
+        print(f"  dynamiq memory, {self._memory.stop()}", file=sys.stderr, flush=True)
         peers._stop_popen(handle)
-
-
-class _MemoryWatch:
-    """The most anonymous and file-backed memory a node's processes held, sampled
-    every 100 ms while it serves; printed when it stops.
-
-    The driver reports one process's peak RSS: most of a node's is LMDB's mapped
-    pages (file-backed, dropped by the kernel at will), counted again by each worker.
-    """
-
-    def __init__(self, pid: int) -> None:
-        sys.path.insert(0, str(ROOT))
-        from bench.procs import memory_mib, processes
-
-        self._most = {"RssAnon": 0.0, "RssFile": 0.0}
-        self._processes = 1
-        self._done = threading.Event()
-
-        def watch() -> None:
-            while not self._done.wait(0.1):
-                with contextlib.suppress(OSError, ValueError):  # a worker ending
-                    self._processes = max(self._processes, len(processes(pid)))
-                    for part, most in self._most.items():
-                        self._most[part] = max(most, memory_mib(pid, part))
-
-        self._thread = threading.Thread(target=watch, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-        print(
-            f"  dynamiq memory, most seen over {self._processes} process(es): "
-            f"anonymous {self._most['RssAnon']:.0f} MB, file-backed {self._most['RssFile']:.0f} MB",
-            file=sys.stderr,
-            flush=True,
-        )
 
 
 class DynamiqSecure(Dynamiq):
@@ -435,7 +400,6 @@ class DynamiqRedis(Dynamiq):
         )
 
     def start_server(self, datadir: str) -> _Handle:  # type: ignore[override]
-        sys.path.insert(0, str(ROOT))
         from tests.servers import redis_cluster, redis_server
 
         d = Path(datadir) / self.name
@@ -485,7 +449,6 @@ class DynamiqCluster3(Dynamiq):
         )
 
     def start_server(self, datadir: str) -> Any:
-        sys.path.insert(0, str(ROOT))
         from dynamiq.testing.cluster import LocalCluster
 
         d = Path(datadir) / self.name

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from pathlib import Path
 
-__all__ = ["memory_mib", "processes"]
+__all__ = ["MemoryWatch", "memory_mib", "processes"]
 
 
 def processes(pid: int) -> list[int]:
@@ -31,3 +33,37 @@ def memory_mib(pid: int, field: str = "VmHWM") -> float:
     file-backed pages the workers share (the LMDB map) are counted once per worker.
     """
     return sum(_status_kib(p, field) for p in processes(pid)) / 1024
+
+
+class MemoryWatch:
+    """The most anonymous and file-backed memory ``pid`` and its workers held, sampled
+    every 100 ms from a thread until ``stop``.
+
+    A node's peak RSS is mostly LMDB's mapped pages (file-backed, dropped by the
+    kernel at will, counted again by each worker); the anonymous part is what
+    the node itself holds.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self._most = {"RssAnon": 0.0, "RssFile": 0.0}
+        self._processes = 1
+        self._done = threading.Event()
+
+        def watch() -> None:
+            while not self._done.wait(0.1):
+                with contextlib.suppress(OSError, ValueError):  # a worker ending
+                    self._processes = max(self._processes, len(processes(pid)))
+                    for part, most in self._most.items():
+                        self._most[part] = max(most, memory_mib(pid, part))
+
+        self._thread = threading.Thread(target=watch, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> str:
+        """Stop sampling; say the most seen."""
+        self._done.set()
+        self._thread.join()
+        return (
+            f"most seen over {self._processes} process(es): anonymous "
+            f"{self._most['RssAnon']:.0f} MB, file-backed {self._most['RssFile']:.0f} MB"
+        )

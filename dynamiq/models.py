@@ -423,7 +423,13 @@ class ReceiveRequest:
         """The same request without the wait: its first look."""
         if not self.wait_seconds:
             return self
-        return ReceiveRequest(self.queue, self.max_messages, self.visibility_timeout, 0.0, True)
+        return ReceiveRequest(
+            self.queue,
+            self.max_messages,
+            self.visibility_timeout,
+            wait_seconds=0.0,
+            then_waits=True,
+        )
 
 
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):
