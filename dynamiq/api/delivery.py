@@ -85,7 +85,7 @@ async def deliver(
     # runs as a task watched for its client going away.
     messages = await serving.receive(ask.at_once())
     if not messages and ask.wait_seconds > 0:
-        waiting = asyncio.get_running_loop().create_task(serving.receive(ask))
+        waiting = asyncio.get_running_loop().create_task(serving.receive(ask.then_wait()))
         messages = await _unless_gone(request, waiting)
     response = render(messages)
     if messages and not serving.leases_hold(epoch):

@@ -416,11 +416,15 @@ class Coordinator:
         if not self.may_serve():
             raise self._no_majority()
         deadline, epoch = time.monotonic() + ask.wait_seconds, self._pauses
-        got = await self._queues.receive(queue, want, lease)
+        # What follows a first look that found nothing starts by waiting: this
+        # node's slice was just looked at and the peers just asked (to tell of news).
+        asked = ask.part == "wait"
+        got = [] if asked else await self._queues.receive(queue, want, lease)
         while True:
-            if len(got) < want:
-                waits = ask.then_waits or deadline > time.monotonic()
+            if len(got) < want and not asked:
+                waits = ask.part == "look" or deadline > time.monotonic()
                 got += await self._from_peers(queue, want - len(got), lease, waits)
+            asked = False
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
                 # Paused meanwhile (while asking the peers, say): the leases are void.
