@@ -9,8 +9,9 @@ nothing (``limits.idletimeout = 2``); 8 clients publishing 1 MiB messages as
 fast as they can for 10 s. During each, a probe makes a ``GET /v2/stats``
 on a new connection every 100 ms, from a process of its own; the table gives
 the probes' median, 99th percentile and worst time, the statuses the flood
-got, and the node's peak RSS (and the most anonymous memory a probe saw:
-the rest is LMDB's mapped pages, which the kernel drops at will).
+got, the CPU the node's processes used during the flood, per request (or
+connection) of it, and the node's peak RSS (and the most anonymous memory a
+probe saw: the rest is LMDB's mapped pages, which the kernel drops at will).
 ``tests/test_overload.py`` drives the same floods and checks what the node
 answers.
 """
@@ -36,7 +37,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from bench.procs import memory_mib
+from bench.procs import cpu_seconds, memory_mib
 
 PROBE_TIMEOUT = 5.0
 MIB = 1 << 20
@@ -219,33 +220,40 @@ def main() -> None:
     args = ap.parse_args()
     print(
         "flood                      probe ms: p50      p99      max   statuses   "
-        "peak RSS MB (anonymous)"
+        "node CPU µs each   peak RSS MB (anonymous)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         node, url = start_node(tmp, args.port, "--limits-idletimeout", "2")
         try:
             _create(url, "idle")
             _create(url, "big", max_message_bytes=MIB - 1024)
-            floods: list[tuple[str, Callable[[], Mapping[Any, int]]]] = [
+            # What each flood is called, how many requests (or connections) it makes
+            # (None: as many as it got answers to), and the flood.
+            floods: list[tuple[str, int | None, Callable[[], Mapping[Any, int]]]] = [
                 (
                     "2,000 waiting receives",
+                    2000,
                     lambda: asyncio.run(waiting_receives(url, "idle", 2000, 5)),
                 ),
                 (
                     "400 slow or silent connections",
+                    400,
                     lambda: {"left open": slow_headers(url, 300, 100, 4)},
                 ),
                 (
                     "8 clients x 1 MiB publishes",
+                    None,
                     lambda: asyncio.run(publish_flood(url, "big", 8, 10)),
                 ),
             ]
-            for name, flood in floods:
+            for name, count, flood in floods:
+                used = cpu_seconds(node.pid)
                 with Prober(url, node.pid) as prober:
                     got = flood()
+                each = (cpu_seconds(node.pid) - used) / (count or sum(got.values())) * 1e6
                 failed = f" ({len(prober.failures)} probes failed)" if prober.failures else ""
                 print(
-                    f"{name:<32} {prober.summary()}   {dict(got)!s:<10} "
+                    f"{name:<32} {prober.summary()}   {dict(got)!s:<10} {each:8.0f}   "
                     f"{memory_mib(node.pid):8.0f} ({prober.anonymous_mib:.0f}){failed}"
                 )
         finally:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from pathlib import Path
 
-__all__ = ["MemoryWatch", "memory_mib", "processes"]
+__all__ = ["MemoryWatch", "cpu_seconds", "memory_mib", "processes"]
 
 
 def processes(pid: int) -> list[int]:
@@ -17,6 +18,16 @@ def processes(pid: int) -> list[int]:
             found += [int(child) for child in task.read_text().split()]
         i += 1
     return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) ``pid`` and its workers have used so far, summed."""
+    ticks = 0
+    for p in processes(pid):
+        # The fields after the command's closing parenthesis: utime, stime are 12th, 13th.
+        fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _status_kib(pid: int, field: str) -> int:
