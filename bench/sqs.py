@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import tempfile
 import threading
@@ -28,18 +27,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.procs import cpu_seconds
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster
 
 QUEUE = "bench"
 BATCH = 10
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 Way = tuple[Callable[[list[bytes]], None], Callable[[], int], Callable[[], None]]

@@ -433,7 +433,7 @@ class ReceiveRequest:
     def then_wait(self) -> ReceiveRequest:
         """The rest of the request after its first look (``at_once``) found nothing."""
         return ReceiveRequest(
-            self.queue, self.max_messages, self.visibility_timeout, self.wait_seconds, "wait"
+            self.queue, self.max_messages, self.visibility_timeout, self.wait_seconds, part="wait"
         )
 
 

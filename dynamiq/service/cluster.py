@@ -418,13 +418,12 @@ class Coordinator:
         deadline, epoch = time.monotonic() + ask.wait_seconds, self._pauses
         # What follows a first look that found nothing starts by waiting: this
         # node's slice was just looked at and the peers just asked (to tell of news).
-        asked = ask.part == "wait"
-        got = [] if asked else await self._queues.receive(queue, want, lease)
+        first_wait = min(ask.wait_seconds, PEER_POLL_SECONDS) if ask.part == "wait" else 0.0
+        got = await self._queues.receive(queue, want, lease, first_wait)
         while True:
-            if len(got) < want and not asked:
+            if len(got) < want:
                 waits = ask.part == "look" or deadline > time.monotonic()
                 got += await self._from_peers(queue, want - len(got), lease, waits)
-            asked = False
             left = deadline - time.monotonic()
             if got or left <= 0 or self._leaving:
                 # Paused meanwhile (while asking the peers, say): the leases are void.
