@@ -26,8 +26,11 @@ from typing import Any
 
 from aiohttp import web
 
+from dynamiq.access.guard import Guard
+from dynamiq.access.keys import KeyRing
 from dynamiq.api.app import build_app
 from dynamiq.api.context import SERVICES, Services
+from dynamiq.api.intake import Intake
 from dynamiq.api.limits import LimitedSite
 from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
 from dynamiq.cluster.peers import PeerClient
@@ -37,24 +40,21 @@ from dynamiq.cluster.wire import PeerSigner
 from dynamiq.config import LOOPBACK, Settings, StatsSettings, StorageSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
-from dynamiq.core.diskspace import FreeSpace
-from dynamiq.core.intake import Intake
+from dynamiq.core.custody.journal import LeaseJournal
 from dynamiq.core.janitor import Janitor
-from dynamiq.core.journal import LeaseJournal
-from dynamiq.core.keys import KeyRing
-from dynamiq.core.notifications import Envelopes
+from dynamiq.core.lifecycle.redrive import Redriver
 from dynamiq.core.queues import QueueService
-from dynamiq.core.redrive import Redriver
 from dynamiq.core.reporter import Reporter
+from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.metrics.prometheus import PrometheusMetrics
 from dynamiq.service.cluster import Coordinator
-from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
 from dynamiq.service.reports import live_nodes
 from dynamiq.storage.base import StorageBackend
+from dynamiq.storage.diskspace import FreeSpace
 from dynamiq.tls import Certificates
 
 __all__ = [
@@ -228,7 +228,9 @@ def create_app(
             "delete and drop every queue",
             address,
         )
-    janitor = Janitor(catalog, queues, store, settings.core.syncconfiginterval / 1000, clock, keys)
+    janitor = Janitor(
+        catalog, queues, store, settings.core.syncconfiginterval / 1000, clock, (keys.reload,) if keys else ()
+    )
     reporter = Reporter(
         queues,
         store,

@@ -45,7 +45,7 @@ LIBRARY_BLOCKING = [
     # The lease journal appends a few hundred bytes to the page cache, no fsync
     # (microseconds), and makes and deletes a small file every 2 s.
     *(
-        (function, "dynamiq/core/journal.py", name)
+        (function, "dynamiq/core/custody/journal.py", name)
         for function, name in (
             ("os.mkdir", "_append"),
             ("os.stat", "_append"),

@@ -13,9 +13,9 @@ import ipaddress
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from dynamiq.access.roles import ANYONE, Access, Principal
 from dynamiq.api.context import services_of
 from dynamiq.errors import Forbidden
-from dynamiq.service.access import ANYONE, Access, Principal
 
 __all__ = ["PRINCIPAL", "bearer", "caller", "guarded"]
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from dynamiq.access.guard import Guard
+from dynamiq.api.intake import Intake
 from dynamiq.cluster.wire import PeerSigner
 from dynamiq.config import LimitsSettings, SqsSettings
-from dynamiq.core.intake import Intake
 from dynamiq.metrics.base import Metrics
-from dynamiq.service.guard import Guard
 from dynamiq.service.node import Node
 
 __all__ = ["SERVICES", "Services", "services_of"]

@@ -11,6 +11,7 @@ from typing import TypeVar
 import msgspec
 from aiohttp import web
 
+from dynamiq.access.roles import Access
 from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
 from dynamiq.cluster.wire import (
@@ -31,7 +32,6 @@ from dynamiq.cluster.wire import (
     QueueNames,
 )
 from dynamiq.errors import BadRequest, Forbidden
-from dynamiq.service.access import Access
 from dynamiq.service.node import Node
 
 __all__ = ["ROUTES", "routes"]

@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
+from dynamiq.access.guard import Guard, KeyView
+from dynamiq.access.keys import MAX_DESCRIPTION
+from dynamiq.access.roles import Access
 from dynamiq.api.bodies import iso_time, json_response, read_json
 from dynamiq.api.context import services_of
 from dynamiq.api.routes import Link, Route
-from dynamiq.core.keys import MAX_DESCRIPTION
 from dynamiq.models import APPLICATION_PATTERN
-from dynamiq.service.access import Access
-from dynamiq.service.guard import Guard, KeyView
 
 __all__ = ["ROUTES", "KeyInfo", "KeyList", "NewKey", "NewKeyRequest"]
 

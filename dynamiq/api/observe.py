@@ -7,10 +7,10 @@ import time
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from dynamiq.access.roles import Access
 from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
 from dynamiq.metrics.prometheus import summed
-from dynamiq.service.access import Access
 
 __all__ = ["metrics_middleware", "routes"]
 

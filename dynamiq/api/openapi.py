@@ -14,12 +14,12 @@ from typing import Any
 import msgspec
 
 from dynamiq import __version__
+from dynamiq.access.keys import KEY_ID
+from dynamiq.access.roles import Access
 from dynamiq.api import schemas as s
 from dynamiq.api.routes import Link, Param, Route
 from dynamiq.config import LimitsSettings
-from dynamiq.core.keys import KEY_ID
 from dynamiq.models import ID_PATTERN, NAME_PATTERN
-from dynamiq.service.access import Access
 
 __all__ = ["openapi_document"]
 

@@ -9,11 +9,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from dynamiq.access.roles import Access, Principal
 from dynamiq.api.auth import caller, guarded
 from dynamiq.api.context import services_of
 from dynamiq.api.limits import admitted
 from dynamiq.errors import NotFound
-from dynamiq.service.access import Access, Principal
 from dynamiq.service.node import Node
 
 __all__ = [

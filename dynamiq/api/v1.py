@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from dynamiq.access.roles import Access
 from dynamiq.api.bodies import json_response
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_middleware, render_v1
@@ -20,7 +21,6 @@ from dynamiq.api.routes import Route, node, queue_name, queue_param, route_defs,
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
 from dynamiq.keyspace import node_of
 from dynamiq.models import Message, ReceiveRequest, parse_id
-from dynamiq.service.access import Access
 from dynamiq.service.reports import live_nodes, node_slice
 
 __all__ = ["ROUTES", "application"]

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from dynamiq.access.roles import Access, Principal
 from dynamiq.api import keys
 from dynamiq.api import schemas as s
 from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
@@ -28,10 +29,9 @@ from dynamiq.api.routes import (
     topic_name,
     who,
 )
-from dynamiq.core.routing import Subscription
+from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service import reports
-from dynamiq.service.access import Access, Principal
 from dynamiq.service.reports import QueueView, RedriveView
 
 __all__ = ["ROUTES", "routes"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dynamiq.access.keys import ROLES, new_secret
 from dynamiq.cli.output import Output
 from dynamiq.client import AsyncClient
-from dynamiq.core.keys import ROLES, new_secret
 
 __all__ = ["register"]
 

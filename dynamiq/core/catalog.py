@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.core.clock import Clock, MonotonicClock
-from dynamiq.core.routing import Subscription, Topic
+from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
     QueueExists,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
-from dynamiq.core.idle import IdleQueues
-from dynamiq.core.keys import KeyRing
+from dynamiq.core.lifecycle.idle import IdleQueues
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound
 from dynamiq.storage.base import StorageBackend
@@ -30,10 +30,10 @@ class Janitor:
         store: StorageBackend,
         interval: float,
         clock: Clock | None = None,
-        keys: KeyRing | None = None,
+        reloads: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
         self._catalog = catalog
-        self._keys = keys
+        self._reloads = reloads  # what else is cached from the store: reloaded alike
         self._store = store
         self._queues = queues
         self._interval = interval
@@ -55,11 +55,12 @@ class Janitor:
         self._kicked.set()
 
     async def reload(self) -> None:
-        """Reload the catalog (and the keys) and forget the state of queues that are gone."""
+        """Reload the catalog (and the other caches) and forget the state of queues that
+        are gone."""
         await self._catalog.reload()
         self._queues.forget_dropped()
-        if self._keys is not None:
-            await self._keys.reload()
+        for reload in self._reloads:
+            await reload()
 
     async def run_once(self) -> None:
         """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""

@@ -10,23 +10,24 @@ import asyncio
 import logging
 from collections.abc import Callable, Container, Sequence
 
-from dynamiq.core.capacity import check_room
 from dynamiq.core.catalog import Catalog, QueueRecord
-from dynamiq.core.census import waiting
 from dynamiq.core.clock import Clock
-from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
-from dynamiq.core.custody import Custody
-from dynamiq.core.dedup import claims_of, store_once
-from dynamiq.core.expiry import Expiry
-from dynamiq.core.groups import group_stripe
+from dynamiq.core.custody.handover import Custody
+from dynamiq.core.custody.journal import LeaseJournal
+from dynamiq.core.delivery.census import waiting
+from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.delivery.groups import group_stripe
+from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, Partition, layout
+from dynamiq.core.delivery.state import QueueState, QueueStats
+from dynamiq.core.delivery.walks import Walks
 from dynamiq.core.ids import EPOCH_US, SEQ_BITS, SEQ_MASK, STRIPES, IdGenerator, stripes_within
-from dynamiq.core.journal import LeaseJournal
-from dynamiq.core.lifecycle import Lifecycle
-from dynamiq.core.outgoing import by_bucket, outgoing_rows
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, Partition, layout
+from dynamiq.core.lifecycle.expiry import Expiry
+from dynamiq.core.lifecycle.life import Lifecycle
+from dynamiq.core.publish.capacity import check_room
+from dynamiq.core.publish.dedup import claims_of
+from dynamiq.core.publish.insert import store_messages
+from dynamiq.core.publish.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.records import RecentRecords, message
-from dynamiq.core.state import QueueState, QueueStats
-from dynamiq.core.walks import Walks
 from dynamiq.errors import DynamiqError, MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
@@ -142,7 +143,7 @@ class QueueService:
         rows = outgoing_rows(items, now_us)
         now_ms = now_us // 1000
         claims = claims_of(items, now_ms)
-        done = await store_once(self._store, self._ids, self._stripes, rows, claims, now_ms)
+        done = await store_messages(self._store, self._ids, self._stripes, rows, claims, now_ms)
         now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
         for uid, (mids, records) in by_bucket(done.rows.rows, done.stored).items():

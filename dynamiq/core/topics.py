@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dynamiq.core.catalog import Catalog
-from dynamiq.core.notifications import Envelopes, Notice
 from dynamiq.core.queues import QueueService
+from dynamiq.core.routing.notifications import Envelopes, Notice
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Outgoing, Published
 

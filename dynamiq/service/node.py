@@ -16,12 +16,11 @@ from typing import Any
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.catalog import Catalog, QueueRecord
-from dynamiq.core.diskspace import FreeSpace
 from dynamiq.core.janitor import Janitor
-from dynamiq.core.notifications import Notice
+from dynamiq.core.lifecycle.redrive import Redriver, RedriveTask
 from dynamiq.core.queues import QueueService
-from dynamiq.core.redrive import Redriver, RedriveTask
-from dynamiq.core.routing import Subscription
+from dynamiq.core.routing.notifications import Notice
+from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
 from dynamiq.keyspace import node_of
@@ -49,6 +48,7 @@ from dynamiq.service.reports import (
     queue_detail,
     totals,
 )
+from dynamiq.storage.diskspace import FreeSpace
 
 __all__ = ["Node"]
 

@@ -13,7 +13,7 @@ from typing import Literal
 import msgspec
 
 from dynamiq.cluster.base import Member, Membership, MemberState
-from dynamiq.core.state import QueueStats
+from dynamiq.core.delivery.state import QueueStats
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from dynamiq.access.keys import ROLES
+from dynamiq.access.roles import GRANTS
 from dynamiq.api import v1, v2
 from dynamiq.api.routes import Route
-from dynamiq.core.keys import ROLES
-from dynamiq.service.access import GRANTS
 from tests.conftest import ADMIN_KEY, node_client_with
 
 Http = TestClient[Any, Any]

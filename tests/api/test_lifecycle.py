@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dynamiq.core.idle import SLACK_ROUNDS
+from dynamiq.core.lifecycle.idle import SLACK_ROUNDS
 from tests.api.documented import Http, call, receive
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

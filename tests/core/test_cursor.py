@@ -9,9 +9,9 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynamiq.core.cursor import PartitionCursor
+from dynamiq.core.delivery.cursor import PartitionCursor
+from dynamiq.core.delivery.partitions import Partition, layout
 from dynamiq.core.ids import STRIPES, IdGenerator, seq_of
-from dynamiq.core.partitions import Partition, layout
 from dynamiq.keyspace import ID_MAX
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.dedup import content_id
+from dynamiq.core.publish.dedup import content_id
 from dynamiq.core.queues import QueueService
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import Outgoing, QueueSettings

@@ -9,8 +9,8 @@ from random import Random
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.expiry import EXPIRY_INDEX, Hint, hint_rows
 from dynamiq.core.ids import IdGenerator
+from dynamiq.core.publish.hints import EXPIRY_INDEX, Hint, hint_rows
 from dynamiq.core.queues import QueueService
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.models import Outgoing, QueueSettings

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.groups import Groups, group_stripe
+from dynamiq.core.delivery.groups import Groups, group_stripe
 from dynamiq.core.ids import SEQ_BITS
 from dynamiq.core.queues import QueueService
 from dynamiq.keyspace import ID_MAX, WHOLE

@@ -9,8 +9,8 @@ import pytest
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.idle import SLACK_ROUNDS
 from dynamiq.core.janitor import Janitor
+from dynamiq.core.lifecycle.idle import SLACK_ROUNDS
 from dynamiq.core.queues import QueueService
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend

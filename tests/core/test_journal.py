@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.journal import SEGMENT_SECONDS, LeaseJournal, read
+from dynamiq.core.custody.journal import SEGMENT_SECONDS, LeaseJournal, read
 from dynamiq.core.queues import QueueService
 from dynamiq.storage.lmdb import LmdbBackend
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.leases import LeaseTable
+from dynamiq.core.delivery.leases import LeaseTable
 
 
 def test_a_leased_id_cannot_be_leased_again_until_its_deadline(fake_clock: FakeClock) -> None:

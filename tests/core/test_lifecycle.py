@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.core.lifecycle import _dead
-from dynamiq.core.notifications import Envelopes
+from dynamiq.core.lifecycle.life import _dead
 from dynamiq.core.queues import QueueService
+from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import Invalid, QueueInUse
 from dynamiq.keyspace import KeyRange

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamiq.core.clock import FakeClock
+from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, PartitionSet, layout
 from dynamiq.core.ids import stripe_of
-from dynamiq.core.partitions import EMPTY_HINT_SECONDS, PartitionSet, layout
 from dynamiq.keyspace import ID_MAX
 from dynamiq.models import QueueSettings
 

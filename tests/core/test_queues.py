@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.janitor import Janitor
-from dynamiq.core.notifications import Envelopes
 from dynamiq.core.queues import QueueService
+from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.topics import TopicService
 from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
 from dynamiq.metrics.base import MetricsFanout

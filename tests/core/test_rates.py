@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynamiq.core.rates import RateCounter
+from dynamiq.core.delivery.rates import RateCounter
 
 
 def test_rate_is_the_last_whole_seconds_average() -> None:

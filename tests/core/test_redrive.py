@@ -8,8 +8,8 @@ import pytest
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
+from dynamiq.core.lifecycle.redrive import Redriver, RedriveTask
 from dynamiq.core.queues import QueueService
-from dynamiq.core.redrive import Redriver, RedriveTask
 from dynamiq.errors import Invalid, QueueNotFound, RedriveRunning
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dynamiq.core.catalog import Catalog
-from dynamiq.core.filters import FilterPolicy
-from dynamiq.core.patterns import PatternTrie, check_pattern
-from dynamiq.core.routing import Subscription, Topic
+from dynamiq.core.routing.filters import FilterPolicy
+from dynamiq.core.routing.patterns import PatternTrie, check_pattern
+from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.errors import Invalid
 from dynamiq.storage.lmdb import LmdbBackend
 

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from dynamiq.access.roles import Access
 from dynamiq.api.auth import caller
 from dynamiq.api.aws import query
 from dynamiq.api.aws.call import Action, Answer, Call, Leasing
@@ -35,7 +36,6 @@ from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
 from dynamiq.errors import DynamiqError
-from dynamiq.service.access import Access
 
 __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 

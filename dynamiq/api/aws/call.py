@@ -12,7 +12,7 @@ from dynamiq.api.aws.errors import AwsError
 from dynamiq.api.aws.params import Params
 from dynamiq.config import SqsSettings
 from dynamiq.core.catalog import QueueRecord
-from dynamiq.core.notifications import topic_arn
+from dynamiq.core.routing.notifications import topic_arn
 from dynamiq.errors import QueueNotFound
 from dynamiq.models import Message, ReceiveRequest
 from dynamiq.service.node import Node

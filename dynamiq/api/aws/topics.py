@@ -18,8 +18,8 @@ from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries
-from dynamiq.core.notifications import Notice
-from dynamiq.core.routing import Subscription
+from dynamiq.core.routing.notifications import Notice
+from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.errors import TopicExists, TopicNotFound
 from dynamiq.models import Outgoing
 

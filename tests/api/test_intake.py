@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from dynamiq.core.intake import Intake
+from dynamiq.api.intake import Intake
 from dynamiq.errors import Overloaded
 
 

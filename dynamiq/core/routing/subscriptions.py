@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynamiq.core.filters import FilterPolicy
-from dynamiq.core.patterns import PatternTrie, check_pattern
+from dynamiq.core.routing.filters import FilterPolicy
+from dynamiq.core.routing.patterns import PatternTrie, check_pattern
 from dynamiq.errors import Invalid
 from dynamiq.models import AttributeValue
 

@@ -45,8 +45,8 @@ from pathlib import Path
 import msgspec
 
 from dynamiq.core.clock import Clock
+from dynamiq.core.delivery.state import QueueState
 from dynamiq.core.records import meta_of, with_meta
-from dynamiq.core.state import QueueState
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["LeaseJournal", "Noted", "Replayed", "replay", "store_counts"]

@@ -9,11 +9,11 @@ from dataclasses import dataclass, replace
 
 from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.cursor import CURSOR_SECONDS, PartitionCursor
-from dynamiq.core.groups import Groups
-from dynamiq.core.leases import LeaseTable
-from dynamiq.core.partitions import Partition, PartitionSet
-from dynamiq.core.rates import RateCounter
+from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.delivery.groups import Groups
+from dynamiq.core.delivery.leases import LeaseTable
+from dynamiq.core.delivery.partitions import Partition, PartitionSet
+from dynamiq.core.delivery.rates import RateCounter
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease, LocalQueueStats, Message
 

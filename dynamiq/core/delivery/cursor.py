@@ -11,8 +11,8 @@ import heapq
 from collections import deque
 from collections.abc import Container, Iterable, Sequence
 
+from dynamiq.core.delivery.partitions import Partition
 from dynamiq.core.ids import SEQ_MASK, seq_of, stripe_of
-from dynamiq.core.partitions import Partition
 
 __all__ = ["CURSOR_SECONDS", "PartitionCursor"]
 

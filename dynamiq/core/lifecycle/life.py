@@ -40,7 +40,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.journal import LeaseJournal, store_counts
+from dynamiq.core.custody.journal import LeaseJournal, store_counts
+from dynamiq.core.delivery.state import QueueState
+from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import (
     delivered,
     message,
@@ -49,7 +51,6 @@ from dynamiq.core.records import (
     new_life,
     with_meta,
 )
-from dynamiq.core.state import QueueState
 from dynamiq.errors import DynamiqError, ServerError
 from dynamiq.metrics.base import Metrics
 from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueSettings
@@ -58,8 +59,6 @@ from dynamiq.storage.base import StorageBackend
 __all__ = ["Lifecycle"]
 
 log = logging.getLogger("dynamiq.core")
-
-MOVE_ATTEMPTS = 5
 
 
 class Lifecycle:
@@ -254,17 +253,18 @@ class Lifecycle:
         now_ms = self._clock.wall_ms()
         rows = {mid: _dead(raw, source.name, reason, now_ms) for mid, raw in items}
         moved: list[int] = []
-        todo, keys = list(rows), list(rows)
-        for _ in range(MOVE_ATTEMPTS):
-            pairs = list(zip(todo, keys, strict=True))
+
+        async def attempt(todo: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+            if n:  # the keys met others' messages: fresh ones
+                todo = list(zip((mid for mid, _ in todo), self._new_ids(len(todo)), strict=True))
             done = await self._store.move(
-                [(source.uid, mid, target.uid, key, rows[mid]) for mid, key in pairs]
+                [(source.uid, mid, target.uid, key, rows[mid]) for mid, key in todo]
             )
-            moved.extend(mid for mid, ok in zip(todo, done, strict=True) if ok)
-            self._arrived(target.uid, [key for key, ok in zip(keys, done, strict=True) if ok])
-            taken = [pair for pair, ok in zip(pairs, done, strict=True) if ok is None]
+            moved.extend(mid for (mid, _), ok in zip(todo, done, strict=True) if ok)
+            self._arrived(target.uid, [key for (_, key), ok in zip(todo, done, strict=True) if ok])
+            taken = [pair for pair, ok in zip(todo, done, strict=True) if ok is None]
             if not taken:
-                return moved
+                return []
             held = await self._store.get(target.uid, [key for _, key in taken])
             ours = [
                 mid
@@ -274,11 +274,11 @@ class Lifecycle:
             if ours:  # already moved by another node: finish its move
                 gone = await self._store.delete(source.uid, ours)
                 moved.extend(mid for mid, ok in zip(ours, gone, strict=True) if ok)
-            todo = [mid for mid, _ in taken if mid not in ours]
-            if not todo:
-                return moved
-            keys = self._new_ids(len(todo))
-        raise ServerError("found no free ids in the dead-letter queue; retry")
+            return [pair for pair in taken if pair[0] not in ours]
+
+        if await placed([(mid, mid) for mid in rows], attempt):
+            raise ServerError("found no free ids in the dead-letter queue; retry")
+        return moved
 
 
 def _sort(

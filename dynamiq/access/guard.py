@@ -17,11 +17,11 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from dynamiq.core.buckets import Buckets
+from dynamiq.access.buckets import Buckets
+from dynamiq.access.keys import KeyRecord, KeyRing
+from dynamiq.access.roles import Principal, principal_of
 from dynamiq.core.clock import Clock, MonotonicClock
-from dynamiq.core.keys import KeyRecord, KeyRing
 from dynamiq.errors import TooManyRequests, Unauthorized
-from dynamiq.service.access import Principal, principal_of
 
 __all__ = ["ADMIN_KEY_ID", "Guard", "KeyView"]
 

@@ -28,6 +28,7 @@ import msgspec
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
+from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import Meta, meta_of, new_life, with_meta
 from dynamiq.errors import DynamiqError, Invalid, RedriveRunning
 from dynamiq.keyspace import ID_MAX
@@ -39,9 +40,9 @@ log = logging.getLogger("dynamiq.core")
 
 BATCH = 100
 RETRY_SECONDS = 1.0
-MOVE_ATTEMPTS = 5
 STOP_SECONDS = 10.0  # how long a stop waits for the batch in hand
 TaskState = Literal["running", "done", "cancelled", "failed"]
+Move = tuple[str, int, str, bytes]  # (source bucket, key, target bucket, record)
 
 
 class RedriveTask(msgspec.Struct, frozen=True):
@@ -213,7 +214,7 @@ class Redriver:
         if not keys:
             return await self._finish(task, "done"), 0.0
         records = await self._store.get(source.uid, keys)
-        moves: list[tuple[str, int, str, bytes]] = []
+        moves: list[Move] = []
         skipped = 0
         for key, raw in zip(keys, records, strict=True):
             if raw is None:
@@ -242,13 +243,13 @@ class Redriver:
         record = self._catalog.find(name) if name else None
         return record.uid if record else None
 
-    async def _move(self, moves: list[tuple[str, int, str, bytes]]) -> int:
+    async def _move(self, moves: list[Move]) -> int:
         """Move ``(source, key, target, value)`` items under fresh ids (drawn again where
         one was taken); return how many moved."""
-        moved, todo = 0, moves
-        for _ in range(MOVE_ATTEMPTS):
-            if not todo:
-                break
+        moved = 0
+
+        async def attempt(todo: list[Move], tries: int) -> list[Move]:
+            nonlocal moved
             fresh = self._new_ids(len(todo))
             items = [(s, k, t, new, v) for (s, k, t, v), new in zip(todo, fresh, strict=True)]
             done = await self._store.move(items)
@@ -259,7 +260,11 @@ class Redriver:
                     moved += 1
             for target, ids in arrived.items():
                 self._arrived(target, ids)
-            todo = [m for m, ok in zip(todo, done, strict=True) if ok is None]
+            return [m for m, ok in zip(todo, done, strict=True) if ok is None]
+
+        # Ids taken every time (five draws) leave a message where it is: a later
+        # redrive moves it.
+        await placed(moves, attempt)
         return moved
 
     async def _finish(self, task: RedriveTask, state: TaskState, error: str = "") -> RedriveTask:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dynamiq.core.buckets import Buckets
+from dynamiq.access.buckets import Buckets
 
 
 def test_a_bucket_gives_its_burst_then_its_rate() -> None:

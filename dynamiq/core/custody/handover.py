@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.journal import LeaseJournal, Noted, Replayed
-from dynamiq.core.state import QueueState
+from dynamiq.core.custody.journal import LeaseJournal, Noted, Replayed
+from dynamiq.core.delivery.state import QueueState
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease
 from dynamiq.storage.base import StorageBackend

@@ -1,5 +1,5 @@
 """What a publish stores: each message's record, when it is due and when it expires,
-and the insert that stores them under fresh ids."""
+and the ids drawn for them."""
 
 from __future__ import annotations
 
@@ -7,17 +7,12 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from dynamiq.core.catalog import QueueRecord
-from dynamiq.core.expiry import Hint, hint_rows, store_hints
-from dynamiq.core.groups import group_stripe
+from dynamiq.core.delivery.groups import group_stripe
 from dynamiq.core.ids import IdGenerator
 from dynamiq.core.records import Meta, encode
-from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing
-from dynamiq.storage.base import StorageBackend
 
-__all__ = ["INSERT_ATTEMPTS", "Rows", "by_bucket", "draw", "outgoing_rows", "store_rows"]
-
-INSERT_ATTEMPTS = 5
+__all__ = ["Rows", "by_bucket", "draw", "outgoing_rows"]
 
 
 class Rows(NamedTuple):
@@ -69,44 +64,6 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
         out.rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
         out.due.append(now_us + round(delay * 1e6) if delay > 0 else 0)
         out.expires.append(expires)
-    return out
-
-
-async def store_rows(
-    store: StorageBackend, ids: IdGenerator, stripes: tuple[int, int], rows: Rows
-) -> list[int]:
-    """Store every message under a fresh id in its slice's ``stripes``; return the ids.
-
-    A message with an expiry gets its hint in the same insert (one commit on
-    LMDB). An id another process took meanwhile is drawn again.
-    """
-    out = [0] * len(rows.rows)
-    todo = list(range(len(rows.rows)))
-    unhinted: list[Hint] = []  # stored messages whose hint met another's key
-    for attempt in range(INSERT_ATTEMPTS):
-        fresh = draw(ids, rows, todo, stripes, attempt)
-        batch = [
-            (rows.rows[i][0], mid, rows.rows[i][1]) for i, mid in zip(todo, fresh, strict=True)
-        ]
-        timed = [
-            Hint(bucket, mid, rows.expires[i])
-            for i, (bucket, mid, _) in zip(todo, batch, strict=True)
-            if rows.expires[i]
-        ]
-        stored = await store.insert(batch + hint_rows(timed))
-        kept = {mid for (_, mid, _), ok in zip(batch, stored[: len(batch)], strict=True) if ok}
-        hinted = stored[len(batch) :]
-        unhinted += [h for h, ok in zip(timed, hinted, strict=True) if not ok and h.id in kept]
-        for i, mid in zip(todo, fresh, strict=True):
-            if mid in kept:
-                out[i] = mid
-        todo = [i for i, mid in zip(todo, fresh, strict=True) if mid not in kept]
-        if not todo:
-            break
-    else:
-        raise ServerError("found no free ids for every message; some may be stored, retry")
-    if unhinted:
-        await store_hints(store, unhinted)
     return out
 
 

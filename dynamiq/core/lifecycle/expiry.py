@@ -6,13 +6,11 @@ scan finds them. A round looks at a bounded number of the queues that have
 a retention, taking up where the last round stopped.
 
 Time to live: a message published with ``ttl_seconds`` also gets a *hint* in
-the expiry index, one bucket for every queue (``EXPIRY_INDEX``), in the same
-insert as the message (one commit on LMDB). A hint's key is the message's
-stripe and its expiry time, so the hints due in a node's slice are the first
-keys of each stripe, and one scan per round finds them whatever the number
-of queues; its value is the message's id and its queue's bucket. A hint only
-says where to look: the message's record decides (a hint of a message
-deleted, moved, purged or never stored is dropped unread).
+the expiry index (``publish.hints``), in the same insert as the message (one
+commit on LMDB). The hints due in a node's slice are the first keys of each
+stripe, so one scan per round finds them whatever the number of queues. A
+hint only says where to look: the message's record decides (a hint of a
+message deleted, moved, purged or never stored is dropped unread).
 
 Each node tidies its own slice, at most ``budget`` messages per round.
 """
@@ -20,68 +18,24 @@ Each node tidies its own slice, at most ``budget`` messages per round.
 from __future__ import annotations
 
 import logging
-import struct
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, seq_of, stripe_of, stripe_range
-from dynamiq.core.lifecycle import Lifecycle
+from dynamiq.core.delivery.state import QueueState
+from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
+from dynamiq.core.lifecycle.life import Lifecycle
+from dynamiq.core.publish.hints import EXPIRY_INDEX, HINT_ID
 from dynamiq.core.records import meta_of
-from dynamiq.core.state import QueueState
 from dynamiq.keyspace import KeyRange
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["EXPIRY_INDEX", "Expiry", "Hint", "hint_rows", "store_hints"]
+__all__ = ["Expiry"]
 
 log = logging.getLogger("dynamiq.core")
 
-HINT_ATTEMPTS = 5
-# Not a queue's bucket: those are named by 16 hex digits.
-EXPIRY_INDEX = "expiry-index"
 # The queues with a retention whose oldest messages one round looks at.
 RETENTION_QUEUES_PER_ROUND = 32
-_ID = struct.Struct(">q")
-
-
-class Hint(NamedTuple):
-    """A stored message that expires: its queue's bucket, its id, when (wall ms)."""
-
-    bucket: str
-    id: int
-    expires_ms: int
-
-
-def hint_rows(hints: Sequence[Hint], bump: int = 0) -> list[tuple[str, int, bytes]]:
-    """Return the expiry-index rows of ``hints``: keyed by stripe and expiry time.
-
-    The microseconds of the key are those of the message's id (plus ``bump``),
-    so the messages of one batch, which share a stripe and an expiry
-    millisecond, get keys of their own.
-    """
-    return [
-        (
-            EXPIRY_INDEX,
-            stripe_of(h.id) << SEQ_BITS
-            | (h.expires_ms * 1000 - EPOCH_US + seq_of(h.id) % 1000 + bump),
-            _ID.pack(h.id) + h.bucket.encode(),
-        )
-        for h in hints
-    ]
-
-
-async def store_hints(store: StorageBackend, hints: Sequence[Hint]) -> None:
-    """Store hints whose key another message's hint holds, a microsecond later each try."""
-    todo = list(hints)
-    for bump in range(1, HINT_ATTEMPTS + 1):
-        stored = await store.insert(hint_rows(todo, bump))
-        todo = [h for h, ok in zip(todo, stored, strict=True) if not ok]
-        if not todo:
-            return
-    log.warning(
-        "%d messages have no expiry hint: they expire when a receive reaches them", len(todo)
-    )
 
 
 class Expiry:
@@ -150,8 +104,8 @@ class Expiry:
         hinted: dict[str, list[int]] = {}
         for raw in await self._store.get(EXPIRY_INDEX, keys):
             if raw:
-                mids = hinted.setdefault(raw[_ID.size :].decode(), [])
-                mids.append(_ID.unpack_from(raw)[0])
+                mids = hinted.setdefault(raw[HINT_ID.size :].decode(), [])
+                mids.append(HINT_ID.unpack_from(raw)[0])
         live = {record.uid: record for record in self._catalog.records()}
         removed = 0
         for uid, mids in hinted.items():

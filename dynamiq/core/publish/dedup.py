@@ -1,0 +1,106 @@
+"""Deduplication: a message whose dedup id its queue saw within the window is not
+stored again; its publish answers the first message's id.
+
+A claim lives in the store under ``<bucket>/<dedup id>`` (the queue's bucket:
+a purged or re-created queue starts afresh), or ``<bucket>/<dedup id> <group>``
+for a message of an ordered group (its id is scoped to its group, as SQS's
+``messageGroup`` deduplication scope), holds the first message's id and
+expires after the queue's ``dedup_window_seconds``. With ``content_dedup`` a
+message without a dedup id of its own is claimed by a SHA-256 of its body and
+attributes.
+
+Every message claiming one key gets an id in one stripe (its group's, or the
+key's own), and the message and its claim are written together
+(``publish.insert``), so every node, and a node after a restart, sees the
+same claims.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.delivery.groups import group_stripe
+from dynamiq.core.ids import stripe_for
+from dynamiq.models import Outgoing
+
+__all__ = ["DedupKey", "claims_of", "content_id", "first_claims"]
+
+
+class DedupKey(NamedTuple):
+    """What a message claims: its key in the store, until when (epoch ms), and the
+    stripe its message is stored in."""
+
+    key: str
+    expires_ms: int
+    stripe: int
+
+
+def content_id(message: bytes | Outgoing) -> str:
+    """Return the SHA-256 (hex) of a message's body and attributes."""
+    if isinstance(message, bytes):
+        return hashlib.sha256(message).hexdigest()
+    digest = hashlib.sha256(message.body)
+    if message.attributes:
+        # msgpack keeps text, bytes, integers and floats apart.
+        digest.update(msgspec.msgpack.encode(sorted(message.attributes.items())))
+    return digest.hexdigest()
+
+
+def claims_of(
+    items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_ms: int
+) -> list[DedupKey | None] | None:
+    """Return what each message claims (None for one that claims nothing), or None
+    when no message claims anything (the usual publish: one cheap test each)."""
+    out: list[DedupKey | None] | None = None
+    for index, (record, m) in enumerate(items):
+        if isinstance(m, bytes) and not record.settings.content_dedup:
+            continue
+        claim = _claim(record, m, now_ms)
+        if claim is not None:
+            if out is None:
+                out = [None] * len(items)
+            out[index] = claim
+    return out
+
+
+def _claim(record: QueueRecord, m: bytes | Outgoing, now_ms: int) -> DedupKey | None:
+    settings = record.settings
+    if isinstance(m, Outgoing) and m.dedup_id is not None:
+        dedup_id = m.dedup_id
+    elif settings.content_dedup:
+        dedup_id = content_id(m)
+    else:
+        return None
+    expires_ms = now_ms + round(settings.dedup_window_seconds * 1000)
+    group = m.group if isinstance(m, Outgoing) else None
+    if group is None:
+        key = f"{record.uid}/{dedup_id}"
+        return DedupKey(key, expires_ms, stripe_for(key))
+    # A space is in neither a dedup id nor a group; the message is in its group's stripe.
+    return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, group_stripe(group))
+
+
+def first_claims(
+    claims: Sequence[DedupKey | None] | None, size: int
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Return the messages of a publish to insert, in order (all but those repeating a
+    claim made earlier in the request), and the repeats: ``(message, first)``."""
+    if claims is None:
+        return list(range(size)), []
+    first: dict[str, int] = {}
+    todo: list[int] = []
+    repeats: list[tuple[int, int]] = []
+    for i, claim in enumerate(claims):
+        if claim is None:
+            todo.append(i)
+        elif claim.key in first:
+            repeats.append((i, first[claim.key]))
+        else:
+            first[claim.key] = i
+            todo.append(i)
+    return todo, repeats
