@@ -229,7 +229,12 @@ def create_app(
             address,
         )
     janitor = Janitor(
-        catalog, queues, store, settings.core.syncconfiginterval / 1000, clock, (keys.reload,) if keys else ()
+        catalog,
+        queues,
+        store,
+        settings.core.syncconfiginterval / 1000,
+        clock,
+        (keys.reload,) if keys else (),
     )
     reporter = Reporter(
         queues,
@@ -262,9 +267,8 @@ def create_app(
         catalog,
         clock,
         name,
-        queues.new_ids,
-        queues.count_redriven,
-        queues.arrived,
+        queues.states,
+        queues.life,
     )
     envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
     topics = TopicService(catalog, queues, envelopes, metrics)

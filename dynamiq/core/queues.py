@@ -16,11 +16,10 @@ from dynamiq.core.custody.handover import Custody
 from dynamiq.core.custody.journal import LeaseJournal
 from dynamiq.core.delivery.census import waiting
 from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
-from dynamiq.core.delivery.groups import group_stripe
 from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, Partition, layout
+from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.delivery.state import QueueState, QueueStats
-from dynamiq.core.delivery.walks import Walks
-from dynamiq.core.ids import EPOCH_US, SEQ_BITS, SEQ_MASK, STRIPES, IdGenerator, stripes_within
+from dynamiq.core.ids import EPOCH_US, SEQ_MASK, IdGenerator
 from dynamiq.core.lifecycle.expiry import Expiry
 from dynamiq.core.lifecycle.life import Lifecycle
 from dynamiq.core.publish.capacity import check_room
@@ -64,57 +63,31 @@ class QueueService:
         self._awake = awake
         self._catalog = catalog
         self._clock = clock
-        self._ids = ids or IdGenerator(clock.wall_us)
         self._metrics: Metrics = metrics or MetricsFanout([])
-        self._states: dict[str, QueueState] = {}
+        self.states = QueueStates(clock, ids, keyspace)
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
-        self._keyspace: KeyRange | None = None
-        self._stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
-        self._moves = 0  # keyspace changes so far
-        self._walks = Walks()
-        self.set_keyspace(keyspace)
-        self._life = Lifecycle(
-            store, catalog, clock, self._metrics, self.new_ids, self.arrived, journal
-        )
-        self._expiry = Expiry(store, catalog, clock, self._life)
-        self.custody = Custody(
-            store,
-            catalog,
-            clock,
-            journal,
-            self._state,
-            lambda: self._states.values(),
-            lambda: self._walks.done_before(self._moves),
-        )
+        self.life = Lifecycle(store, catalog, clock, self._metrics, self.states, journal)
+        self._expiry = Expiry(store, catalog, clock, self.life, self.states)
+        self.custody = Custody(store, catalog, clock, journal, self.states)
 
     # -- the slice this node serves ------------------------------------------
 
     @property
     def keyspace(self) -> KeyRange | None:
         """The ids this node leases out now, or None while it serves nothing."""
-        return self._keyspace
+        return self.states.keyspace
 
     def serves(self, message_id: int) -> bool:
         """Whether this node may lease ``message_id`` now."""
-        ks = self._keyspace
-        return ks is not None and ks[0] <= message_id <= ks[1]
+        return self.states.serves(message_id)
 
     def set_keyspace(self, keyspace: KeyRange | None) -> None:
         """Serve ``keyspace`` from now on (None: serve nothing). Leases already granted
         stay (a delete or an extension through this node still finds them), but ids
         outside the new slice are not offered again when they end; publishes go into
         the new slice; what was known of the groups outside it is forgotten (stale)."""
-        if keyspace == self._keyspace:
-            return
-        self._keyspace, self._moves = keyspace, self._moves + 1
-        self._stripes = stripes_within(*keyspace) if keyspace else (0, STRIPES - 1)
-        for state in self._states.values():
-            state.slice_moved(keyspace, self._clock.now(), self._owns_group)
-
-    def _owns_group(self, group: str) -> bool:
-        """Whether this node serves a group's messages (those published now)."""
-        return self.serves(group_stripe(group) << SEQ_BITS | self._due_seq())
+        self.states.set_keyspace(keyspace)
 
     # -- publishing ----------------------------------------------------------
 
@@ -143,21 +116,23 @@ class QueueService:
         rows = outgoing_rows(items, now_us)
         now_ms = now_us // 1000
         claims = claims_of(items, now_ms)
-        done = await store_messages(self._store, self._ids, self._stripes, rows, claims, now_ms)
+        done = await store_messages(
+            self._store, self.states.ids, self.states.stripes, rows, claims, now_ms
+        )
         now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
         for uid, (mids, records) in by_bucket(done.rows.rows, done.stored).items():
             self._metrics.sent(queues[uid].name, len(mids))
             self._recent.add(uid, mids, records, now)
-            state = self._state(queues[uid])
+            state = self.states.of(queues[uid])
             state.published(mids)
             state.published_per_s.add(len(mids), now)
         # A duplicate's first copy may be from an attempt that failed after storing
         # it, before telling the walks: they are told now.
         for uid, firsts in done.firsts(items).items():
-            state = self._state(queues[uid])
+            state = self.states.of(queues[uid])
             state.published(firsts)
-            self._life.note(queues[uid], state, "deduplicated", len(firsts))
+            self.life.note(queues[uid], state, "deduplicated", len(firsts))
         return Published(done.ids, done.duplicate)
 
     # -- receiving -----------------------------------------------------------
@@ -180,7 +155,7 @@ class QueueService:
         news: int | None = None
         while True:
             record = self._catalog.queue(queue)
-            state = self._state(record)
+            state = self.states.of(record)
             lease = visibility_timeout or record.settings.visibility_timeout
             seen = state.changes
             news = state.news if news is None else news
@@ -210,7 +185,7 @@ class QueueService:
         now = self._clock.now()
         await self._offer_lapsed(record, state, state.leases.expire(now))
         out: list[Message] = []
-        if self._keyspace is None:
+        if self.states.keyspace is None:
             return out
         tried: set[int] = set()
         if state.next_due is not None and state.next_due <= now:
@@ -222,7 +197,7 @@ class QueueService:
             tried.add(part.index)
             take = self._take(record, state, part, want - len(out), lease_seconds)
             try:
-                got, due_at = await self._walks.run(self._moves, take)
+                got, due_at = await self.states.walks.run(self.states.moves, take)
             except BaseException:
                 # A read that failed says nothing of the partition: no empty hint,
                 # or the next receives would answer "nothing" instead of 503; and
@@ -244,10 +219,10 @@ class QueueService:
         Returns them and when the partition's next delayed message is due
         (monotonic seconds), if the walk stopped at one.
         """
-        uid, moves = record.uid, self._moves
+        uid, moves = record.uid, self.states.moves
         now, now_us = self._clock.now(), self._clock.wall_us()
         cursor = state.cursor(part, now)
-        await self._walk(uid, cursor, want, state.unavailable(), self._due_seq(now_us))
+        await self._walk(uid, cursor, want, state.unavailable(), self.states.due_seq(now_us))
         due_at = None
         if cursor.next_due is not None:
             due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6
@@ -265,13 +240,13 @@ class QueueService:
                         present[mid] = rec
             # Gone meanwhile (deleted), or, when the slice moved during the read,
             # no longer this node's to lease: let go of them.
-            moved = self._moves != moves
+            moved = self.states.moves != moves
             kept = {
                 mid: present[mid]
                 for mid in ids
-                if mid in present and (not moved or self.serves(mid))
+                if mid in present and (not moved or self.states.serves(mid))
             }
-            got = await self._life.deliver(record, state, kept)
+            got = await self.life.deliver(record, state, kept)
             if got and not self._awake():  # paused meanwhile: others may hand them out
                 state.offer_again(sorted(m.id for m in got))
                 got = []
@@ -312,15 +287,15 @@ class QueueService:
         """Move the live leases of ``ids`` to end ``seconds`` from ``now``, journaled (a
         node taking over holds them as long); return the ids extended."""
         live = state.leases.extend(ids, now, seconds)
-        if self._life.journal is not None:
-            self._life.journal.note(record.uid, state, live)
+        if self.life.journal is not None:
+            self.life.journal.note(record.uid, state, live)
         return live
 
     async def _offer_lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
         """Settle leases that ended without a delete; offer again what is to be."""
         if ids:
-            again = await self._life.lapsed(record, state, ids)
-            state.expired([mid for mid in again if self.serves(mid)])
+            again = await self.life.lapsed(record, state, ids)
+            state.expired([mid for mid in again if self.states.serves(mid)])
 
     async def _walk(
         self,
@@ -338,12 +313,6 @@ class QueueService:
             for (lane, *_), keys in zip(wanted, found, strict=True):
                 cursor.feed(lane, keys)
 
-    def _due_seq(self, now_us: int | None = None) -> int:
-        """The latest seq due now: what the clock has reached, and every id drawn for
-        a message due now (a burst draws seqs a little ahead of the clock)."""
-        now_us = self._clock.wall_us() if now_us is None else now_us
-        return max(now_us - EPOCH_US, self._ids.last_seq)
-
     # -- deleting and reading ------------------------------------------------
 
     async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
@@ -352,7 +321,7 @@ class QueueService:
         existed = await self._store.delete(record.uid, ids)
         self._recent.discard(record.uid, ids)
         self._metrics.deleted(queue, sum(existed))
-        if (state := self._states.get(record.uid)) is not None:
+        if (state := self.states.get(record.uid)) is not None:
             state.deleted_per_s.add(sum(existed), self._clock.now())
             state.release(ids)
         return existed
@@ -362,23 +331,23 @@ class QueueService:
         records: a walk that read their keys before the delete must not find them."""
         uid = self._catalog.queue(queue).uid
         self._recent.discard(uid, ids)
-        if state := self._states.get(uid):
+        if state := self.states.get(uid):
             state.release(ids)
 
     def deliveries(self, queue: str, ids: Sequence[int]) -> list[int]:
         """Per id, the receive count this node last delivered it with (0: never, or deleted)."""
-        state = self._states.get(self._catalog.queue(queue).uid)
+        state = self.states.get(self._catalog.queue(queue).uid)
         return state.delivery_counts(ids) if state is not None else [0] * len(ids)
 
     def published_elsewhere(self, queue: str, ids: Sequence[int]) -> None:
         """Let the walks meet ``ids``, stored in this node's slice through another node."""
-        self.arrived(self._catalog.queue(queue).uid, ids)
+        self.states.arrived(self._catalog.queue(queue).uid, ids)
 
     def peer_news(self, queue: str) -> None:
         """A peer stored messages of ``queue`` in its own slice: the receives of it waiting
         here return, for their callers to ask the peers."""
         record = self._catalog.find(queue)
-        if record is not None and (state := self._states.get(record.uid)):
+        if record is not None and (state := self.states.get(record.uid)):
             state.peer_news()
 
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
@@ -391,7 +360,7 @@ class QueueService:
         ended after the message's last allowed receive goes to the dead letters.
         """
         record = self._catalog.queue(queue)
-        state = self._state(record)
+        state = self.states.of(record)
         now = self._clock.now()
         if seconds > 0:
             live = self._extend(record, state, ids, now, seconds)
@@ -427,54 +396,38 @@ class QueueService:
         stripe) and its rates.
         """
         record = self._catalog.queue(queue)
-        state = self._state(record)
+        state = self.states.of(record)
         depth = await self._store.count(record.uid)
         basic = QueueStats(depth, len(state.leases), len(state.partitions.partitions))
         if not detailed:
             return basic
-        oldest_age, delayed = await waiting(self._store, record.uid, self._due_seq())
+        oldest_age, delayed = await waiting(self._store, record.uid, self.states.due_seq())
         return basic.with_detail(oldest_age, delayed, state.local_stats(self._clock.now()))
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue it has state for."""
         now = self._clock.now()
         records = [(name, self._catalog.find(name)) for name in names]
-        states = [(name, self._states.get(r.uid)) for name, r in records if r is not None]
+        states = [(name, self.states.get(r.uid)) for name, r in records if r is not None]
         return {name: state.local_stats(now) for name, state in states if state is not None}
 
     # -- lifecycle -----------------------------------------------------------
 
-    def new_ids(self, count: int) -> list[int]:
-        """Return ids for messages due now, in this node's slice (moves into a queue)."""
-        return self._ids.many(count, self._stripes)
-
-    def arrived(self, uid: str, ids: Sequence[int]) -> None:
-        """Note messages stored in bucket ``uid`` elsewhere: walks meet them, polls wake."""
-        if (state := self._states.get(uid)) is not None and ids:
-            state.published(list(ids))
-
-    def count_redriven(self, queue: str, count: int) -> None:
-        """Note ``count`` messages redriven out of ``queue``."""
-        if (record := self._catalog.find(queue)) is not None:
-            self._life.note(record, self._state(record), "redriven", count)
-
     async def expire_due(self, budget: int = EXPIRY_BATCH) -> int:
         """Remove (or dead-letter) up to ``budget`` messages of this node's slice past
         their queue's retention or their time to live; return how many went."""
-        if self._keyspace is None:
-            return 0
-        return await self._expiry.run(self._keyspace, self._state, budget)
+        return await self._expiry.run(budget)
 
     async def sweep(self) -> None:
         """Settle lapsed leases without waiting for a receive: dead letters and backoff
         holds move on time, and receive counts reach the store."""
         now = self._clock.now()
-        for uid, state in list(self._states.items()):
+        for uid, state in self.states.items():
             record = self._catalog.find(state.name)
             if record and record.uid == uid and state.leases:
                 await self._offer_lapsed(record, state, state.leases.expire(now))
-        if self._life.journal is not None:
-            self._life.journal.tidy()
+        if self.life.journal is not None:
+            self.life.journal.tidy()
 
     async def sweep_loop(self) -> None:
         """Sweep every ``SWEEP_SECONDS`` until cancelled."""
@@ -498,16 +451,12 @@ class QueueService:
 
     def forget_dropped(self) -> None:
         """Drop the in-memory state of queues that no longer exist."""
-        live = self._catalog.uids()
-        for uid in [u for u in self._states if u not in live]:
-            gone = self._states.pop(uid)
-            gone.forget_leases()  # nothing left to journal either
-            gone.notify()
+        self.states.forget(self._catalog.uids())
 
     async def report(self) -> None:
         """Report every queue's real depth and its messages in flight on this node."""
         for record in map(self._catalog.queue, self._catalog.queues()):
-            in_flight = len(state.leases) if (state := self._states.get(record.uid)) else 0
+            in_flight = len(state.leases) if (state := self.states.get(record.uid)) else 0
             self._metrics.queue_level(record.name, await self._store.count(record.uid), in_flight)
 
     def tidy(self) -> None:
@@ -517,17 +466,6 @@ class QueueService:
     def close(self) -> None:
         """Wake every waiting receive so that it returns now; idempotent."""
         self._closing = True
-        for state in self._states.values():
-            state.notify()
-        if self._life.journal is not None:
-            self._life.journal.close()
-
-    def _state(self, record: QueueRecord) -> QueueState:
-        state = self._states.get(record.uid)
-        if state is None:
-            lo, hi = self._keyspace or WHOLE
-            state = self._states[record.uid] = QueueState(record, lo, hi, self._clock.now())
-        elif state.settings != record.settings:
-            state.settings = record.settings
-            state.partitions.configure(record.settings, self._clock.now())
-        return state
+        self.states.wake_all()
+        if self.life.journal is not None:
+            self.life.journal.close()

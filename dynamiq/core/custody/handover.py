@@ -16,12 +16,12 @@ it ends. When a slice changes hands the promise must go with it:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.custody.journal import LeaseJournal, Noted, Replayed
-from dynamiq.core.delivery.state import QueueState
+from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease
 from dynamiq.storage.base import StorageBackend
@@ -40,24 +40,20 @@ class Custody:
         catalog: Catalog,
         clock: Clock,
         journal: LeaseJournal | None,
-        state_of: Callable[[QueueRecord], QueueState],
-        states: Callable[[], Iterable[QueueState]],
-        settled: Callable[[], Awaitable[None]],
+        states: QueueStates,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
         self._journal = journal
-        self._state_of = state_of
         self._states = states
-        self._settled = settled  # the receives that began before the slice last moved ended
 
     async def export(self, lo: int, hi: int) -> dict[str, list[HeldLease]]:
         """Return the live leases on ids in ``[lo, hi]``, per queue, once the receives
         that started before the slice last moved ended."""
-        await self._settled()
+        await self._states.settled()
         now = self._clock.now()
-        held = {state.name: state.held_leases(lo, hi, now) for state in self._states()}
+        held = {state.name: state.held_leases(lo, hi, now) for state in self._states.all()}
         return {name: leases for name, leases in held.items() if leases}
 
     def take_over(self, queue: str, leases: Sequence[HeldLease]) -> None:
@@ -65,7 +61,7 @@ class Custody:
         self._take_over(self._catalog.queue(queue), leases)
 
     def _take_over(self, record: QueueRecord, leases: Sequence[HeldLease]) -> None:
-        state = self._state_of(record)
+        state = self._states.of(record)
         state.take_over(leases, self._clock.now())
         if log.isEnabledFor(logging.DEBUG):
             heads = [(lease.group, lease.id) for lease in leases if lease.group is not None]
@@ -78,7 +74,7 @@ class Custody:
         the slice meanwhile); return how many leases are held."""
         if self._journal is not None:
             self._journal.restart()
-        return sum(state.stand_down() for state in self._states())
+        return sum(state.stand_down() for state in self._states.all())
 
     async def replay(
         self, alive: Iterable[str] | None = None, within: KeyRange | None = None

@@ -18,11 +18,10 @@ Each node tidies its own slice, at most ``budget`` messages per round.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
-from dynamiq.core.delivery.state import QueueState
+from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
 from dynamiq.core.lifecycle.life import Lifecycle
 from dynamiq.core.publish.hints import EXPIRY_INDEX, HINT_ID
@@ -42,20 +41,27 @@ class Expiry:
     """Removes (or dead-letters) what is past its retention or its time to live."""
 
     def __init__(
-        self, store: StorageBackend, catalog: Catalog, clock: Clock, life: Lifecycle
+        self,
+        store: StorageBackend,
+        catalog: Catalog,
+        clock: Clock,
+        life: Lifecycle,
+        states: QueueStates,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
         self._life = life
+        self._states = states
         self._next_retained = 0  # where the next round's look at retention starts
 
-    async def run(
-        self, keyspace: KeyRange, state_of: Callable[[QueueRecord], QueueState], budget: int
-    ) -> int:
-        """Expire up to ``budget`` messages of ``keyspace``; return how many went."""
+    async def run(self, budget: int) -> int:
+        """Expire up to ``budget`` messages of this node's slice; return how many went."""
+        keyspace = self._states.keyspace
+        if keyspace is None:
+            return 0
         now_ms = self._clock.wall_ms()
-        removed = await self._timed_out(keyspace, state_of, now_ms, budget)
+        removed = await self._timed_out(keyspace, now_ms, budget)
         retained = [r for r in self._catalog.records() if r.settings.retention_seconds]
         start = self._next_retained % len(retained) if retained else 0
         for record in (retained[start:] + retained[:start])[:RETENTION_QUEUES_PER_ROUND]:
@@ -63,7 +69,7 @@ class Expiry:
                 break
             retention = record.settings.retention_seconds or 0.0
             cutoff = (now_ms - int(retention * 1000)) * 1000 - EPOCH_US
-            removed += await self._retained(record, state_of, keyspace, cutoff, budget - removed)
+            removed += await self._retained(record, keyspace, cutoff, budget - removed)
             start += 1
         self._next_retained = start
         return removed
@@ -71,7 +77,6 @@ class Expiry:
     async def _retained(
         self,
         record: QueueRecord,
-        state_of: Callable[[QueueRecord], QueueState],
         keyspace: KeyRange,
         cutoff: int,
         budget: int,
@@ -85,13 +90,12 @@ class Expiry:
             return 0
         raws = await self._store.get(record.uid, ids)
         old = [(mid, raw) for mid, raw in zip(ids, raws, strict=True) if raw is not None]
-        await self._life.expire(record, state_of(record), old)
+        await self._life.expire(record, self._states.of(record), old)
         return len(old)
 
     async def _timed_out(
         self,
         keyspace: KeyRange,
-        state_of: Callable[[QueueRecord], QueueState],
         now_ms: int,
         budget: int,
     ) -> int:
@@ -120,7 +124,7 @@ class Expiry:
                 if raw is not None and 0 < meta_of(raw)[1].expires_ms <= now_ms
             ]
             if due:
-                await self._life.expire(record, state_of(record), due)
+                await self._life.expire(record, self._states.of(record), due)
                 removed += len(due)
         await self._store.delete(EXPIRY_INDEX, keys)
         return removed

@@ -36,11 +36,12 @@ background rounds of ``expiry`` do the same without a receive.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog, QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.custody.journal import LeaseJournal, store_counts
+from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.delivery.state import QueueState
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import (
@@ -70,16 +71,14 @@ class Lifecycle:
         catalog: Catalog,
         clock: Clock,
         metrics: Metrics,
-        new_ids: Callable[[int], list[int]],
-        arrived: Callable[[str, Sequence[int]], None],
+        states: QueueStates,
         journal: LeaseJournal | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
         self._metrics = metrics
-        self._new_ids = new_ids  # ids due now, in this node's slice
-        self._arrived = arrived  # (bucket, ids): messages moved into a queue
+        self._states = states  # fresh ids in this node's slice; who to tell of arrivals
         self.journal = journal  # counts handed out and not stored: a crash keeps them
 
     async def deliver(
@@ -256,12 +255,16 @@ class Lifecycle:
 
         async def attempt(todo: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
             if n:  # the keys met others' messages: fresh ones
-                todo = list(zip((mid for mid, _ in todo), self._new_ids(len(todo)), strict=True))
+                todo = list(
+                    zip((mid for mid, _ in todo), self._states.new_ids(len(todo)), strict=True)
+                )
             done = await self._store.move(
                 [(source.uid, mid, target.uid, key, rows[mid]) for mid, key in todo]
             )
             moved.extend(mid for (mid, _), ok in zip(todo, done, strict=True) if ok)
-            self._arrived(target.uid, [key for (_, key), ok in zip(todo, done, strict=True) if ok])
+            self._states.arrived(
+                target.uid, [key for (_, key), ok in zip(todo, done, strict=True) if ok]
+            )
             taken = [pair for pair, ok in zip(todo, done, strict=True) if ok is None]
             if not taken:
                 return []

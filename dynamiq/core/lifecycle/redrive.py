@@ -21,13 +21,14 @@ import contextlib
 import logging
 import math
 import secrets
-from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
+from dynamiq.core.delivery.registry import QueueStates
+from dynamiq.core.lifecycle.life import Lifecycle
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import Meta, meta_of, new_life, with_meta
 from dynamiq.errors import DynamiqError, Invalid, RedriveRunning
@@ -84,17 +85,15 @@ class Redriver:
         catalog: Catalog,
         clock: Clock,
         node: str,
-        new_ids: Callable[[int], list[int]],
-        on_moved: Callable[[str, int], None],
-        arrived: Callable[[str, Sequence[int]], None],
+        states: QueueStates,
+        life: Lifecycle,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._clock = clock
         self._node = node
-        self._new_ids = new_ids  # ids due now, in this node's slice
-        self._on_moved = on_moved  # (dead-letter queue, how many)
-        self._arrived = arrived  # (bucket, ids): messages moved into a queue
+        self._states = states  # fresh ids in this node's slice; who to tell of arrivals
+        self._life = life  # counts what was redriven
         self._running: dict[str, asyncio.Task[None]] = {}
         # Set to stop a runner between two batches (a batch moved is always saved).
         self._stops: dict[str, asyncio.Event] = {}
@@ -225,7 +224,7 @@ class Redriver:
                 continue
             moves.append((source.uid, key, target, with_meta(raw, _reborn(raw))))
         moved = await self._move(moves)
-        self._on_moved(task.queue, moved)
+        self._count_redriven(task.queue, moved)
         task = msgspec.structs.replace(
             task, after=keys[-1], moved=task.moved + moved, skipped=task.skipped + skipped
         )
@@ -233,6 +232,10 @@ class Redriver:
         if not task.max_per_second:
             return task, 0.0
         return task, len(keys) / task.max_per_second - (self._clock.now() - started)
+
+    def _count_redriven(self, queue: str, count: int) -> None:
+        if (record := self._catalog.find(queue)) is not None:
+            self._life.note(record, self._states.of(record), "redriven", count)
 
     def _target(self, task: RedriveTask, raw: bytes) -> str | None:
         """The bucket a message goes to: the task's queue, else the one its note names."""
@@ -250,7 +253,7 @@ class Redriver:
 
         async def attempt(todo: list[Move], tries: int) -> list[Move]:
             nonlocal moved
-            fresh = self._new_ids(len(todo))
+            fresh = self._states.new_ids(len(todo))
             items = [(s, k, t, new, v) for (s, k, t, v), new in zip(todo, fresh, strict=True)]
             done = await self._store.move(items)
             arrived: dict[str, list[int]] = {}
@@ -259,7 +262,7 @@ class Redriver:
                     arrived.setdefault(target, []).append(new)
                     moved += 1
             for target, ids in arrived.items():
-                self._arrived(target, ids)
+                self._states.arrived(target, ids)
             return [m for m, ok in zip(todo, done, strict=True) if ok is None]
 
         # Ids taken every time (five draws) leave a message where it is: a later

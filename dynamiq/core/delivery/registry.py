@@ -1,0 +1,116 @@
+"""The queues this node has in memory, and the slice of ids it serves.
+
+Every part of the engine that needs a queue's in-memory side (delivery, the
+lifecycle, custody, expiry, redrive) reads it here, so none of them calls
+back into the service that owns it. A queue's state is made when the queue
+is first used and forgotten when the queue goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.clock import Clock
+from dynamiq.core.delivery.groups import group_stripe
+from dynamiq.core.delivery.state import QueueState
+from dynamiq.core.delivery.walks import Walks
+from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, IdGenerator, stripes_within
+from dynamiq.keyspace import WHOLE, KeyRange
+
+__all__ = ["QueueStates"]
+
+
+class QueueStates:
+    """Per queue (by bucket) its state on this node; the slice; fresh ids in it."""
+
+    def __init__(
+        self, clock: Clock, ids: IdGenerator | None = None, keyspace: KeyRange | None = WHOLE
+    ) -> None:
+        self._clock = clock
+        self.ids = ids or IdGenerator(clock.wall_us)
+        self._states: dict[str, QueueState] = {}
+        self.keyspace: KeyRange | None = None  # the ids this node leases out now
+        self.stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
+        self.moves = 0  # keyspace changes so far
+        self.walks = Walks()
+        self.set_keyspace(keyspace)
+
+    # -- the slice ------------------------------------------------------------
+
+    def serves(self, message_id: int) -> bool:
+        """Whether this node may lease ``message_id`` now."""
+        ks = self.keyspace
+        return ks is not None and ks[0] <= message_id <= ks[1]
+
+    def set_keyspace(self, keyspace: KeyRange | None) -> None:
+        """Serve ``keyspace`` from now on (None: serve nothing); every queue's state
+        forgets what it knew of the groups outside it (stale)."""
+        if keyspace == self.keyspace:
+            return
+        self.keyspace, self.moves = keyspace, self.moves + 1
+        self.stripes = stripes_within(*keyspace) if keyspace else (0, STRIPES - 1)
+        for state in self._states.values():
+            state.slice_moved(keyspace, self._clock.now(), self.owns_group)
+
+    def owns_group(self, group: str) -> bool:
+        """Whether this node serves a group's messages (those published now)."""
+        return self.serves(group_stripe(group) << SEQ_BITS | self.due_seq())
+
+    def due_seq(self, now_us: int | None = None) -> int:
+        """The latest seq due now: what the clock has reached, and every id drawn for
+        a message due now (a burst draws seqs a little ahead of the clock)."""
+        now_us = self._clock.wall_us() if now_us is None else now_us
+        return max(now_us - EPOCH_US, self.ids.last_seq)
+
+    def new_ids(self, count: int) -> list[int]:
+        """Return ids for messages due now, in this node's slice (moves into a queue)."""
+        return self.ids.many(count, self.stripes)
+
+    async def settled(self) -> None:
+        """Wait until the receives that began before the slice last moved ended."""
+        await self.walks.done_before(self.moves)
+
+    # -- the queues ---------------------------------------------------------------
+
+    def of(self, record: QueueRecord) -> QueueState:
+        """Return a queue's state, made on first use, with its record's settings."""
+        state = self._states.get(record.uid)
+        if state is None:
+            lo, hi = self.keyspace or WHOLE
+            state = self._states[record.uid] = QueueState(record, lo, hi, self._clock.now())
+        elif state.settings != record.settings:
+            state.settings = record.settings
+            state.partitions.configure(record.settings, self._clock.now())
+        return state
+
+    def get(self, uid: str) -> QueueState | None:
+        """Return the state of the queue in bucket ``uid``, if this node has one."""
+        return self._states.get(uid)
+
+    def items(self) -> list[tuple[str, QueueState]]:
+        """Every ``(bucket, state)`` this node has, as a list (safe across awaits)."""
+        return list(self._states.items())
+
+    def all(self) -> list[QueueState]:
+        """Every state this node has, as a list (safe across awaits)."""
+        return list(self._states.values())
+
+    def arrived(self, uid: str, ids: Sequence[int]) -> None:
+        """Note messages stored in bucket ``uid`` elsewhere: walks meet them, polls wake."""
+        if (state := self._states.get(uid)) is not None and ids:
+            state.published(list(ids))
+
+    def forget(self, live: Iterable[str]) -> None:
+        """Drop the state of queues whose bucket is not in ``live``: their waiting
+        receives return, and their leases are gone (nothing left to journal)."""
+        kept = set(live)
+        for uid in [u for u in self._states if u not in kept]:
+            gone = self._states.pop(uid)
+            gone.forget_leases()
+            gone.notify()
+
+    def wake_all(self) -> None:
+        """Wake every waiting receive."""
+        for state in self._states.values():
+            state.notify()
