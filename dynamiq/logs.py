@@ -17,6 +17,7 @@ LOGGERS = (
     "dynamiq.service",
     "dynamiq.storage",
     "dynamiq.supervisor",
+    "dynamiq.tls",
 )
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

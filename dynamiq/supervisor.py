@@ -36,10 +36,11 @@ from dataclasses import dataclass
 
 from dynamiq.cluster.swim import claim_port
 from dynamiq.config import Settings
-from dynamiq.daemon import Seat, announce, listen, run, serve, url_of
+from dynamiq.daemon import announce, listen, run, serve
 from dynamiq.errors import ConfigError, DynamiqError
 from dynamiq.keyspace import worker_name
 from dynamiq.logs import label_process
+from dynamiq.wiring import Seat, url_of
 
 __all__ = ["supervise"]
 

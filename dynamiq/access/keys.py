@@ -113,7 +113,12 @@ def _fast(token: str) -> bytes:
 class KeyRing:
     """The cluster's keys as this node knows them, and the ones it has checked."""
 
-    def __init__(self, store: StorageBackend, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: StorageBackend,
+        clock: Clock | None = None,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
         self._store = store
         self._clock = clock or MonotonicClock()
         self._keys: dict[str, KeyRecord] = {}
@@ -123,7 +128,7 @@ class KeyRing:
         self._stored_use: dict[str, int] = {}  # key id -> last use the store holds
         self._at_once = asyncio.Semaphore(_SCRYPT_AT_ONCE)
         # Called after every change made here (the cluster tells its peers).
-        self.on_change: Callable[[], None] = lambda: None
+        self.on_change = on_change
 
     # -- reading -------------------------------------------------------------
 

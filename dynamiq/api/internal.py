@@ -63,7 +63,7 @@ async def receive(request: web.Request) -> web.Response:
     """Lease from this node's own slice only, without waiting."""
     here, body = await _read(request, PeerReceive)
     epoch = here.lease_epoch()
-    got = await here.cluster.receive_here(
+    got = await here.answers.receive_here(
         request.match_info["queue"], body.max_messages, body.visibility_timeout, body.waiter
     )
     response = _msgpack(PeerMessages(got))
@@ -74,48 +74,48 @@ async def change_visibility(request: web.Request) -> web.Response:
     """Change leases held here."""
     here, body = await _read(request, PeerVisibility)
     name = request.match_info["queue"]
-    changed = await here.cluster.change_visibility_here(name, body.ids, body.seconds)
+    changed = await here.answers.change_visibility_here(name, body.ids, body.seconds)
     return _msgpack(PeerIds(changed))
 
 
 async def deliveries(request: web.Request) -> web.Response:
     """Per id, the receive count this node last delivered it with (0: never)."""
     here, body = await _read(request, PeerIds)
-    counts = here.cluster.deliveries_here(request.match_info["queue"], body.ids)
+    counts = here.answers.deliveries_here(request.match_info["queue"], body.ids)
     return _msgpack(PeerCounts(counts))
 
 
 async def release(request: web.Request) -> web.Response:
     """Messages were deleted through another node: end the leases held here."""
     here, body = await _read(request, PeerIds)
-    here.cluster.release(request.match_info["queue"], body.ids)
+    here.answers.release(request.match_info["queue"], body.ids)
     return web.Response(status=204)
 
 
 async def published(request: web.Request) -> web.Response:
     """Messages were stored in this node's slice through another node."""
     here, body = await _read(request, PeerIds)
-    here.cluster.published_here(request.match_info["queue"], body.ids)
+    here.answers.published_here(request.match_info["queue"], body.ids)
     return web.Response(status=204)
 
 
 async def news(request: web.Request) -> web.Response:
     """A peer stored messages of a queue this member waits on, in its own slice."""
     here, body = await _read(request, News)
-    here.cluster.news(request.match_info["queue"], body.name)
+    here.answers.news(request.match_info["queue"], body.name)
     return web.Response(status=204)
 
 
 async def stats(request: web.Request) -> web.Response:
     """Return what only this node knows of each queue: leases, rates, partitions."""
     here, body = await _read(request, QueueNames)
-    return _msgpack(PeerStats(here.cluster.local_stats(body.queues)))
+    return _msgpack(PeerStats(here.answers.local_stats(body.queues)))
 
 
 async def serving(request: web.Request) -> web.Response:
     """Return the ids this member serves now (a worker of the same node asks)."""
     here, _ = await _read(request, type(None))
-    return _msgpack(PeerServing(list(here.cluster.serving() or ())))
+    return _msgpack(PeerServing(list(here.answers.serving() or ())))
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -127,7 +127,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def handoff(request: web.Request) -> web.Response:
     """Hand a range over to the member that now owns it: 409 while still serving part of it."""
     here, body = await _read(request, Handoff)
-    leases = await here.cluster.hand_over(body.lo, body.hi, body.name, body.gone)
+    leases = await here.answers.hand_over(body.lo, body.hi, body.name, body.gone)
     if leases is None:
         return web.Response(status=409)
     return _msgpack(HandoffLeases(leases))
@@ -136,14 +136,14 @@ async def handoff(request: web.Request) -> web.Response:
 async def heartbeat(request: web.Request) -> web.Response:
     """A member's heartbeat: answered at once (the answer completes its round trip)."""
     here, body = await _read(request, Heartbeat)
-    here.cluster.heard(body.name)
+    here.answers.heard(body.name)
     return web.Response(status=204)
 
 
 async def sync(request: web.Request) -> web.Response:
     """A peer changed the catalog: reload it, then answer."""
     here, _ = await _read(request, type(None))
-    await here.cluster.catalog_changed()
+    await here.answers.catalog_changed()
     return web.Response(status=204)
 
 

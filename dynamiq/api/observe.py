@@ -40,7 +40,7 @@ async def scrape(request: web.Request) -> web.Response:
     services = services_of(request)
     await services.read_levels()  # depths are read for a scrape, not every second
     body = services.render_metrics()
-    others = await services.node.cluster.siblings_metrics()
+    others = await services.node.siblings_metrics()
     if others:
         body = summed(body, others)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE + "; charset=utf-8"})

@@ -96,7 +96,12 @@ async def _unheard() -> None:
 class Catalog:
     """The names this node knows, read through to the store on every change."""
 
-    def __init__(self, store: StorageBackend, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: StorageBackend,
+        clock: Clock | None = None,
+        on_change: Callable[[], Awaitable[None]] = _unheard,
+    ) -> None:
         self._store = store
         self._clock = clock or MonotonicClock()
         self._queues: dict[str, QueueRecord] = {}
@@ -108,7 +113,7 @@ class Catalog:
         # Awaited after every change this node made: the cluster tells its peers,
         # and returns once every live one has reloaded (any node knows the change
         # once it is answered).
-        self.on_change: Callable[[], Awaitable[None]] = _unheard
+        self.on_change = on_change
 
     # -- reading (from the cache) ------------------------------------------
 

@@ -15,13 +15,10 @@ from typing import Any
 
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
-from dynamiq.core.catalog import Catalog, QueueRecord
-from dynamiq.core.janitor import Janitor
-from dynamiq.core.lifecycle.redrive import Redriver, RedriveTask
-from dynamiq.core.queues import QueueService
+from dynamiq.core.catalog import QueueRecord
+from dynamiq.core.lifecycle.redrive import RedriveTask
 from dynamiq.core.routing.notifications import Notice
 from dynamiq.core.routing.subscriptions import Subscription
-from dynamiq.core.topics import TopicService
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
 from dynamiq.keyspace import node_of
 from dynamiq.models import (
@@ -36,7 +33,7 @@ from dynamiq.models import (
     check_token,
     validate_name,
 )
-from dynamiq.service.cluster import Coordinator
+from dynamiq.service.parts import Cluster, Engine
 from dynamiq.service.reports import (
     NodeStats,
     QueueStatsDetail,
@@ -62,36 +59,35 @@ class Node:
 
     def __init__(
         self,
-        catalog: Catalog,
-        queues: QueueService,
-        topics: TopicService,
-        coordinator: Coordinator,
-        membership: Membership,
-        janitor: Janitor,
+        engine: Engine,
+        cluster: Cluster,
         limits: LimitsSettings,
-        redriver: Redriver,
         space: FreeSpace | None = None,
     ) -> None:
-        self._catalog = catalog
-        self._space = space  # the embedded store's disk; None: the store keeps its own
-        self._redriver = redriver
-        self._queues = queues
-        self._topics = topics
-        self._cluster = coordinator
-        self._membership = membership
-        self._janitor = janitor
+        self._catalog = engine.catalog
+        self._queues = engine.queues
+        self._topics = engine.topics
+        self._janitor = engine.janitor
+        self._redriver = engine.redriver
+        self._asks = cluster.asks
+        self._majority = cluster.majority
+        self._keeper = cluster.keeper
+        self._reach = cluster.reach
+        self.answers = cluster.answers  # what the peers' calls to this node reach
+        self._membership = cluster.reach.membership
+        self.space = space  # the embedded store's disk; None: the store keeps its own
         self.limits = limits
         self._waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
-
-    @property
-    def cluster(self) -> Coordinator:
-        """The node in its cluster: what the peers ask of it over the internal routes."""
-        return self._cluster
 
     @property
     def membership(self) -> Membership:
         """Who is in the cluster."""
         return self._membership
+
+    async def siblings_metrics(self) -> list[bytes]:
+        """Return the other workers' own metrics (those that do not answer are left out)."""
+        asked = await self._reach.ask_siblings(lambda p, m: p.metrics(m))
+        return [text for text in asked.values() if text is not None]
 
     # -- queues ----------------------------------------------------------------
 
@@ -233,7 +229,7 @@ class Node:
         self._check_space()
         self._janitor.idle.used((queue,))
         ids = await self._queues.publish(queue, messages)
-        await self._cluster.published(queue, ids, messages)
+        await self._asks.published(queue, ids, messages)
         return ids
 
     async def publish_topic(
@@ -254,7 +250,7 @@ class Node:
         placed = await self._topics.publish(topic, messages, notices)
         self._janitor.idle.used(placed)
         for queue, ids in placed.items():
-            await self._cluster.published(queue, ids, messages)
+            await self._asks.published(queue, ids, messages)
         return placed
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
@@ -266,7 +262,7 @@ class Node:
         self.check_receive(ask)
         self._janitor.idle.used((ask.queue,))
         if ask.wait_seconds <= 0:
-            return await self._cluster.receive(ask)
+            return await self._asks.receive(ask)
         if self._waiting >= self.limits.maxwaiting:
             raise Overloaded(
                 f"{self._waiting} receives wait on this node already (limits.maxwaiting); "
@@ -274,19 +270,19 @@ class Node:
             )
         self._waiting += 1
         try:
-            return await self._cluster.receive(ask)
+            return await self._asks.receive(ask)
         finally:
             self._waiting -= 1
 
     def lease_epoch(self) -> int:
         """A mark to take before leasing: ``leases_hold(mark)`` says later whether what
         was leased since may still be handed to its consumer."""
-        return self._cluster.epoch()
+        return self._majority.epoch()
 
     def leases_hold(self, epoch: int) -> bool:
         """False when this process stood still since ``epoch`` long enough for the others
         to serve its slice: what it leased since is void, and must not be answered."""
-        return self._cluster.holds(epoch)
+        return self._majority.holds(epoch)
 
     def message_limit(self, queue: QueueSettings) -> int:
         """The most bytes (body and attributes) one message of a queue may have."""
@@ -304,11 +300,11 @@ class Node:
 
     def _check_space(self) -> None:
         """Raise ``DiskLow`` while the store's disk is below ``limits.diskfreelimit``."""
-        if self._space is not None and self._space.low:
-            free = self._space.free or 0
+        if self.space is not None and self.space.low:
+            free = self.space.free or 0
             raise DiskLow(
                 f"{free >> 20} MiB free on the data directory's disk, below "
-                f"limits.diskfreelimit ({self._space.limit >> 20} MiB): publishes wait "
+                f"limits.diskfreelimit ({self.space.limit >> 20} MiB): publishes wait "
                 "until consumers make room",
                 retry_after=DISK_RETRY_SECONDS,
             )
@@ -322,7 +318,7 @@ class Node:
     async def give_back(self, queue: str, messages: Sequence[Message]) -> None:
         """End the leases of messages that never reached their consumer."""
         if messages:
-            await self._cluster.change_visibility(queue, [m.id for m in messages], 0.0)
+            await self._asks.change_visibility(queue, [m.id for m in messages], 0.0)
             log.debug("gave back %d messages of %s: the consumer was gone", len(messages), queue)
 
     def dead_letter_sources(self, queue: str) -> list[str]:
@@ -333,7 +329,7 @@ class Node:
     async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
         """Delete messages by id, from any node; per id, whether it existed."""
         self._check_batch(len(ids))
-        return await self._cluster.delete(queue, ids)
+        return await self._asks.delete(queue, ids)
 
     async def delete_delivered(
         self, queue: str, deliveries: Sequence[tuple[int, int]]
@@ -345,9 +341,9 @@ class Node:
         lease lapsed just then) can lose its message to the older delivery.
         """
         self._check_batch(len(deliveries))
-        current = await self._cluster.still_current(queue, deliveries)
+        current = await self._asks.still_current(queue, deliveries)
         if current:
-            await self._cluster.delete(queue, current)
+            await self._asks.delete(queue, current)
         return current
 
     async def change_visibility_delivered(
@@ -355,13 +351,13 @@ class Node:
     ) -> list[int]:
         """``change_visibility`` of the deliveries still current (``delete_delivered``)."""
         self._check_batch(len(deliveries))
-        current = await self._cluster.still_current(queue, deliveries)
-        return await self._cluster.change_visibility(queue, current, seconds) if current else []
+        current = await self._asks.still_current(queue, deliveries)
+        return await self._asks.change_visibility(queue, current, seconds) if current else []
 
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend leases by ``seconds`` from now, or end them (0); return the ids leased."""
         self._check_batch(len(ids))
-        return await self._cluster.change_visibility(queue, ids, seconds)
+        return await self._asks.change_visibility(queue, ids, seconds)
 
     async def peek(self, queue: str, message_id: int) -> Message:
         """Return a message without leasing it, or raise ``MessageNotFound``."""
@@ -381,7 +377,7 @@ class Node:
         for name in names:
             self._catalog.queue(name)
         peers, own = await asyncio.gather(
-            self._cluster.peer_stats(names),
+            self._asks.peer_stats(names),
             asyncio.gather(*(self._queues.stats(n, detailed=True) for n in names)),
         )
         return [
@@ -397,14 +393,14 @@ class Node:
 
     async def status(self) -> Status:
         """Return this node, what it serves now, and every node it heard of."""
-        return cluster_status(self._membership, await self._cluster.workers_serving())
+        return cluster_status(self._membership, await self._keeper.workers_serving())
 
     # -- lifecycle -------------------------------------------------------------
 
     async def stop_serving(self) -> None:
         """Answer waiting receives now and hand this node's slice to the others (shutdown)."""
         self._queues.close()
-        await self._cluster.leave()
+        await self._keeper.leave()
 
     def _check_outgoing(
         self, messages: Sequence[bytes | Outgoing], queue: QueueSettings | None = None

@@ -15,7 +15,7 @@ from dynamiq.models import Outgoing
 
 __all__ = ["TELL_SECONDS", "by_owner", "pinned_ids", "quietly", "tell", "tell_owners"]
 
-log = logging.getLogger("dynamiq.cluster")
+log = logging.getLogger("dynamiq.service")
 
 TELL_SECONDS = 1.0  # a publish in another member's slice waits this long for it to hear
 TELL_RETRY_SECONDS = 0.1

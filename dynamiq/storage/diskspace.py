@@ -15,7 +15,7 @@ from pathlib import Path
 
 __all__ = ["FreeSpace"]
 
-log = logging.getLogger("dynamiq.core")
+log = logging.getLogger("dynamiq.storage")
 
 CHECK_SECONDS = 1.0
 

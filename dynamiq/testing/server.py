@@ -16,7 +16,8 @@ from aiohttp.web_runner import BaseRunner
 
 from dynamiq.config import Settings
 from dynamiq.core.clock import Clock
-from dynamiq.daemon import create_app, listen, runner_options
+from dynamiq.daemon import listen, runner_options
+from dynamiq.wiring import create_app
 
 __all__ = ["NodeServer", "node_client"]
 

@@ -235,7 +235,7 @@ async def test_queue_admin(http: Http, spec: dict[str, Any]) -> None:
 
 async def test_a_store_failure_is_503_with_retry_after(lmdb_http: Http) -> None:
     # A closed embedded store stands for a failed one (tests/storage has Redis's outage).
-    from dynamiq.daemon import STORE
+    from dynamiq.wiring import STORE
 
     http = lmdb_http
     await http.put("/v2/queues/down")

@@ -1,0 +1,107 @@
+"""What the peers ask of this node, over the internal routes: leases from its own
+slice, lease changes it holds, news of messages stored, its slice, heartbeats."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dynamiq.core.janitor import Janitor
+from dynamiq.core.queues import QueueService
+from dynamiq.errors import BackendUnavailable
+from dynamiq.keyspace import KeyRange
+from dynamiq.models import HeldLease, LocalQueueStats, Message
+from dynamiq.service.asks import PeerAsks
+from dynamiq.service.handoff import SliceKeeper
+from dynamiq.service.majority import Majority
+from dynamiq.service.watchers import Watchers
+
+__all__ = ["PeerAnswers"]
+
+
+class PeerAnswers:
+    """Answers the other members' calls; each is one call here."""
+
+    def __init__(
+        self,
+        queues: QueueService,
+        majority: Majority,
+        keeper: SliceKeeper,
+        asks: PeerAsks,
+        watchers: Watchers,
+        janitor: Janitor,
+    ) -> None:
+        self._queues = queues
+        self._majority = majority
+        self._keeper = keeper
+        self._asks = asks
+        self._watchers = watchers
+        self._janitor = janitor
+
+    async def receive_here(
+        self, queue: str, max_messages: int, visibility_timeout: float | None, waiter: str = ""
+    ) -> list[Message]:
+        """Lease from this node's own slice only, without waiting (a peer asks).
+
+        A ``waiter`` (the peer, when its receive waits) that gets nothing is told
+        when this node next stores messages of ``queue`` (``news``), for a while.
+        """
+        got = []
+        if self._majority.may_serve():
+            got = await self._queues.receive(queue, max_messages, visibility_timeout)
+        if not got and waiter:
+            self._watchers.watch(queue, waiter)
+        return got
+
+    def news(self, queue: str, member: str) -> None:
+        """``member`` stored messages of ``queue``, which a receive here may wait on."""
+        self._asks.news(queue, member)
+
+    async def change_visibility_here(
+        self, queue: str, ids: Sequence[int], seconds: float
+    ) -> list[int]:
+        """Change leases this node holds (a peer forwards them)."""
+        if seconds > 0 and not self._majority.may_serve():
+            raise self._majority.refusal()  # the majority holds them only as long as agreed
+        return await self._queues.change_visibility(queue, ids, seconds)
+
+    def deliveries_here(self, queue: str, ids: Sequence[int]) -> list[int]:
+        """Per id, the receive count this node last delivered it with (a peer asks)."""
+        return self._queues.deliveries(queue, ids)
+
+    def release(self, queue: str, ids: Sequence[int]) -> None:
+        """End the leases on ``ids``: they were deleted through another node."""
+        self._queues.release(queue, ids)
+
+    def published_here(self, queue: str, ids: Sequence[int]) -> None:
+        """Note ``ids`` stored in this node's slice through another node.
+
+        Raises:
+            BackendUnavailable: this node does not serve them now (it is taking the
+                slice over, or stood down): whoever does may not meet them in time.
+        """
+        self._queues.published_elsewhere(queue, ids)
+        self._watchers.tell(queue)
+        if ids and not self._asks.serves(ids):
+            raise BackendUnavailable("stored in a slice this node does not serve now")
+
+    def local_stats(self, queues: Sequence[str]) -> dict[str, LocalQueueStats]:
+        """Return what only this node knows of each queue: leases and rates."""
+        return self._queues.local_stats(queues)
+
+    def serving(self) -> KeyRange | None:
+        """Return the ids this process serves now."""
+        return self._keeper.serving()
+
+    async def hand_over(
+        self, lo: int, hi: int, owner: str, gone: Sequence[str] = ()
+    ) -> dict[str, list[HeldLease]] | None:
+        """Answer a handoff of ``[lo, hi]`` to ``owner`` (``SliceKeeper.hand_over``)."""
+        return await self._keeper.hand_over(lo, hi, owner, gone)
+
+    def heard(self, member: str) -> None:
+        """Note a heartbeat from ``member``."""
+        self._majority.heard(member)
+
+    async def catalog_changed(self) -> None:
+        """A peer changed the catalog: reload it before answering (drops are the changer's)."""
+        await self._janitor.reload()

@@ -1,0 +1,205 @@
+"""Verbs that reach the peers: a receive filled from their slices, lease changes and
+deletes sent to the member serving each id, publishes told to the slices' owners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+
+from dynamiq.cluster.base import Member
+from dynamiq.core.queues import QueueService
+from dynamiq.errors import PeerUnavailable
+from dynamiq.models import LocalQueueStats, Message, Outgoing, ReceiveRequest
+from dynamiq.service.majority import Majority
+from dynamiq.service.owners import by_owner, quietly, tell_owners
+from dynamiq.service.reach import Reach
+from dynamiq.service.watchers import PEER_POLL_SECONDS, Watchers
+
+__all__ = ["PeerAsks"]
+
+log = logging.getLogger("dynamiq.service")
+
+# A peer that had no visible message (or did not answer) is not asked again
+# by this node for that queue for this long: receives of a queue the peers
+# hold nothing of do not pay a round trip to every peer each time. One that
+# gave some, if fewer than asked, is asked again by the next receive: an
+# ordered group's next message is there as soon as the one before is
+# deleted, and a receive takes one per group.
+PEER_DRY_SECONDS = 0.25
+
+
+class PeerAsks:
+    """This node's verbs, carried to the members that serve what they touch."""
+
+    def __init__(
+        self, reach: Reach, majority: Majority, queues: QueueService, watchers: Watchers
+    ) -> None:
+        self._reach = reach
+        self._membership = reach.membership
+        self._majority = majority
+        self._queues = queues
+        self._watchers = watchers
+        self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
+        # (queue, member) -> the ask under way, resolved with whether it found nothing
+        self._asking: dict[tuple[str, str], asyncio.Future[bool]] = {}
+
+    async def receive(self, ask: ReceiveRequest) -> list[Message]:
+        """Lease from this node's slice, then from the peers' when that is not enough."""
+        queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
+        majority = self._majority
+        if self._reach.client is None or majority.leaving:
+            return await self._queues.receive(queue, want, lease, ask.wait_seconds)
+        if not majority.may_serve():
+            raise majority.refusal()
+        deadline, epoch = time.monotonic() + ask.wait_seconds, majority.epoch()
+        # What follows a first look that found nothing starts by waiting: this
+        # node's slice was just looked at and the peers just asked (to tell of news).
+        first_wait = min(ask.wait_seconds, PEER_POLL_SECONDS) if ask.part == "wait" else 0.0
+        got = await self._queues.receive(queue, want, lease, first_wait)
+        while True:
+            if len(got) < want:
+                waits = ask.part == "look" or deadline > time.monotonic()
+                got += await self._from_peers(queue, want - len(got), lease, waits)
+            left = deadline - time.monotonic()
+            if got or left <= 0 or majority.leaving:
+                # Paused meanwhile (while asking the peers, say): the leases are void.
+                # They are not given back: the ids may be leased anew by whoever serves
+                # them now, and giving back would end that lease; they lapse instead.
+                return got if majority.holds(epoch) else []
+            got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
+
+    def news(self, queue: str, member: str) -> None:
+        """``member`` stored messages of ``queue``, which a receive here waits on: ask it."""
+        self._dry.pop((queue, member), None)
+        self._queues.peer_news(queue)
+
+    async def _from_peers(
+        self, queue: str, want: int, visibility_timeout: float | None, waits: bool
+    ) -> list[Message]:
+        """Lease up to ``want`` from the peers not found dry lately; a receive that
+        ``waits`` asks those with none to tell it of their next (``news``)."""
+        out: list[Message] = []
+        now = time.monotonic()
+        peers = [m for m in self._reach.peers() if self._dry.get((queue, m.name), 0.0) <= now]
+        random.shuffle(peers)
+        waiter = self._reach.me() if waits else ""
+        for member in peers:
+            out += await self._ask(member, queue, want - len(out), visibility_timeout, waiter)
+            if len(out) >= want:
+                break
+        return out
+
+    async def _ask(
+        self,
+        member: Member,
+        queue: str,
+        want: int,
+        visibility_timeout: float | None,
+        waiter: str,
+    ) -> list[Message]:
+        """Lease up to ``want`` of ``queue`` from ``member``'s slice.
+
+        A receive that would ask while another ask of the same member for the same
+        queue is under way waits for that one's answer, and asks only if it was not
+        dry: a burst of receives on a queue the peers hold nothing of asks each peer
+        once, not once per receive.
+        """
+        client = self._reach.client
+        assert client is not None  # only a node with peers asks them
+        key = (queue, member.name)
+        under_way = self._asking.get(key)
+        if under_way is not None and await asyncio.shield(under_way):
+            return []
+        dry = asyncio.get_running_loop().create_future()
+        self._asking[key] = dry
+        got: list[Message] = []
+        answered = False  # cancelled: not dry, those waiting ask themselves
+        try:
+            got = await client.receive(member, queue, want, visibility_timeout, waiter)
+            answered = True
+        except PeerUnavailable as exc:
+            log.debug("receive from %s: %s", member.name, exc)
+            answered = True
+        finally:
+            dry.set_result(answered and not got)
+            if self._asking.get(key) is dry:
+                del self._asking[key]
+        if not got:
+            self._dry[key] = time.monotonic() + PEER_DRY_SECONDS
+        else:
+            self._dry.pop(key, None)
+        return got
+
+    async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
+        """Change leases where they are held: by the member serving each id."""
+        client = self._reach.client
+        if client is None:
+            return await self._queues.change_visibility(queue, ids, seconds)
+        mine, theirs = by_owner(self._membership, ids)
+        if mine and seconds > 0 and not self._majority.may_serve():
+            raise self._majority.refusal()
+        changed = await self._queues.change_visibility(queue, mine, seconds)
+        for member, owned in theirs:
+            try:
+                changed += await client.change_visibility(member, queue, owned, seconds)
+            except PeerUnavailable as exc:
+                log.debug("visibility at %s: %s", member.name, exc)
+        return changed
+
+    async def still_current(self, queue: str, deliveries: Sequence[tuple[int, int]]) -> list[int]:
+        """Of ``(id, receive count)`` deliveries, the ids not delivered again since: the
+        member serving each id last delivered it with that count, or never did
+        (it restarted since, or does not answer: the delivery is taken as current)."""
+        ids = [i for i, _ in deliveries]
+        client = self._reach.client
+        mine, theirs = by_owner(self._membership, ids) if client is not None else (ids, [])
+        counts = dict(zip(mine, self._queues.deliveries(queue, mine), strict=True))
+        for member, owned in theirs:
+            assert client is not None  # only a node with peers has theirs
+            try:
+                got = await client.deliveries(member, queue, owned)
+                counts.update(zip(owned, got, strict=True))
+            except PeerUnavailable as exc:
+                log.debug("deliveries at %s: %s", member.name, exc)
+        return [i for i, count in deliveries if counts.get(i, 0) in (0, count)]
+
+    async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
+        """Delete from the store; tell the members holding leases on the ids to let them go."""
+        existed = await self._queues.delete(queue, ids)
+        client = self._reach.client
+        if client is not None:
+            gone = [i for i, ok in zip(ids, existed, strict=True) if ok]
+            for member, owned in by_owner(self._membership, gone)[1]:
+                self._reach.spawn(quietly(client.release(member, queue, owned)))
+        return existed
+
+    async def published(
+        self, queue: str, ids: Sequence[int | None], messages: Sequence[bytes | Outgoing]
+    ) -> None:
+        """Tell the members serving some of ``ids`` (a publish's answer: the id of each
+        of ``messages``, None where none was stored) about them, before the publish
+        is answered (``tell_owners``).
+
+        Raises:
+            BackendUnavailable: a pinned message (an ordered group's, a dedup id's)
+                lies in a slice no member could be told of in time.
+        """
+        client = self._reach.client
+        if client is not None:
+            self._watchers.tell(queue)
+            await tell_owners(client, self._membership, queue, ids, messages, self.serves)
+
+    def serves(self, ids: Sequence[int]) -> bool:
+        """Whether this node leases ``ids`` now, with the right to: no other node does,
+        and its walks meet what is stored there."""
+        serves = self._queues.serves
+        return serves(min(ids)) and serves(max(ids)) and self._majority.may_serve()
+
+    async def peer_stats(self, queues: list[str]) -> dict[str, LocalQueueStats]:
+        """Sum the peers' own leases in flight and rates per queue (unreachable peers count 0)."""
+        client = self._reach.client
+        return await client.summed_stats(self._reach.peers(), queues) if client else {}

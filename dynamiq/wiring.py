@@ -1,0 +1,356 @@
+"""The composition root: a node's parts built from Settings, and the order they run in.
+
+Everything a node runs is started and stopped by the application's cleanup
+contexts, in one order, whether the app is served by ``daemon.serve`` or by
+a test: the store, the catalog, the peers' client, the membership, the
+cluster parts and the background loops. aiohttp stops them in reverse and
+goes on when one fails to stop, so every resource is released. Sockets,
+signals and the process's tuning are ``daemon``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from dynamiq.access.guard import Guard
+from dynamiq.access.keys import KeyRing
+from dynamiq.api.app import build_app
+from dynamiq.api.context import Services
+from dynamiq.api.intake import Intake
+from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
+from dynamiq.cluster.peers import PeerClient
+from dynamiq.cluster.quorum import Quorum
+from dynamiq.cluster.swim import SwimMembership
+from dynamiq.cluster.wire import PeerSigner
+from dynamiq.config import LOOPBACK, Settings, StatsSettings
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.core.custody.journal import LeaseJournal
+from dynamiq.core.janitor import Janitor
+from dynamiq.core.lifecycle.redrive import Redriver
+from dynamiq.core.queues import QueueService
+from dynamiq.core.reporter import Reporter
+from dynamiq.core.routing.notifications import Envelopes
+from dynamiq.core.topics import TopicService
+from dynamiq.errors import DynamiqError
+from dynamiq.metrics.base import Metrics, MetricsFanout
+from dynamiq.metrics.prometheus import PrometheusMetrics
+from dynamiq.service.node import Node
+from dynamiq.service.parts import Cluster, Engine
+from dynamiq.service.reach import Reach
+from dynamiq.service.reports import live_nodes
+from dynamiq.storage.base import StorageBackend
+from dynamiq.storage.factory import disk_watch, open_store
+from dynamiq.tls import Certificates
+
+__all__ = ["CERTIFICATES", "STORE", "Seat", "create_app", "url_of"]
+
+log = logging.getLogger("dynamiq.daemon")
+
+STORE = web.AppKey("store", StorageBackend)  # the store the app owns (closed at cleanup)
+CERTIFICATES = web.AppKey("certificates", Certificates)  # with [tls] only
+
+Context = Callable[[web.Application], AsyncIterator[None]]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """Where a process that gossips sits in the cluster: a node of one process
+    (``_own_seat``), or one worker of a node, made by its supervisor and kept
+    across the worker's restarts.
+
+    A node's workers are members of the cluster, named ``node/0``,
+    ``node/1``...: they split the node's slice, and a receive one of them
+    cannot fill continues into the others' shares, as between nodes.
+    """
+
+    name: str  # the member's name
+    peers: socket.socket  # bound: where the other members call this process
+    gossip: str  # host:port this process gossips on
+    seeds: tuple[str, ...]  # the node's seeds (and its other workers' gossip addresses)
+    secret: str  # the cluster's; for a node alone, one its workers share
+    quorum: bool  # False for a node alone: its workers wait for no majority of each other
+
+
+def create_app(
+    settings: Settings,
+    sock: socket.socket,
+    clock: Clock | None = None,
+    on_fatal: FatalHandler | None = None,
+    seat: Seat | None = None,
+) -> web.Application:
+    """Return the node's application for the HTTP socket ``sock``; it starts when served.
+
+    ``on_fatal`` hears why the node must stop (a twin joined, gossip died);
+    by default the error is logged. With a ``seat`` the app is one worker of
+    the node, a member of its own.
+    """
+    clock = clock or MonotonicClock()
+    seat = seat or _own_seat(settings, sock)
+    certificates = Certificates(settings.tls) if settings.tls.enabled else None
+    store = open_store(settings)
+    metrics, prometheus = open_metrics(settings.stats)
+    signer = PeerSigner(seat.secret) if seat else None  # signs and checks members' calls
+    reach = _reach(settings, sock, seat, signer, certificates)
+    keys = _keys(settings, store, clock, reach)
+    engine = _engine(settings, store, clock, metrics, reach, keys)
+    counted = seat is not None and seat.quorum  # a node alone's workers count no majority
+    quorum = Quorum(reach.me(), settings.cluster.suspecttimeout) if counted else None
+    cluster = Cluster.build(reach, quorum, engine.queues, engine.janitor)
+    node = Node(engine, cluster, settings.limits, disk_watch(settings))
+    reporter = Reporter(
+        engine.queues,
+        store,
+        metrics,
+        settings.stats.flushinterval,
+        lambda: len(live_nodes(reach.membership)),
+        queue_levels=settings.stats.type == "statsd",
+    )
+    services = Services(
+        node,
+        metrics,
+        prometheus.render,
+        reporter.report_queues,
+        signer,
+        settings.sqs,
+        _guard(settings, keys, clock, reach),
+        frozenset(api for api in ("v1", "sqs", "metrics") if getattr(settings.auth, api) == "open"),
+        frozenset(_host_names(settings)),
+        Intake(settings.limits.maxpendingbytes),
+    )
+    app = build_app(services, settings.limits.maxbodybytes)
+    app[STORE] = store
+    if certificates is not None:
+        app[CERTIFICATES] = certificates
+    _run(app, node, engine, cluster, reporter, keys, on_fatal or _log_fatal)
+    return app
+
+
+def _run(
+    app: web.Application,
+    node: Node,
+    engine: Engine,
+    cluster: Cluster,
+    reporter: Reporter,
+    keys: KeyRing | None,
+    on_fatal: FatalHandler,
+) -> None:
+    """Start the node's parts with the app, and stop them with it, in one order."""
+    store, membership, space = app[STORE], cluster.reach.membership, node.space
+    client = cluster.reach.client
+
+    async def stop_serving(_: web.Application) -> None:
+        await node.stop_serving()  # long polls answer now; the others take this slice now
+
+    app.on_shutdown.append(stop_serving)
+    app.cleanup_ctx.extend(
+        [
+            _owned(None, store.close),  # exits last
+            _owned(space.check if space else None, None),
+            _owned(engine.catalog.reload, None),
+            _owned(keys.reload if keys else None, None),
+            _owned(engine.queues.custody.replay, None),  # counts and leases a kill -9 left
+            _owned(None, client.close if client else None),
+            _owned(lambda: membership.start(on_fatal), membership.stop),
+            _owned(_started(cluster.start), cluster.close),
+            _owned(engine.redriver.resume, engine.redriver.close),
+            _task(engine.janitor.janitor_loop),
+            _task(engine.queues.sweep_loop),
+            _owned(None, reporter.close),  # after its loop: cleanups run last first
+            _task(reporter.reporter_loop),
+            _task(trim_memory_loop),
+            *([_task(space.watch_loop)] if space else []),
+        ]
+    )
+
+
+def _own_seat(settings: Settings, sock: socket.socket) -> Seat | None:
+    """Return the seat of a node of one process that gossips (its HTTP socket takes the
+    peers' calls); None for a node alone."""
+    if not settings.gossip:
+        return None
+    core, cluster = settings.core, settings.cluster
+    host = cluster.address or core.httpaddress
+    address, seeds = f"{host}:{core.port}", tuple(core.seeds())
+    return Seat(core.name, sock, address, seeds, cluster.shared_secret(), quorum=True)
+
+
+def _reach(
+    settings: Settings,
+    sock: socket.socket,
+    seat: Seat | None,
+    signer: PeerSigner | None,
+    certificates: Certificates | None,
+) -> Reach:
+    """This process's view of the cluster, and its client to the other members (none
+    for a node alone)."""
+    called_at = seat.peers if seat else sock  # where the other members reach this process
+    membership = open_membership(settings, url_of(called_at, certificates is not None), seat)
+    if signer is None:
+        return Reach(membership, None)
+    tls = certificates.peer_context if certificates else None
+    return Reach(membership, PeerClient(signer, tls))
+
+
+def _keys(settings: Settings, store: StorageBackend, clock: Clock, reach: Reach) -> KeyRing | None:
+    """The cluster's application keys, or None where keys are off (said when it matters)."""
+    address = settings.core.httpaddress
+    if settings.auth.on(address):
+        return KeyRing(store, clock, on_change=reach.announce)
+    if address not in LOOPBACK:
+        log.warning(
+            "auth.enabled = false on %s: anyone who reaches this port may read, "
+            "delete and drop every queue",
+            address,
+        )
+    return None
+
+
+def _engine(
+    settings: Settings,
+    store: StorageBackend,
+    clock: Clock,
+    metrics: Metrics,
+    reach: Reach,
+    keys: KeyRing | None,
+) -> Engine:
+    """The queue engine, on ``store``; catalog changes are told to the peers."""
+    membership, name = reach.membership, reach.me()
+    catalog = Catalog(store, clock, on_change=reach.tell_peers)
+    # With gossip, nothing is served until the cluster hands this node its slice.
+    keyspace = None if reach.client else membership.slice_of(name)
+    queues = QueueService(
+        store,
+        catalog,
+        clock,
+        keyspace=keyspace,
+        metrics=metrics,
+        journal=LeaseJournal(Path(settings.storage.path) / "journal", name, clock),
+        awake=membership.awake,
+    )
+    interval = settings.core.syncconfiginterval / 1000
+    reloads = (keys.reload,) if keys else ()
+    janitor = Janitor(catalog, queues, store, interval, clock, reloads)
+    redriver = Redriver(store, catalog, clock, name, queues.states, queues.life)
+    envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
+    topics = TopicService(catalog, queues, envelopes, metrics)
+    return Engine(catalog, queues, topics, janitor, redriver)
+
+
+def _guard(settings: Settings, keys: KeyRing | None, clock: Clock, reach: Reach) -> Guard:
+    """The door requests pass: their key's principal, and the rate of failed ones."""
+    auth = settings.auth
+    return Guard(
+        keys,
+        auth.admin_key() if keys else "",
+        auth.failedpersecond,
+        auth.failedburst,
+        clock,
+        reach.announced,
+    )
+
+
+def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
+    """Return the configured sinks and the Prometheus one (``/metrics`` is always served)."""
+    prometheus = PrometheusMetrics()
+    if settings.type != "statsd":
+        return prometheus, prometheus
+    from dynamiq.metrics.statsd import StatsdMetrics
+
+    host, _, port = settings.address.rpartition(":")
+    return MetricsFanout([StatsdMetrics(host, int(port), settings.prefix), prometheus]), prometheus
+
+
+def open_membership(settings: Settings, http: str, seat: Seat | None) -> Membership:
+    """Return this process's view of the cluster: gossip from its ``seat``, or a node
+    alone without one."""
+    core, cluster = settings.core, settings.cluster
+    if seat is None:
+        return StaticMembership(Member(core.name, core.httpaddress, http))
+    return SwimMembership(
+        seat.name,
+        http,
+        seat.gossip,
+        list(seat.seeds),
+        seat.secret,
+        cluster.pinginterval,
+        cluster.suspecttimeout,
+    )
+
+
+def url_of(sock: socket.socket, tls: bool = False) -> str:
+    """Return the base URL of a bound socket (``https`` with ``tls``)."""
+    host, port = sock.getsockname()[:2]
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _host_names(settings: Settings) -> list[str]:
+    """The names a node answers to while keys are off: loopback's, its own, the configured."""
+    own = [settings.core.httpaddress, settings.cluster.address, socket.gethostname()]
+    named = [n.lower().strip("[]") for n in own if n and n not in ("0.0.0.0", "::")]
+    return [*LOOPBACK, *named, *settings.auth.host_names()]
+
+
+def _log_fatal(error: DynamiqError) -> None:
+    log.error("this node cannot go on: %s", error)
+
+
+def _started(start: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        start()
+
+    return run
+
+
+def _owned(
+    start: Callable[[], Awaitable[object]] | None, stop: Callable[[], Awaitable[None]] | None
+) -> Context:
+    """Return a cleanup context that runs ``start`` at start-up and ``stop`` at cleanup."""
+
+    async def ctx(_: web.Application) -> AsyncIterator[None]:
+        if start is not None:
+            await start()
+        yield
+        if stop is not None:
+            await stop()
+
+    return ctx
+
+
+def _task(loop_fn: Callable[[], Coroutine[None, None, None]]) -> Context:
+    """Return a cleanup context that runs ``loop_fn`` as a task, cancelled at cleanup."""
+
+    async def ctx(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(loop_fn())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return ctx
+
+
+async def trim_memory_loop(interval: float = 10.0) -> None:
+    """Hand freed heap memory back to the OS now and then (glibc keeps it otherwise).
+
+    Bursts (large batches, the recent-records cache) leave free memory in
+    malloc's arenas; without this RSS shows the high-water mark, not what the
+    node holds.
+    """
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return  # not glibc
+    while True:
+        await asyncio.sleep(interval)
+        trim(0)
