@@ -408,33 +408,13 @@ class ReceiveRequest:
     """What a consumer asks of a receive: up to ``max_messages`` leased from ``queue``.
 
     ``visibility_timeout`` None means the queue's; with ``wait_seconds`` the
-    receive waits that long for a message when none is visible. A long poll
-    may be made in two parts, ``at_once()`` and then ``then_wait()``; ``part``
-    says which this is.
+    receive waits that long for a message when none is visible.
     """
 
     queue: str
     max_messages: int
     visibility_timeout: float | None = None
     wait_seconds: float = 0.0
-    # "whole": look, then wait; "look": the first look of a receive that waits next
-    # if it finds nothing (the peers it asks tell it of their next messages);
-    # "wait": what follows such a look that found nothing (it starts by waiting).
-    part: Literal["whole", "look", "wait"] = "whole"
-
-    def at_once(self) -> ReceiveRequest:
-        """The same request without the wait: its first look."""
-        if not self.wait_seconds:
-            return self
-        return ReceiveRequest(
-            self.queue, self.max_messages, self.visibility_timeout, wait_seconds=0.0, part="look"
-        )
-
-    def then_wait(self) -> ReceiveRequest:
-        """The rest of the request after its first look (``at_once``) found nothing."""
-        return ReceiveRequest(
-            self.queue, self.max_messages, self.visibility_timeout, self.wait_seconds, part="wait"
-        )
 
 
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):

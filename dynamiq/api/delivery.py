@@ -9,7 +9,8 @@ answer could not be written are given back at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aiohttp import web
 
@@ -79,19 +80,9 @@ async def deliver(
         ClientGone: the client went away; whatever was leased for it was given back.
     """
     serving = node(request)
-    serving.check_receive(ask)  # a refused request leases nothing
-    epoch = serving.lease_epoch()
-    # What is visible now is taken at once; only a receive that has to wait
-    # runs as a task watched for its client going away.
-    messages = await serving.receive(ask.at_once())
-    if not messages and ask.wait_seconds > 0:
-        waiting = asyncio.get_running_loop().create_task(serving.receive(ask.then_wait()))
-        messages = await _unless_gone(request, waiting)
-    response = render(messages)
-    if messages and not serving.leases_hold(epoch):
-        # Looked at last, just before the answer is written: a process paused after
-        # leasing must not hand out what others may have leased meanwhile.
-        response = render([])
+    leased = await serving.receive(ask, lambda waiting: _unless_gone(request, waiting))
+    messages = leased.messages
+    response = leased.answer(render)
     try:
         if _gone(request):
             raise ClientGone("the client closed the connection")
@@ -103,13 +94,16 @@ async def deliver(
     return response
 
 
-async def _unless_gone(request: web.Request, task: asyncio.Task[list[Message]]) -> list[Message]:
-    """Wait for ``task``; cancel it when the client disconnects first.
+async def _unless_gone(
+    request: web.Request, receive: Coroutine[Any, Any, list[Message]]
+) -> list[Message]:
+    """Run a waiting ``receive`` as a task; cancel it when the client disconnects first.
 
     A task cancelled while it leased leaves nothing to give back: what its walk
     took lapses. What a task done before the client was seen gone leased goes
     on to ``deliver``, which gives it back when the answer cannot be written.
     """
+    task = asyncio.get_running_loop().create_task(receive)
     departures = request.config_dict[DEPARTURES]
     departures.watch(request, task)
     try:

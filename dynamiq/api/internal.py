@@ -62,12 +62,10 @@ def _msgpack(body: object) -> web.Response:
 async def receive(request: web.Request) -> web.Response:
     """Lease from this node's own slice only, without waiting."""
     here, body = await _read(request, PeerReceive)
-    epoch = here.lease_epoch()
-    got = await here.answers.receive_here(
+    leased = await here.receive_here(
         request.match_info["queue"], body.max_messages, body.visibility_timeout, body.waiter
     )
-    response = _msgpack(PeerMessages(got))
-    return response if here.leases_hold(epoch) else _msgpack(PeerMessages([]))
+    return leased.answer(lambda got: _msgpack(PeerMessages(got)))
 
 
 async def change_visibility(request: web.Request) -> web.Response:

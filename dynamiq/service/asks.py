@@ -48,29 +48,57 @@ class PeerAsks:
         self._asking: dict[tuple[str, str], asyncio.Future[bool]] = {}
 
     async def receive(self, ask: ReceiveRequest) -> list[Message]:
-        """Lease from this node's slice, then from the peers' when that is not enough."""
+        """Lease what is visible now (``look``); when nothing is, ``wait`` for it."""
+        got = await self.look(ask)
+        return got if got or ask.wait_seconds <= 0 else await self.wait(ask)
+
+    async def look(self, ask: ReceiveRequest) -> list[Message]:
+        """Lease what is visible now: from this node's slice, then from the peers' when
+        that is not enough. The peers a receive that waits next finds dry tell it
+        of their next messages (``news``)."""
         queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
-        majority = self._majority
-        if self._reach.client is None or majority.leaving:
+        if self._local_only():
+            return await self._queues.receive(queue, want, lease)
+        epoch = self._majority.epoch()
+        got = await self._queues.receive(queue, want, lease)
+        if len(got) < want:
+            got += await self._from_peers(queue, want - len(got), lease, ask.wait_seconds > 0)
+        return self._held(got, epoch)
+
+    async def wait(self, ask: ReceiveRequest) -> list[Message]:
+        """Lease what comes within ``wait_seconds``, after a ``look`` found nothing: wait
+        here first (this node's slice was just looked at and the peers just asked),
+        then ask the peers again, every ``PEER_POLL_SECONDS``."""
+        queue, want, lease = ask.queue, ask.max_messages, ask.visibility_timeout
+        if self._local_only():
             return await self._queues.receive(queue, want, lease, ask.wait_seconds)
-        if not majority.may_serve():
-            raise majority.refusal()
-        deadline, epoch = time.monotonic() + ask.wait_seconds, majority.epoch()
-        # What follows a first look that found nothing starts by waiting: this
-        # node's slice was just looked at and the peers just asked (to tell of news).
-        first_wait = min(ask.wait_seconds, PEER_POLL_SECONDS) if ask.part == "wait" else 0.0
-        got = await self._queues.receive(queue, want, lease, first_wait)
+        deadline, epoch = time.monotonic() + ask.wait_seconds, self._majority.epoch()
+        got = await self._queues.receive(
+            queue, want, lease, min(ask.wait_seconds, PEER_POLL_SECONDS)
+        )
         while True:
             if len(got) < want:
-                waits = ask.part == "look" or deadline > time.monotonic()
+                waits = deadline > time.monotonic()
                 got += await self._from_peers(queue, want - len(got), lease, waits)
             left = deadline - time.monotonic()
-            if got or left <= 0 or majority.leaving:
-                # Paused meanwhile (while asking the peers, say): the leases are void.
-                # They are not given back: the ids may be leased anew by whoever serves
-                # them now, and giving back would end that lease; they lapse instead.
-                return got if majority.holds(epoch) else []
+            if got or left <= 0 or self._majority.leaving:
+                return self._held(got, epoch)
             got = await self._queues.receive(queue, want, lease, min(left, PEER_POLL_SECONDS))
+
+    def _local_only(self) -> bool:
+        """Whether a receive looks at this node's slice only (no peers, or leaving);
+        raise ``NoMajority`` when it may not look at all."""
+        if self._reach.client is None or self._majority.leaving:
+            return True
+        if not self._majority.may_serve():
+            raise self._majority.refusal()
+        return False
+
+    def _held(self, got: list[Message], epoch: int) -> list[Message]:
+        """``got``, unless this node paused since ``epoch`` (while asking the peers, say):
+        then the leases are void. They are not given back: the ids may be leased anew
+        by whoever serves them now, and giving back would end that lease; they lapse."""
+        return got if self._majority.holds(epoch) else []
 
     def news(self, queue: str, member: str) -> None:
         """``member`` stored messages of ``queue``, which a receive here waits on: ask it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Membership
@@ -33,6 +33,7 @@ from dynamiq.models import (
     check_token,
     validate_name,
 )
+from dynamiq.service.leased import Leased
 from dynamiq.service.parts import Cluster, Engine
 from dynamiq.service.reports import (
     NodeStats,
@@ -50,6 +51,14 @@ from dynamiq.storage.diskspace import FreeSpace
 __all__ = ["Node"]
 
 log = logging.getLogger("dynamiq.service")
+
+# How a receive that has to wait is run: awaited, or as the HTTP layer watches it.
+Waiting = Callable[[Coroutine[Any, Any, list[Message]]], Awaitable[list[Message]]]
+
+
+async def _waited(receive: Coroutine[Any, Any, list[Message]]) -> list[Message]:
+    return await receive
+
 
 DISK_RETRY_SECONDS = 5  # what a publish refused for want of disk is told to wait
 
@@ -253,36 +262,39 @@ class Node:
             await self._asks.published(queue, ids, messages)
         return placed
 
-    async def receive(self, ask: ReceiveRequest) -> list[Message]:
+    async def receive(self, ask: ReceiveRequest, wait: Waiting = _waited) -> Leased:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``.
+
+        What is visible now is leased at once. A receive that has to wait runs
+        through ``wait`` (the HTTP layer stops it when its client goes).
 
         Raises:
             Overloaded: it would wait, and ``limits.maxwaiting`` receives wait already.
         """
         self.check_receive(ask)
         self._janitor.idle.used((ask.queue,))
-        if ask.wait_seconds <= 0:
-            return await self._asks.receive(ask)
-        if self._waiting >= self.limits.maxwaiting:
-            raise Overloaded(
-                f"{self._waiting} receives wait on this node already (limits.maxwaiting); "
-                "try again, or another node"
-            )
-        self._waiting += 1
-        try:
-            return await self._asks.receive(ask)
-        finally:
-            self._waiting -= 1
+        epoch = self._majority.epoch()
+        messages = await self._asks.look(ask)
+        if not messages and ask.wait_seconds > 0:
+            if self._waiting >= self.limits.maxwaiting:
+                raise Overloaded(
+                    f"{self._waiting} receives wait on this node already (limits.maxwaiting); "
+                    "try again, or another node"
+                )
+            self._waiting += 1
+            try:
+                messages = await wait(self._asks.wait(ask))
+            finally:
+                self._waiting -= 1
+        return Leased(messages, lambda: self._majority.holds(epoch))
 
-    def lease_epoch(self) -> int:
-        """A mark to take before leasing: ``leases_hold(mark)`` says later whether what
-        was leased since may still be handed to its consumer."""
-        return self._majority.epoch()
-
-    def leases_hold(self, epoch: int) -> bool:
-        """False when this process stood still since ``epoch`` long enough for the others
-        to serve its slice: what it leased since is void, and must not be answered."""
-        return self._majority.holds(epoch)
+    async def receive_here(
+        self, queue: str, max_messages: int, visibility_timeout: float | None, waiter: str
+    ) -> Leased:
+        """Lease from this node's own slice only, without waiting (a peer asks)."""
+        epoch = self._majority.epoch()
+        got = await self.answers.receive_here(queue, max_messages, visibility_timeout, waiter)
+        return Leased(got, lambda: self._majority.holds(epoch))
 
     def message_limit(self, queue: QueueSettings) -> int:
         """The most bytes (body and attributes) one message of a queue may have."""
