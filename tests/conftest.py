@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from blockbuster import blockbuster_ctx
 
-from dynamiq.config import load_settings
+from dynamiq.config_sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client

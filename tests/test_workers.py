@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dynamiq.client import Client
-from dynamiq.config import load_settings
+from dynamiq.config_sources import load_settings
 from dynamiq.errors import ConfigError
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.testing.cluster import LocalCluster

@@ -6,33 +6,50 @@ OpenAPI document are both made from it.
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
 from aiohttp import web
 
-from dynamiq.access.roles import Access, Principal
+from dynamiq.access.roles import Access
 from dynamiq.api import keys
 from dynamiq.api import schemas as s
-from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
+from dynamiq.api.bodies import json_response
 from dynamiq.api.context import services_of
-from dynamiq.api.delivery import deliver
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.routes import (
     Link,
     Param,
     Route,
     node,
-    queue_name,
-    queue_param,
     route_defs,
-    topic_name,
-    who,
 )
-from dynamiq.core.routing.subscriptions import Subscription
-from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
+from dynamiq.api.v2_handlers import (
+    cancel_redrive,
+    change_visibility,
+    configure_queue,
+    create_queue,
+    create_topic,
+    delete,
+    delete_queue,
+    delete_topic,
+    get_queue,
+    get_topic,
+    list_queues,
+    list_topics,
+    node_stats,
+    peek,
+    peek_many,
+    publish,
+    publish_topic,
+    purge_queue,
+    queue_stats,
+    receive,
+    redrive,
+    redrive_status,
+    status,
+    subscribe,
+    unsubscribe,
+)
 from dynamiq.service import reports
-from dynamiq.service.reports import QueueView, RedriveView
+from dynamiq.service.reports import RedriveView
 
 __all__ = ["ROUTES", "routes"]
 
@@ -41,258 +58,6 @@ async def openapi(request: web.Request) -> web.Response:
     """Serve the OpenAPI document of this API."""
     keyed = services_of(request).guard.enabled
     return json_response(openapi_document(ROUTES, node(request).limits, keyed))
-
-
-# -- queues -------------------------------------------------------------------
-
-
-def _info(view: QueueView, caller: Principal) -> s.QueueInfo:
-    stats = view.stats
-    settings = view.settings.to_dict()
-    if settings.get("dead_letter_queue"):
-        settings["dead_letter_queue"] = caller.shown(settings["dead_letter_queue"])
-    return s.QueueInfo(
-        name=caller.shown(view.name),
-        settings=msgspec.convert(settings, s.QueueSettingsBody),
-        stats=s.QueueStatsBody(stats.depth, stats.in_flight, stats.partitions),
-        expires_at=None if view.expires_at_ms is None else iso_time(view.expires_at_ms),
-    )
-
-
-def _changes(body: s.QueueSettingsBody, caller: Principal) -> dict[str, Any]:
-    """The settings a request names: null turns a clearable one off, and is ignored
-    for the others (as v2 always did)."""
-    out: dict[str, Any] = {}
-    for field in s.QueueSettingsBody.__struct_fields__:
-        value = getattr(body, field)
-        if value is msgspec.UNSET or (value is None and field not in s.CLEARABLE_SETTINGS):
-            continue
-        out[field] = msgspec.to_builtins(value)
-    if isinstance(out.get("dead_letter_queue"), str):
-        out["dead_letter_queue"] = caller.name_of(out["dead_letter_queue"])
-    return out
-
-
-async def list_queues(request: web.Request) -> web.Response:
-    """List queues."""
-    return json_response(s.QueueList(who(request).visible(node(request).queue_names())))
-
-
-async def create_queue(request: web.Request) -> web.Response:
-    """Create a queue, with optional settings: 201, or 409 when it exists."""
-    name, caller = queue_name(request), who(request)
-    body = await read_json(request, s.QueueSettingsBody, optional=True)
-    view = await node(request).create_queue(name, _changes(body, caller))
-    return json_response(_info(view, caller), status=201)
-
-
-async def get_queue(request: web.Request) -> web.Response:
-    """Return a queue's settings and stats."""
-    view = await node(request).describe_queue(queue_name(request))
-    return json_response(_info(view, who(request)))
-
-
-async def configure_queue(request: web.Request) -> web.Response:
-    """Change some settings; validated, effective at once."""
-    name, caller = queue_param(request), who(request)
-    body = await read_json(request, s.QueueSettingsBody)
-    view = await node(request).configure_queue(name, _changes(body, caller))
-    return json_response(_info(view, caller))
-
-
-async def delete_queue(request: web.Request) -> web.Response:
-    """Delete a queue and its messages."""
-    await node(request).delete_queue(queue_name(request))
-    return json_response({"deleted": True})
-
-
-async def purge_queue(request: web.Request) -> web.Response:
-    """Drop every message published before the call."""
-    return json_response(s.PurgeResponse(await node(request).purge_queue(queue_param(request))))
-
-
-async def redrive(request: web.Request) -> web.Response:
-    """Start moving a dead-letter queue's messages back: 202 with the task."""
-    name = queue_param(request)
-    caller = who(request)
-    body = await read_json(request, s.RedriveRequest, optional=True)
-    to = None if body.to is None else caller.name_of(body.to)
-    view = await node(request).redrive(name, to, body.max_per_second)
-    return json_response(_redrive(view, caller), status=202)
-
-
-def _redrive(view: RedriveView, caller: Principal) -> RedriveView:
-    if view.to is not None:
-        view.to = caller.shown(view.to)
-    return view
-
-
-async def redrive_status(request: web.Request) -> web.Response:
-    """Return the latest redrive of a queue."""
-    view = await node(request).redrive_status(queue_param(request))
-    return json_response(_redrive(view, who(request)))
-
-
-async def cancel_redrive(request: web.Request) -> web.Response:
-    """Cancel a running redrive; what it moved stays moved."""
-    view = await node(request).cancel_redrive(queue_param(request))
-    return json_response(_redrive(view, who(request)))
-
-
-# -- messages -----------------------------------------------------------------
-
-
-async def _outgoing(request: web.Request) -> list[bytes | Outgoing]:
-    body = await read_json(request, s.PublishRequest)
-    return [outgoing(m) for m in body.messages]
-
-
-async def publish(request: web.Request) -> web.Response:
-    """Publish a batch; 200 with the ids once every message is durable."""
-    name = queue_param(request)
-    ids = await node(request).publish(name, await _outgoing(request))
-    return json_response(s.PublishResponse([str(i) for i in ids], ids.duplicate or None))
-
-
-async def receive(request: web.Request) -> web.Response:
-    """Lease up to ``max_messages``, waiting up to ``wait_seconds`` for one to arrive."""
-    name = queue_param(request)
-    body = await read_json(request, s.ReceiveRequest, optional=True)
-    force, shown = body.encoding == "base64", who(request).shown
-
-    def render(messages: list[Message]) -> web.Response:
-        return json_response(s.ReceiveResponse([encode_message(m, force, shown) for m in messages]))
-
-    wait = node(request).wait_of(name, body.wait_seconds)
-    ask = ReceiveRequest(name, body.max_messages, body.visibility_timeout, wait)
-    return await deliver(request, ask, render)
-
-
-async def delete(request: web.Request) -> web.Response:
-    """Delete a batch of ids; say which existed."""
-    name = queue_param(request)
-    body = await read_json(request, s.DeleteRequest)
-    existed = await node(request).delete(name, [parse_id(t) for t in body.ids])
-    return json_response(s.DeleteResponse(*_split(body.ids, existed)))
-
-
-async def change_visibility(request: web.Request) -> web.Response:
-    """Extend leases (keep working on a batch) or end them (give messages back now)."""
-    name = queue_param(request)
-    body = await read_json(request, s.VisibilityRequest)
-    ids = [parse_id(t) for t in body.ids]
-    changed = set(await node(request).change_visibility(name, ids, body.visibility_timeout))
-    return json_response(s.VisibilityResponse(*_split(body.ids, [i in changed for i in ids])))
-
-
-async def peek(request: web.Request) -> web.Response:
-    """Read one message without leasing it."""
-    name = queue_param(request)
-    message = await node(request).peek(name, parse_id(request.match_info["id"]))
-    return json_response(s.PeekResponse(encode_message(message, shown=who(request).shown)))
-
-
-async def peek_many(request: web.Request) -> web.Response:
-    """Return the oldest messages (``?max=``, default 10) without leasing them."""
-    name = queue_param(request)
-    raw = request.query.get("max", "10")
-    count = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else 0
-    messages = await node(request).peek_many(name, count)
-    shown = who(request).shown
-    return json_response(s.ReceiveResponse([encode_message(m, shown=shown) for m in messages]))
-
-
-def _split(texts: list[str], flags: list[bool]) -> tuple[list[str], list[str]]:
-    """Return the texts whose flag is set, then the others."""
-    return (
-        [t for t, ok in zip(texts, flags, strict=True) if ok],
-        [t for t, ok in zip(texts, flags, strict=True) if not ok],
-    )
-
-
-# -- stats and status ---------------------------------------------------------
-
-
-async def queue_stats(request: web.Request) -> web.Response:
-    """Return a queue's contents, oldest message age and rates, cluster-wide."""
-    (detail,) = await node(request).queue_stats([queue_name(request)])
-    detail.queue = who(request).shown(detail.queue)
-    return json_response(detail)
-
-
-async def node_stats(request: web.Request) -> web.Response:
-    """Return every queue's stats and their sums."""
-    return json_response(await node(request).node_stats())
-
-
-async def status(request: web.Request) -> web.Response:
-    """Return this node, what it serves now, and every node it heard of with state and slice."""
-    return json_response(await node(request).status())
-
-
-# -- topics -------------------------------------------------------------------
-
-
-async def list_topics(request: web.Request) -> web.Response:
-    """List topics."""
-    return json_response(s.TopicList(who(request).visible(node(request).topic_names())))
-
-
-def _topic(name: str, subscriptions: list[Subscription], caller: Principal) -> s.TopicInfo:
-    listed = [
-        msgspec.convert({**sub.to_dict(), "queue": caller.shown(sub.queue)}, s.SubscriptionInfo)
-        for sub in subscriptions
-    ]
-    return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed)
-
-
-async def create_topic(request: web.Request) -> web.Response:
-    """Create a topic: 201, or 409 when it exists."""
-    name = topic_name(request)
-    await node(request).create_topic(name)
-    return json_response(_topic(name, [], who(request)), status=201)
-
-
-async def get_topic(request: web.Request) -> web.Response:
-    """Return a topic and its subscriptions."""
-    name = topic_name(request)
-    return json_response(_topic(name, node(request).subscriptions(name), who(request)))
-
-
-async def delete_topic(request: web.Request) -> web.Response:
-    """Delete a topic (its queues stay)."""
-    await node(request).delete_topic(topic_name(request))
-    return json_response({"deleted": True})
-
-
-async def subscribe(request: web.Request) -> web.Response:
-    """Subscribe a queue to a topic, or change what it takes (idempotent)."""
-    topic = topic_name(request)
-    node(request).require_topic(topic)  # 404s before the body is read
-    queue = queue_param(request)
-    body = await read_json(request, s.SubscriptionBody, optional=True)
-    subscriptions = await node(request).subscribe(topic, queue, body.pattern, body.filter)
-    return json_response(_topic(topic, subscriptions, who(request)))
-
-
-async def unsubscribe(request: web.Request) -> web.Response:
-    """Unsubscribe a queue (idempotent)."""
-    topic, queue = topic_name(request), queue_name(request)
-    remaining = await node(request).unsubscribe(topic, queue)
-    return json_response(_topic(topic, remaining, who(request)))
-
-
-async def publish_topic(request: web.Request) -> web.Response:
-    """Publish a batch to the subscribers that take each message; ids per queue."""
-    name, shown = topic_name(request), who(request).shown
-    node(request).require_topic(name)
-    ids = await node(request).publish_topic(name, await _outgoing(request))
-    return json_response(
-        s.TopicPublishResponse(
-            {shown(q): [None if i is None else str(i) for i in v] for q, v in ids.items()},
-            {shown(q): v.duplicate for q, v in ids.items() if v.duplicate} or None,
-        )
-    )
 
 
 _MAX = Param("max", {"type": "integer", "minimum": 1, "default": 10}, at_most_batch=True)

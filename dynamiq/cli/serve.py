@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dynamiq.config import keys, load_settings
+from dynamiq.config_sources import keys, load_settings
 from dynamiq.errors import ConfigError, DynamiqError
 
 __all__ = ["register", "serve_node"]

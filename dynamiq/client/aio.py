@@ -6,16 +6,12 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
-import ssl
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import aiohttp
-import msgspec
-
 from dynamiq.client.spool import DEFAULT_MAX_BYTES, Spool, send_waiting
+from dynamiq.client.transport import MAX_BACKOFF, Transport, node_urls
 from dynamiq.client.wire import (
     Body,
     Extras,
@@ -26,15 +22,12 @@ from dynamiq.client.wire import (
     published_topic,
 )
 from dynamiq.client.worker import Handler, Worker, WorkerReport
-from dynamiq.errors import BackendUnavailable, RetryLater, error_for_code
+from dynamiq.errors import BackendUnavailable
 from dynamiq.models import AttributeValue, Message, Outgoing, Published
 
-__all__ = ["AsyncClient", "Body", "tls_context"]
+__all__ = ["AsyncClient", "Body"]
 
 log = logging.getLogger("dynamiq.client")
-
-DEFAULT_URL = "http://127.0.0.1:8081"
-MAX_BACKOFF = 5.0
 
 
 class AsyncClient:
@@ -44,6 +37,11 @@ class AsyncClient:
     ``dynamiq.errors`` class named by the server's error code (for example
     ``QueueNotFound``), and ``BackendUnavailable`` when the node cannot be
     reached.
+
+    A request that cannot reach a node, or that a node answers with 503, goes
+    to the next node. A retried publish may store its messages twice (the
+    first attempt may have succeeded unseen): delivery is at least once, so
+    consumers must be idempotent.
     """
 
     def __init__(
@@ -88,24 +86,12 @@ class AsyncClient:
                 else the system's.
             client_cert: ``(certfile, keyfile)`` shown to nodes that ask for a
                 client certificate (``tls.cafile``).
-
-        A request that cannot reach a node, or that a node answers with 503,
-        goes to the next node. A retried publish may store its messages twice
-        (the first attempt may have succeeded unseen): delivery is at least
-        once, so consumers must be idempotent.
         """
-        if url is None:
-            url = os.environ.get("DYNAMIQ_HOSTS") or DEFAULT_URL
-        urls = url.split(",") if isinstance(url, str) else list(url)
-        self._urls = [u.strip().rstrip("/") for u in urls if u.strip()]
-        if not self._urls:
-            raise ValueError("no node URL given")
-        random.shuffle(self._urls)
-        self._current = 0
-        self._timeout = timeout
-        self._rounds = max(1, rounds)
+        self._transport = Transport(
+            node_urls(url), timeout, rounds, backoff, key, ca_file, client_cert
+        )
+        self._call = self._transport.call
         self._backoff = backoff
-        self._session: aiohttp.ClientSession | None = None
         # Opened on first use, in a thread (as every spool file operation is).
         self._spool: Spool | None = spool if isinstance(spool, Spool) else None
         self._own_spool = spool is not None and self._spool is None
@@ -114,25 +100,21 @@ class AsyncClient:
         )
         self._spool_sender = spool_sender
         self._sender: asyncio.Task[None] | None = None
-        key = os.environ.get("DYNAMIQ_KEY") if key is None else key
-        self._auth = {"Authorization": f"Bearer {key}"} if key else {}
-        https = any(u.startswith("https:") for u in self._urls)
-        self._tls: ssl.SSLContext | bool = tls_context(ca_file, client_cert) if https else True
 
     @property
     def key(self) -> str | None:
         """The key this client sends, if any."""
-        return self._auth["Authorization"].removeprefix("Bearer ") if self._auth else None
+        return self._transport.key
 
     @property
     def url(self) -> str:
         """The node requests go to now."""
-        return self._urls[self._current]
+        return self._transport.url
 
     @property
     def urls(self) -> list[str]:
         """Every node this client may send to."""
-        return list(self._urls)
+        return self._transport.urls
 
     async def __aenter__(self) -> AsyncClient:
         if await self._open_spool() and self.spool_pending:  # left by a previous process
@@ -160,18 +142,16 @@ class AsyncClient:
             self._sender = None
         if self._own_spool and self._spool is not None:
             await asyncio.to_thread(self._spool.close)
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._transport.close()
 
     # -- queues --------------------------------------------------------------
 
-    async def create_queue(self, name: str, **settings: Any) -> dict[str, Any]:
+    async def create_queue(self, /, name: str, **settings: Any) -> dict[str, Any]:
         """Create a queue; settings as in ``QueueSettings``. Returns its description."""
         result: dict[str, Any] = await self._call("PUT", f"/v2/queues/{name}", settings)
         return result
 
-    async def configure_queue(self, name: str, **changes: Any) -> dict[str, Any]:
+    async def configure_queue(self, /, name: str, **changes: Any) -> dict[str, Any]:
         """Change some settings of a queue. Returns its description."""
         result: dict[str, Any] = await self._call("PATCH", f"/v2/queues/{name}", changes)
         return result
@@ -448,65 +428,3 @@ class AsyncClient:
         ``idle_timeout``; return what was done. Options as ``Worker``: ``concurrency``,
         ``batch``, ``max_in_flight``, ``visibility_timeout``, ``retry_delay``."""
         return await self.worker(queue, handler, **options).run(handle_signals=handle_signals)
-
-    # -- transport -----------------------------------------------------------
-
-    async def _call(
-        self, method: str, path: str, payload: Any = None, extra_time: float = 0.0
-    ) -> Any:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._tls))
-        data = msgspec.json.encode(payload) if payload is not None else None
-        nodes = len(self._urls)
-        for attempt in range(self._rounds * nodes):
-            try:
-                return await self._once(method, path, data, extra_time)
-            except BackendUnavailable as exc:
-                self._current = (self._current + 1) % nodes
-                if attempt + 1 == self._rounds * nodes:
-                    raise
-                if (attempt + 1) % nodes == 0:  # every node failed this round
-                    delay = self._backoff * 2 ** ((attempt + 1) // nodes - 1)
-                    await asyncio.sleep(min(MAX_BACKOFF, max(delay, exc.retry_after or 0)))
-        raise AssertionError("unreachable")
-
-    async def _once(self, method: str, path: str, data: bytes | None, extra_time: float) -> Any:
-        assert self._session is not None
-        timeout = aiohttp.ClientTimeout(total=self._timeout + extra_time)
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        headers |= self._auth
-        try:
-            async with self._session.request(
-                method, self.url + path, data=data, headers=headers, timeout=timeout
-            ) as response:
-                raw = await response.read()
-                status = response.status
-                retry_after = response.headers.get("Retry-After")
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BackendUnavailable(f"cannot reach {self.url}: {exc!r}", retry_after=0) from exc
-        body = msgspec.json.decode(raw) if raw else None
-        if status >= 400:
-            _raise(status, body, retry_after)
-        return body
-
-
-def tls_context(
-    ca_file: str | None = None, client_cert: tuple[str, str] | None = None
-) -> ssl.SSLContext:
-    """Return the context ``https://`` nodes are called with: their certificates checked
-    against ``ca_file`` (default ``DYNAMIQ_CA_FILE``, else the system's authorities),
-    and ``client_cert`` shown when given."""
-    context = ssl.create_default_context(cafile=ca_file or os.environ.get("DYNAMIQ_CA_FILE"))
-    if client_cert is not None:
-        context.load_cert_chain(*client_cert)
-    return context
-
-
-def _raise(status: int, body: Any, retry_after: str | None) -> None:
-    if isinstance(body, dict) and "error" in body:
-        err = error_for_code(str(body["error"]), str(body.get("message", "")), status)
-    else:
-        err = error_for_code("HTTP_ERROR", f"HTTP {status}", status)
-    if isinstance(err, RetryLater) and retry_after and retry_after.isdigit():
-        err.retry_after = int(retry_after)
-    raise err

@@ -11,13 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
 
 from dynamiq.client.batches import batches
+from dynamiq.client.consumer import Consumer
 from dynamiq.errors import DynamiqError
-
-if TYPE_CHECKING:
-    from dynamiq.client.aio import AsyncClient
 
 __all__ = ["LeaseKeeper"]
 
@@ -32,7 +29,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: Consumer,
         queue: str,
         visibility_timeout: float,
         held: Callable[[], Collection[int]],

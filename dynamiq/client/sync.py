@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.client.aio import AsyncClient
 from dynamiq.client.spool import DEFAULT_MAX_BYTES, Spool
-from dynamiq.client.wire import Body
 from dynamiq.client.worker import Worker as AsyncWorker
 from dynamiq.client.worker import WorkerReport
-from dynamiq.models import AttributeValue, Message, Outgoing, Published
+from dynamiq.models import Message
 
 __all__ = ["Client", "Worker"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Client, P], T]:
+    """Return ``method`` of ``AsyncClient`` as a method of ``Client`` that blocks until
+    it is done: the same arguments, answer, errors and documentation."""
+
+    @functools.wraps(method)
+    def run(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(method(self._client, *args, **kwargs))
+
+    return run
 
 
 class Client:
@@ -86,173 +100,37 @@ class Client:
         if self._sender is not None and self._client.spool_pending:
             self._sender.start()
 
-    def peek_oldest(self, queue: str, max_messages: int = 10) -> list[Message]:
-        """Read a queue's oldest messages without leasing them."""
-        return self._run(self._client.peek_oldest(queue, max_messages))
-
-    def stats(self) -> dict[str, Any]:
-        """Return every queue's stats and their sums."""
-        return self._run(self._client.stats())
-
-    def status(self) -> dict[str, Any]:
-        """Return the node asked and the members it sees."""
-        return self._run(self._client.status())
+    # Each the AsyncClient method of the same name, run to its end.
+    create_queue = _blocking(AsyncClient.create_queue)
+    configure_queue = _blocking(AsyncClient.configure_queue)
+    queue = _blocking(AsyncClient.queue)
+    queues = _blocking(AsyncClient.queues)
+    delete_queue = _blocking(AsyncClient.delete_queue)
+    purge_queue = _blocking(AsyncClient.purge_queue)
+    redrive = _blocking(AsyncClient.redrive)
+    redrive_status = _blocking(AsyncClient.redrive_status)
+    cancel_redrive = _blocking(AsyncClient.cancel_redrive)
+    create_topic = _blocking(AsyncClient.create_topic)
+    delete_topic = _blocking(AsyncClient.delete_topic)
+    topics = _blocking(AsyncClient.topics)
+    subscribe = _blocking(AsyncClient.subscribe)
+    subscriptions = _blocking(AsyncClient.subscriptions)
+    unsubscribe = _blocking(AsyncClient.unsubscribe)
+    publish = _blocking(AsyncClient.publish)
+    publish_topic = _blocking(AsyncClient.publish_topic)
+    receive = _blocking(AsyncClient.receive)
+    delete = _blocking(AsyncClient.delete)
+    change_visibility = _blocking(AsyncClient.change_visibility)
+    peek = _blocking(AsyncClient.peek)
+    peek_oldest = _blocking(AsyncClient.peek_oldest)
+    stats = _blocking(AsyncClient.stats)
+    status = _blocking(AsyncClient.status)
+    flush_spool = _blocking(AsyncClient.flush_spool)
 
     @property
     def spool_pending(self) -> bool:
         """Whether publishes wait in the spool."""
         return self._client.spool_pending
-
-    def flush_spool(self, progress: Callable[[int], None] | None = None) -> int:
-        """Send what the spool keeps, in order; return how many messages went."""
-        return self._run(self._client.flush_spool(progress))
-
-    def create_queue(self, name: str, **settings: Any) -> dict[str, Any]:
-        """Create a queue."""
-        return self._run(self._client.create_queue(name, **settings))
-
-    def configure_queue(self, name: str, **changes: Any) -> dict[str, Any]:
-        """Change some settings of a queue."""
-        return self._run(self._client.configure_queue(name, **changes))
-
-    def queue(self, name: str) -> dict[str, Any]:
-        """Return a queue's settings and stats."""
-        return self._run(self._client.queue(name))
-
-    def queues(self) -> list[str]:
-        """Return every queue name."""
-        return self._run(self._client.queues())
-
-    def delete_queue(self, name: str) -> None:
-        """Delete a queue and its messages."""
-        self._run(self._client.delete_queue(name))
-
-    def purge_queue(self, name: str) -> int:
-        """Drop every message published before the call; return how many the queue held."""
-        return self._run(self._client.purge_queue(name))
-
-    def redrive(
-        self, queue: str, *, to: str | None = None, max_per_second: float | None = None
-    ) -> dict[str, Any]:
-        """Start moving a dead-letter queue's messages back; return the task."""
-        return self._run(self._client.redrive(queue, to=to, max_per_second=max_per_second))
-
-    def redrive_status(self, queue: str) -> dict[str, Any]:
-        """Return the latest redrive of a queue."""
-        return self._run(self._client.redrive_status(queue))
-
-    def cancel_redrive(self, queue: str) -> dict[str, Any]:
-        """Cancel a running redrive."""
-        return self._run(self._client.cancel_redrive(queue))
-
-    def create_topic(self, name: str) -> None:
-        """Create a topic."""
-        self._run(self._client.create_topic(name))
-
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic."""
-        self._run(self._client.delete_topic(name))
-
-    def topics(self) -> list[str]:
-        """Return every topic name."""
-        return self._run(self._client.topics())
-
-    def subscribe(
-        self,
-        topic: str,
-        queue: str,
-        *,
-        pattern: str | None = None,
-        filter_policy: dict[str, Any] | None = None,
-    ) -> list[str]:
-        """Subscribe a queue to a topic, or change what it takes (see ``AsyncClient``)."""
-        return self._run(
-            self._client.subscribe(topic, queue, pattern=pattern, filter_policy=filter_policy)
-        )
-
-    def subscriptions(self, topic: str) -> list[dict[str, Any]]:
-        """Return a topic's subscriptions, each with its pattern and filter if set."""
-        return self._run(self._client.subscriptions(topic))
-
-    def unsubscribe(self, topic: str, queue: str) -> list[str]:
-        """Unsubscribe a queue from a topic."""
-        return self._run(self._client.unsubscribe(topic, queue))
-
-    def publish(
-        self,
-        queue: str,
-        bodies: Sequence[Body | Outgoing],
-        *,
-        delay_seconds: float | None = None,
-        ttl_seconds: float | None = None,
-        attributes: Mapping[str, AttributeValue] | None = None,
-        routing_key: str | None = None,
-    ) -> Published[int]:
-        """Publish messages durably; return their ids (see ``AsyncClient.publish``)."""
-        return self._run(
-            self._client.publish(
-                queue,
-                bodies,
-                delay_seconds=delay_seconds,
-                ttl_seconds=ttl_seconds,
-                attributes=attributes,
-                routing_key=routing_key,
-            )
-        )
-
-    def publish_topic(
-        self,
-        topic: str,
-        bodies: Sequence[Body | Outgoing],
-        *,
-        delay_seconds: float | None = None,
-        ttl_seconds: float | None = None,
-        attributes: Mapping[str, AttributeValue] | None = None,
-        routing_key: str | None = None,
-    ) -> dict[str, Published[int | None]]:
-        """Publish to the subscribed queues that take each message; ids per queue."""
-        return self._run(
-            self._client.publish_topic(
-                topic,
-                bodies,
-                delay_seconds=delay_seconds,
-                ttl_seconds=ttl_seconds,
-                attributes=attributes,
-                routing_key=routing_key,
-            )
-        )
-
-    def receive(
-        self,
-        queue: str,
-        max_messages: int = 1,
-        *,
-        wait_seconds: float = 0.0,
-        visibility_timeout: float | None = None,
-    ) -> list[Message]:
-        """Lease up to ``max_messages`` messages."""
-        return self._run(
-            self._client.receive(
-                queue,
-                max_messages,
-                wait_seconds=wait_seconds,
-                visibility_timeout=visibility_timeout,
-            )
-        )
-
-    def delete(self, queue: str, ids: Sequence[int]) -> list[int]:
-        """Delete messages; return the ids that existed."""
-        return self._run(self._client.delete(queue, ids))
-
-    def change_visibility(
-        self, queue: str, ids: Sequence[int], visibility_timeout: float
-    ) -> list[int]:
-        """Extend leases, or end them with 0; return the ids changed."""
-        return self._run(self._client.change_visibility(queue, ids, visibility_timeout))
-
-    def peek(self, queue: str, message_id: int) -> Message:
-        """Read a message without leasing it."""
-        return self._run(self._client.peek(queue, message_id))
 
     def worker(self, queue: str, handler: Callable[[Message], object], **options: Any) -> Worker:
         """Return a blocking worker for ``queue`` (options as ``dynamiq.client.worker.Worker``):

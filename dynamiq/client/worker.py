@@ -28,15 +28,13 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dynamiq.client.batches import batches
+from dynamiq.client.consumer import Consumer
 from dynamiq.client.leases import LeaseKeeper
 from dynamiq.errors import DynamiqError
 from dynamiq.models import Message
-
-if TYPE_CHECKING:
-    from dynamiq.client.aio import AsyncClient
 
 __all__ = ["Handler", "Retry", "Worker", "WorkerReport"]
 
@@ -79,7 +77,7 @@ class Worker:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: Consumer,
         queue: str,
         handler: Handler,
         *,

@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dynamiq.client.aio import tls_context
+from dynamiq.client.transport import tls_context
 from dynamiq.models import Message
 
 __all__ = ["SCHEMA", "Options", "live_nodes", "node_urls", "row_of"]

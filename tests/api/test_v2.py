@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dynamiq.config import load_settings
+from dynamiq.config_sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.testing.server import node_client
 from tests.api.documented import Http, call
