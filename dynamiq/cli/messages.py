@@ -34,6 +34,11 @@ _encode = msgspec.json.Encoder().encode
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the commands to the ``dynamiq`` parser's subcommands."""
+    for add in (_publish_command, _consume_command, _peek_command, _spool_command):
+        add(sub, common)
+
+
+def _publish_command(sub: Any, common: argparse.ArgumentParser) -> None:
     publish = sub.add_parser(
         "publish",
         parents=[common],
@@ -60,6 +65,8 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     publish.set_defaults(run=publish_messages)
 
+
+def _consume_command(sub: Any, common: argparse.ArgumentParser) -> None:
     consume = sub.add_parser(
         "consume",
         parents=[common],
@@ -85,12 +92,16 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     consume.set_defaults(run=consume_messages)
 
+
+def _peek_command(sub: Any, common: argparse.ArgumentParser) -> None:
     peek = sub.add_parser("peek", parents=[common], help="read messages without leasing them")
     peek.add_argument("queue")
     peek.add_argument("id", nargs="?", type=int, help="one message (default: the oldest)")
     peek.add_argument("--max", type=int, default=10, help="how many of the oldest (default 10)")
     peek.set_defaults(run=peek_messages)
 
+
+def _spool_command(sub: Any, common: argparse.ArgumentParser) -> None:
     spool = sub.add_parser("spool", help="a producer spool: show it, or send what it keeps")
     actions = spool.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, run, text in (

@@ -33,10 +33,10 @@ from typing import Any
 from dynamiq.client.batches import batches
 from dynamiq.client.consumer import Consumer
 from dynamiq.client.leases import LeaseKeeper
-from dynamiq.errors import DynamiqError
+from dynamiq.errors import DynamiqError, RequestTimeout, RetryLater, ServerError
 from dynamiq.models import Message
 
-__all__ = ["Handler", "Retry", "Worker", "WorkerReport"]
+__all__ = ["Handler", "Retry", "Worker", "WorkerReport", "heals"]
 
 log = logging.getLogger("dynamiq.client")
 
@@ -70,6 +70,13 @@ class WorkerReport:
     """Leases that had ended before they could be extended."""
     unsettled: int = 0
     """Deletes and releases no node answered: those messages come again."""
+
+
+def heals(error: DynamiqError) -> bool:
+    """Whether asking again later may succeed: no node answered, a node could not
+    serve for now (503, 429), or the request took too long; not a queue that does
+    not exist or a key without permission."""
+    return isinstance(error, RetryLater | ServerError | RequestTimeout)
 
 
 class Worker:
@@ -147,11 +154,16 @@ class Worker:
         slots = asyncio.Semaphore(self._concurrency)
         running: set[asyncio.Task[None]] = set()
         with _signals(self._loop, self.stop, handle_signals):
+            loops = [
+                asyncio.create_task(self._receive_loop(slots, running, pool))
+                for _ in range(self._receivers)
+            ]
             try:
-                loops = (self._receive_loop(slots, running, pool) for _ in range(self._receivers))
                 await asyncio.gather(*loops)
             finally:
-                await asyncio.gather(*running, return_exceptions=True)
+                for receiving in loops:  # one failed: the others end with it
+                    receiving.cancel()
+                await asyncio.gather(*loops, *running, return_exceptions=True)
                 keeping.cancel()
                 self._done = True
                 self._settled.set()
@@ -206,12 +218,19 @@ class Worker:
 
     async def _receive(self, count: int) -> list[Message]:
         """Receive up to ``count``, waiting at most ``POLL_SECONDS`` (so that a stop is
-        seen soon); [] when no node answers."""
+        seen soon); [] when no node answers, or answers an error that waiting heals.
+
+        Raises:
+            DynamiqError: an error that waiting does not heal (no such queue, no
+                permission): the worker ends with it.
+        """
         try:
             return await self._client.receive(
                 self._queue, count, wait_seconds=POLL_SECONDS, visibility_timeout=self._visibility
             )
         except DynamiqError as exc:
+            if not heals(exc):
+                raise
             log.warning("receive from %s failed: %s", self._queue, exc)
             await asyncio.sleep(POLL_SECONDS)
             return []

@@ -121,6 +121,11 @@ def test_consume_deletes_only_what_it_wrote(node: str, queue: str, tmp_path: Pat
     assert depth(node, queue) == 30
 
 
+def test_consume_of_a_queue_that_does_not_exist_ends_with_status_1(node: str) -> None:
+    done = dynamiq("consume", "no-such-queue", "--follow", url=node, check=1)
+    assert "QUEUE_NOT_FOUND" in done.stderr
+
+
 def test_topics_route_a_file_of_json_lines(node: str, tmp_path: Path) -> None:
     for name in ("created", "everything"):
         dynamiq("queues", "create", name, url=node)

@@ -8,9 +8,20 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from dynamiq.client import AsyncClient, Retry
+from dynamiq.client.worker import heals
+from dynamiq.errors import (
+    BackendUnavailable,
+    Forbidden,
+    Invalid,
+    NoMajority,
+    QueueNotFound,
+    TooManyRequests,
+    Unauthorized,
+)
 from dynamiq.models import Message
 
 Http = TestClient[Any, Any]
@@ -128,3 +139,22 @@ async def test_a_stopped_worker_finishes_what_runs_and_releases_the_rest(
         again = await client.consume("s", lambda m: handled.append(m.id), idle_timeout=1.0)
         assert again.received == 100 - report.succeeded
         assert sorted(handled) == sorted(ids)
+
+
+async def test_a_worker_ends_on_an_error_that_waiting_does_not_heal(http: Http) -> None:
+    # Given a queue that does not exist (a typo, or deleted)
+    async with AsyncClient(url(http)) as client:
+        handled: list[Message] = []
+        # When a worker with two receivers consumes it, with no idle timeout
+        worker = client.worker("no-such-queue", handled.append, receivers=2)
+        # Then it ends with the node's error instead of asking again for ever
+        with pytest.raises(QueueNotFound):
+            await asyncio.wait_for(worker.run(), 10.0)
+        assert handled == []
+
+
+def test_only_errors_that_waiting_may_heal_are_retried() -> None:
+    healing = [BackendUnavailable("down"), NoMajority(1, 3), TooManyRequests("slow down")]
+    lasting = [QueueNotFound("q"), Forbidden("no"), Unauthorized("who?"), Invalid("bad", "x")]
+    assert all(heals(e) for e in healing)
+    assert not any(heals(e) for e in lasting)
