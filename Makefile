@@ -1,5 +1,5 @@
 # The same commands for people and CI: `make run`, `make test`.
-.PHONY: setup run test check pytest bench clean
+.PHONY: setup servers run test check pytest bench clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,10 +8,13 @@ CONFIG ?= config/dynamiq.gcfg
 setup:  ## create .venv and install (idempotent, quick when nothing changed)
 	@./setup.sh
 
+servers:  ## install the servers the tests drive, where this machine allows it
+	@bash scripts/servers
+
 run: setup  ## start one node on the embedded store at http://127.0.0.1:8081
 	$(VENV)/bin/dynamiq serve -c $(CONFIG)
 
-test: check pytest  ## the whole suite: style, types, layering, tests
+test: servers check pytest  ## the whole suite: style, types, layering, tests
 
 check: setup
 	$(VENV)/bin/ruff check dynamiq tests bench examples

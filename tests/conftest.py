@@ -22,7 +22,7 @@ from dynamiq.config_sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client
-from tests.servers import flush_redis, redis_cluster, redis_server
+from tests.servers import flush_redis, redis_cluster, redis_server, refused
 
 # Node processes the tests start are one process each unless a test says otherwise
 # (the default, one worker per core, is what tests/test_workers.py and the chaos
@@ -54,6 +54,21 @@ LIBRARY_BLOCKING = [
         )
     ),
 ]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """End with one line naming the servers whose tests skipped, and how to install them."""
+    wanted: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+        if found := re.search(r"Skipped: (\S+) is not installed", reason):
+            wanted[found[1]] = wanted.get(found[1], 0) + 1
+    if wanted:
+        told = ", ".join(f"{name} ({count} tests)" for name, count in sorted(wanted.items()))
+        terminalreporter.write_line(
+            f"skipped for want of {told}: install them with `sudo bash scripts/servers` "
+            "(Debian, Ubuntu) and run make test again"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -248,3 +263,17 @@ def node_factory(tmp_path: Path) -> Iterator[NodeFactory]:
     finally:
         for node in started:
             node.stop()
+
+
+@pytest.fixture
+def down_url() -> Iterator[str]:
+    """A node URL nobody answers at (connections are refused) for the whole test."""
+    with refused() as (nobody,):
+        yield f"http://{nobody}"
+
+
+@pytest.fixture
+def down_urls() -> Iterator[list[str]]:
+    """Two node URLs nobody answers at, for the whole test."""
+    with refused(2) as nobody:
+        yield [f"http://{address}" for address in nobody]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import random
@@ -20,20 +21,28 @@ import pytest
 __all__ = [
     "RedisCluster",
     "flush_redis",
-    "free_port",
     "redis_cluster",
     "redis_server",
+    "refused",
     "require",
 ]
 
+# Where a single redis-server's port is drawn: below the OS's range for outgoing
+# connections (from 32768), beside the Redis Cluster servers' (``free_cluster_port``).
+REDIS_PORTS = (20000, 32000)
 NODE_TIMEOUT_MS = 2000  # a Redis Cluster's cluster-node-timeout: a failover takes about this
 
 
-def free_port() -> int:
-    """Return a TCP port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@contextmanager
+def refused(count: int = 1) -> Iterator[list[str]]:
+    """Yield ``count`` loopback addresses (``127.0.0.1:port``) whose ports are bound
+    here and listened on by nobody: every connection to one is refused, and no other
+    process can take the port while the test runs."""
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in held:
+            sock.bind(("127.0.0.1", 0))
+        yield [f"127.0.0.1:{sock.getsockname()[1]}" for sock in held]
 
 
 def free_cluster_port() -> int:
@@ -96,16 +105,32 @@ def _redis_args(binary: str, port: int, data: Path) -> list[str]:
     return [binary, *(x for key, value in settings.items() for x in (f"--{key}", value))]
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
+def _wait_port(port: int, proc: subprocess.Popen[bytes], fail: bool = True) -> bool:
+    """Wait until ``proc`` serves ``port``; False when it ended first (its port was
+    taken) and not ``fail``."""
     deadline = time.monotonic() + 20
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
+            if proc.poll() is None:
+                return True
         except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {port} did not start") from None
-            time.sleep(0.05)
+            pass
+        if proc.poll() is not None and not fail:
+            return False
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"redis-server on port {port} did not start")
+        time.sleep(0.05)
+
+
+def _unbound(port: int) -> bool:
+    """Whether nothing holds ``port`` on loopback now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -125,17 +150,22 @@ def redis_server(
 ) -> Iterator[str]:
     """Run redis-server with fsync on every write (a replica of ``replica_of``); yield its URL."""
     binary = require("redis-server")
-    port = port or free_port()
     data.mkdir(parents=True, exist_ok=True)
-    args = _redis_args(binary, port, data)
-    if replica_of:
-        args += ["--replicaof", *replica_of.split(":")]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port, proc)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        _stop(proc)
+    for _ in range(20):  # a port drawn at random may be taken by then: another one
+        at = port or random.randrange(*REDIS_PORTS)
+        if port is None and not _unbound(at):
+            continue
+        args = _redis_args(binary, at, data)
+        if replica_of:
+            args += ["--replicaof", *replica_of.split(":")]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            if _wait_port(at, proc, fail=port is not None):
+                yield f"redis://127.0.0.1:{at}/0"
+                return
+        finally:
+            _stop(proc)
+    raise RuntimeError("redis-server found no free port in 20 tries")
 
 
 @dataclass

@@ -47,17 +47,22 @@ START_SECONDS = 30.0
 SPARE_PORTS = (10000, 20000)
 
 
-def spare_port(host: str = HOST, count: int = 1) -> int:
+def spare_port(host: str = HOST, count: int = 1, given: set[int] | None = None) -> int:
     """Return a port free on ``host`` for TCP and UDP now, and the ``count - 1``
     after it too, outside the range the OS draws outgoing connections' ports from
-    (0 when none was found)."""
+    (0 when none was found). Ports in ``given`` (handed out already, to processes
+    that have not bound them yet) are not chosen again; the ones chosen join it."""
+    given = set() if given is None else given
     for _ in range(200):
         first = random.randrange(SPARE_PORTS[0], SPARE_PORTS[1] - count)
+        if given.intersection(range(first, first + count)):
+            continue
         try:
             for port in range(first, first + count):
                 claim_port(host, port)
         except OSError:
             continue
+        given.update(range(first, first + count))
         return first
     return 0
 
@@ -215,6 +220,7 @@ class LocalCluster:
             self.env.setdefault("DYNAMIQ_AUTH_ENABLED", "false")
         (data / "logs").mkdir(parents=True, exist_ok=True)
         self.nodes: dict[str, LocalNode] = {}
+        self._given: set[int] = set(http_ports)  # ports handed to this cluster's nodes
         for i in range(nodes):
             self._define(f"n{i + 1}", http_ports[i] if i < len(http_ports) else 0)
 
@@ -226,8 +232,9 @@ class LocalCluster:
         if self.network is not None:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         else:
-            node.http_port = http_port or spare_port()
-            node.gossip_port = spare_port(count=2 * self.workers)  # a gossip and a peer port each
+            node.http_port = http_port or spare_port(given=self._given)
+            # a gossip and a peer port for each worker, apart from every other node's
+            node.gossip_port = spare_port(count=2 * self.workers, given=self._given)
         self.nodes[name] = node
         return node
 

@@ -18,7 +18,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster
-from tests.servers import free_port
+from tests.servers import refused
 
 COMMANDS = [
     "serve",
@@ -177,17 +177,20 @@ def test_exit_codes(node: str) -> None:
     assert "QUEUE_NOT_FOUND" in missing.stderr
     dynamiq("queues", "create", "x", "notapair", url=node, check=2)
     dynamiq("queues", "frobnicate", url=node, check=2)
-    down = dynamiq("queues", "list", url=f"http://127.0.0.1:{free_port()}", check=3)
+    with refused() as (nobody,):
+        down = dynamiq("queues", "list", url=f"http://{nobody}", check=3)
     assert "no node answered" in down.stderr
 
 
 def test_a_spool_keeps_what_no_node_took_until_flushed(
-    node: str, queue: str, tmp_path: Path
+    node: str,
+    queue: str,
+    tmp_path: Path,
+    down_url: str,
 ) -> None:
     spool = str(tmp_path / "spool")
-    down = f"http://127.0.0.1:{free_port()}"
     kept = json.loads(
-        dynamiq("publish", queue, "a", "b", "--spool", spool, "--json", url=down).stdout
+        dynamiq("publish", queue, "a", "b", "--spool", spool, "--json", url=down_url).stdout
     )
     assert kept["spooled"] == 2 and kept["published"] == 0
     shown = json.loads(dynamiq("spool", "show", spool, "--json").stdout)

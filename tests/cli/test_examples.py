@@ -12,7 +12,6 @@ from pathlib import Path
 from types import ModuleType
 
 from dynamiq.client import Client
-from tests.servers import free_port
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -56,10 +55,9 @@ def test_the_worker_handles_the_good_and_dead_letters_the_poison(node: str) -> N
 
 
 def test_the_producer_spools_through_an_outage_and_stores_each_event_once(
-    node: str, tmp_path: Path
+    node: str, tmp_path: Path, down_url: str
 ) -> None:
     spool = str(tmp_path / "spool")
-    down = f"http://127.0.0.1:{free_port()}"
     out = run(
         "producer.py",
         "--queue",
@@ -70,7 +68,7 @@ def test_the_producer_spools_through_an_outage_and_stores_each_event_once(
         spool,
         "--drain",
         "0",
-        url=down,
+        url=down_url,
     )
     assert out.strip() == "published 0, spooled 300; some still wait in the spool"
     # A second run while they wait: all are sent. Its own events go behind them

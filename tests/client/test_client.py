@@ -11,7 +11,6 @@ from aiohttp.test_utils import TestClient
 from dynamiq.client import AsyncClient
 from dynamiq.errors import BackendUnavailable, Invalid, QueueExists, QueueNotFound, TopicNotFound
 from dynamiq.models import AttributeValue, Outgoing
-from tests.servers import free_port
 
 Http = TestClient[Any, Any]
 
@@ -80,9 +79,8 @@ async def test_change_visibility(client: AsyncClient) -> None:
         await client.change_visibility("v", [ids[0]], -1)
 
 
-async def test_fails_over_to_a_live_node(lmdb_http: Http) -> None:
-    live = str(lmdb_http.make_url("")).rstrip("/")
-    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+async def test_fails_over_to_a_live_node(lmdb_http: Http, down_urls: list[str]) -> None:
+    live, dead = str(lmdb_http.make_url("")).rstrip("/"), down_urls
     async with AsyncClient([dead[0], live, dead[1]], rounds=1, backoff=0.01) as client:
         # Whatever order the shuffle chose, every call reaches the live node
         await client.create_queue("fo")
@@ -91,8 +89,8 @@ async def test_fails_over_to_a_live_node(lmdb_http: Http) -> None:
         assert client.url == live
 
 
-async def test_gives_up_after_every_node_failed_its_rounds() -> None:
-    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+async def test_gives_up_after_every_node_failed_its_rounds(down_urls: list[str]) -> None:
+    dead = down_urls
     loop = asyncio.get_running_loop()
     started = loop.time()
     async with AsyncClient(",".join(dead), rounds=3, backoff=0.05, timeout=2) as client:

@@ -16,7 +16,6 @@ from aiohttp.test_utils import TestClient
 
 from dynamiq.client import AsyncClient
 from dynamiq.client.spool import Spool, SpoolBusy, SpoolFull
-from tests.servers import free_port
 
 Http = TestClient[Any, Any]
 
@@ -65,13 +64,13 @@ async def run_python(script: str, *args: str) -> asyncio.subprocess.Process:
 
 
 async def test_spooled_while_down_survives_kill_9_and_is_sent_in_order_after(
-    lmdb_http: Http, tmp_path: Path
+    lmdb_http: Http, tmp_path: Path, down_url: str
 ) -> None:
     spool = str(tmp_path / "spool")
     async with AsyncClient(url(lmdb_http)) as client:
         await client.create_queue("sp")
         # Given a producer that published 1,000 messages while no node was up
-        producer = await run_python(PRODUCER, f"http://127.0.0.1:{free_port()}", spool, "1000")
+        producer = await run_python(PRODUCER, down_url, spool, "1000")
         assert producer.stdout is not None
         line = await asyncio.wait_for(producer.stdout.readline(), 60)
         assert line.split() == [b"spooled", b"1000"]
@@ -93,12 +92,11 @@ async def test_spooled_while_down_survives_kill_9_and_is_sent_in_order_after(
 
 
 async def test_an_async_client_spools_while_down_and_sends_when_up(
-    lmdb_http: Http, tmp_path: Path
+    lmdb_http: Http, tmp_path: Path, down_url: str
 ) -> None:
     async with AsyncClient(url(lmdb_http)) as client:
         await client.create_queue("a")
-    down = f"http://127.0.0.1:{free_port()}"
-    async with AsyncClient(down, spool=tmp_path / "s", rounds=1, backoff=0.01) as producer:
+    async with AsyncClient(down_url, spool=tmp_path / "s", rounds=1, backoff=0.01) as producer:
         answer = await producer.publish("a", ["one", "two"])
         topic = await producer.publish_topic("t", ["three"])
         assert answer.spooled and answer == [] and topic.spooled and topic == {}

@@ -12,7 +12,7 @@ import pytest
 from dynamiq.client import Client
 from dynamiq.errors import BackendUnavailable
 from tests.conftest import NodeFactory
-from tests.servers import free_port, redis_cluster, redis_server
+from tests.servers import redis_cluster, redis_server
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +48,7 @@ def test_a_node_on_redis_keeps_acknowledged_messages_across_kill_9(
 def test_an_unreachable_store_is_503_and_the_node_recovers(
     node_factory: NodeFactory, tmp_path: Path
 ) -> None:
-    port = free_port()
-    with redis_server(tmp_path / "redis", port) as url:
+    with redis_server(tmp_path / "redis") as url:
         node = node_factory("--storage-backend", "redis", "--storage-url", url).start()
         with Client(node.url) as client:
             client.create_queue("f")
@@ -60,6 +59,7 @@ def test_an_unreachable_store_is_503_and_the_node_recovers(
         assert response[0] == 503 and response[1].get("Retry-After", "").isdigit()
     assert node.proc is not None and node.proc.poll() is None
     # It comes back on the same port and data: the node serves again by itself
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
     with redis_server(tmp_path / "redis", port), Client(node.url) as client:
         assert [m.id for m in client.receive("f", 5)] == kept
         assert len(client.publish("f", ["after"])) == 1

@@ -21,7 +21,7 @@ from dynamiq.errors import BackendUnavailable, ConfigError
 from dynamiq.storage.riak import RiakBackend, RiakRequest
 from dynamiq.storage.riak.depths import DepthDeltas
 from dynamiq.storage.riak.http import siblings
-from tests.servers import free_port
+from tests.servers import refused
 from tests.storage.riak_model import RiakModel
 
 
@@ -35,16 +35,16 @@ def test_siblings_are_read_from_a_multipart_answer() -> None:
 
 
 async def test_no_reachable_node_is_a_503_not_a_crash() -> None:
-    dead = [f"http://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
-    store = RiakBackend([d if d.startswith("http") else f"http://{d}" for d in dead])
-    try:
-        with pytest.raises(BackendUnavailable, match="no Riak node answered"):
-            await store.get("q", [1])
-        with pytest.raises(BackendUnavailable):
-            await store.meta_scan("")
-    finally:
-        await store.close()
-        await store.close()
+    with refused(2) as (one, other):
+        store = RiakBackend([f"http://{one}", f"http://{other}"])
+        try:
+            with pytest.raises(BackendUnavailable, match="no Riak node answered"):
+                await store.get("q", [1])
+            with pytest.raises(BackendUnavailable):
+                await store.meta_scan("")
+        finally:
+            await store.close()
+            await store.close()
 
 
 def test_the_riak_backend_needs_nodes() -> None:
