@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal, TypeVar
@@ -22,13 +23,16 @@ __all__ = [
     "HeldLease",
     "LocalQueueStats",
     "Message",
+    "Notice",
     "Outgoing",
     "Published",
+    "QueueRecord",
     "QueueSettings",
     "RetryBackoff",
     "attributes_size",
     "check_token",
     "parse_id",
+    "topic_arn",
     "validate_name",
 ]
 
@@ -234,6 +238,37 @@ class QueueSettings:
         """Return a copy with ``changes`` applied, validated; unknown keys raise ``Invalid``."""
         _only_known(type(self), changes, "queue setting")
         return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """A queue as the catalog keeps it: its name, its bucket in the store (a new one
+    after a purge or a re-creation) and its settings."""
+
+    name: str
+    uid: str
+    settings: QueueSettings
+    created_ms: int = 0  # epoch ms; 0 for a queue created before they were kept
+    modified_ms: int = 0  # when its settings last changed (created, configured)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """What a publish to a topic says of one message beyond the message itself: the
+    id SNS clients know it by, and its subject."""
+
+    message_id: str
+    subject: str | None = None
+
+    @classmethod
+    def new(cls, subject: str | None = None) -> Notice:
+        """A notice with a fresh id."""
+        return cls(str(uuid.uuid4()), subject)
+
+
+def topic_arn(region: str, account: str, topic: str) -> str:
+    """The ARN naming ``topic`` to SNS clients."""
+    return f"arn:aws:sns:{region}:{account}:{topic}"
 
 
 def check_token(field: str, value: object) -> str:

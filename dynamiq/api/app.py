@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynamiq.api import aws, console, internal, observe, v1, v2
+from dynamiq.api import console, internal, observe, v1, v2
+from dynamiq.api.aws import endpoint as aws
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.delivery import DEPARTURES, Departures
 from dynamiq.api.errors import error_middleware, render_v2

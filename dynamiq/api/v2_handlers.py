@@ -19,9 +19,8 @@ from dynamiq.api.routes import (
     topic_name,
     who,
 )
-from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
-from dynamiq.service.reports import QueueView, RedriveView
+from dynamiq.service.reports import QueueView, RedriveView, SubscriptionView
 
 __all__ = [
     "_outgoing",
@@ -248,9 +247,9 @@ async def list_topics(request: web.Request) -> web.Response:
     return json_response(s.TopicList(who(request).visible(node(request).topic_names())))
 
 
-def _topic(name: str, subscriptions: list[Subscription], caller: Principal) -> s.TopicInfo:
+def _topic(name: str, subscriptions: list[SubscriptionView], caller: Principal) -> s.TopicInfo:
     listed = [
-        msgspec.convert({**sub.to_dict(), "queue": caller.shown(sub.queue)}, s.SubscriptionInfo)
+        s.SubscriptionInfo(caller.shown(sub.queue), sub.pattern, sub.filter, sub.envelope)
         for sub in subscriptions
     ]
     return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed)

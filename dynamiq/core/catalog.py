@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.core.clock import Clock, MonotonicClock
@@ -28,23 +28,12 @@ from dynamiq.errors import (
     TopicExists,
     TopicNotFound,
 )
-from dynamiq.models import QueueSettings, validate_name
+from dynamiq.models import QueueRecord, QueueSettings, validate_name
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["Catalog", "QueueRecord"]
+__all__ = ["Catalog"]
 
 log = logging.getLogger("dynamiq.core")
-
-
-@dataclass(frozen=True, slots=True)
-class QueueRecord:
-    """A queue as the engine sees it."""
-
-    name: str
-    uid: str
-    settings: QueueSettings
-    created_ms: int = 0  # epoch ms; 0 for a queue created before they were kept
-    modified_ms: int = 0  # when its settings last changed (created, configured)
 
 
 def _encode_queue(record: QueueRecord) -> bytes:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Container, Sequence
 
-from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
 from dynamiq.core.custody.handover import Custody
 from dynamiq.core.custody.journal import LeaseJournal
@@ -30,7 +30,7 @@ from dynamiq.core.records import RecentRecords, message
 from dynamiq.errors import DynamiqError, MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import LocalQueueStats, Message, Outgoing, Published
+from dynamiq.models import LocalQueueStats, Message, Outgoing, Published, QueueRecord
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["QueueService", "QueueStats"]
@@ -398,11 +398,12 @@ class QueueService:
         record = self._catalog.queue(queue)
         state = self.states.of(record)
         depth = await self._store.count(record.uid)
-        basic = QueueStats(depth, len(state.leases), len(state.partitions.partitions))
+        partitions = len(state.partitions.partitions)
         if not detailed:
-            return basic
+            return QueueStats(depth, partitions, LocalQueueStats(len(state.leases)))
         oldest_age, delayed = await waiting(self._store, record.uid, self.states.due_seq())
-        return basic.with_detail(oldest_age, delayed, state.local_stats(self._clock.now()))
+        here = state.local_stats(self._clock.now())
+        return QueueStats(depth, partitions, here, oldest_age, delayed)
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue it has state for."""

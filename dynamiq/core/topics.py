@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
-from dynamiq.core.routing.notifications import Envelopes, Notice
+from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import Outgoing, Published
+from dynamiq.models import Notice, Outgoing, Published
 
 __all__ = ["TopicService"]
 

@@ -15,18 +15,18 @@ from typing import Any
 
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.lifecycle.redrive import RedriveTask
-from dynamiq.core.routing.notifications import Notice
-from dynamiq.core.routing.subscriptions import Subscription
+from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
 from dynamiq.keyspace import node_of
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
     LocalQueueStats,
     Message,
+    Notice,
     Outgoing,
     Published,
+    QueueRecord,
     QueueSettings,
     ReceiveRequest,
     attributes_size,
@@ -41,6 +41,7 @@ from dynamiq.service.reports import (
     QueueView,
     RedriveView,
     Status,
+    SubscriptionView,
     cluster_status,
     live_nodes,
     queue_detail,
@@ -193,9 +194,9 @@ class Node:
         """Return a topic's subscribed queues, or raise ``TopicNotFound``."""
         return self._catalog.topic(topic).queues()
 
-    def subscriptions(self, topic: str) -> list[Subscription]:
+    def subscriptions(self, topic: str) -> list[SubscriptionView]:
         """Return a topic's subscriptions by queue, or raise ``TopicNotFound``."""
-        return self._catalog.topic(topic).listed()
+        return _views(self._catalog.topic(topic))
 
     async def create_topic(self, name: str) -> None:
         """Create a topic."""
@@ -213,7 +214,7 @@ class Node:
         filter_policy: dict[str, Any] | None = None,
         keep: bool = False,
         envelope: bool = False,
-    ) -> list[Subscription]:
+    ) -> list[SubscriptionView]:
         """Subscribe a queue to a topic, taking what ``pattern`` and ``filter_policy``
         let through (everything without them), as SNS notifications with ``envelope``;
         return the subscriptions.
@@ -223,12 +224,12 @@ class Node:
         if keep and queue in self._catalog.topic(topic).subscriptions:
             return self.subscriptions(topic)
         changed = await self._catalog.subscribe(topic, queue, pattern, filter_policy, envelope)
-        return changed.listed()
+        return _views(changed)
 
-    async def unsubscribe(self, topic: str, queue: str) -> list[Subscription]:
+    async def unsubscribe(self, topic: str, queue: str) -> list[SubscriptionView]:
         """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
         validate_name("queue", queue, "queue")
-        return (await self._catalog.unsubscribe(topic, queue)).listed()
+        return _views(await self._catalog.unsubscribe(topic, queue))
 
     # -- messages --------------------------------------------------------------
 
@@ -459,3 +460,8 @@ class Node:
     def _check_batch(self, size: int) -> None:
         if size > self.limits.maxbatch:
             raise Invalid(f"at most {self.limits.maxbatch} messages per request", field="batch")
+
+
+def _views(topic: Topic) -> list[SubscriptionView]:
+    """A topic's subscriptions as the APIs show them, sorted by queue."""
+    return [SubscriptionView.of(subscription) for subscription in topic.listed()]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.delivery.state import QueueStats
+from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
 
@@ -25,6 +26,7 @@ __all__ = [
     "Rates",
     "RedriveView",
     "Status",
+    "SubscriptionView",
     "Totals",
     "WorkerStatus",
     "cluster_status",
@@ -44,6 +46,24 @@ class QueueView(msgspec.Struct, frozen=True):
     settings: QueueSettings
     stats: QueueStats
     expires_at_ms: int | None = None
+
+
+class SubscriptionView(msgspec.Struct, frozen=True):
+    """A queue's subscription to a topic: the routing-key pattern and the filter policy
+    it takes messages by (none: every message), and whether it takes them as SNS
+    notifications (``envelope``)."""
+
+    queue: str
+    pattern: str | None = None
+    filter: dict[str, Any] | None = None
+    envelope: bool = False
+
+    @classmethod
+    def of(cls, subscription: Subscription) -> SubscriptionView:
+        """Return the view of a subscription the catalog holds."""
+        policy = subscription.filter
+        spec = None if policy is None else policy.spec
+        return cls(subscription.queue, subscription.pattern, spec, subscription.envelope)
 
 
 class RedriveView(msgspec.Struct):
@@ -154,25 +174,19 @@ class Status(msgspec.Struct):
 
 def queue_detail(name: str, own: QueueStats, peers: LocalQueueStats) -> QueueStatsDetail:
     """Return a queue's stats with the peers' leases and rates added to this node's."""
-    in_flight = own.in_flight + peers.in_flight
-    rates = Rates(
-        own.publish_rate + peers.publish,
-        own.receive_rate + peers.receive,
-        own.delete_rate + peers.delete,
-    )
-    visible = max(0, own.depth - in_flight - own.delayed)
+    both = own.here + peers
     return QueueStatsDetail(
         name,
-        visible,
-        in_flight,
+        max(0, own.depth - both.in_flight - own.delayed),
+        both.in_flight,
         own.depth,
         own.oldest_age,
-        rates,
+        Rates(both.publish, both.receive, both.delete),
         own.partitions,
         own.delayed,
-        own.dead_lettered + peers.dead_lettered,
-        own.expired + peers.expired,
-        own.redriven + peers.redriven,
+        both.dead_lettered,
+        both.expired,
+        both.redriven,
     )
 
 

@@ -124,7 +124,7 @@ async def test_a_receive_under_way_when_a_pause_is_handled_gives_its_messages_ba
     view.noticed = True
     # Then it answers nothing, and the message is not leased
     assert await cluster.asks.receive(ReceiveRequest("q", 10)) == []
-    assert await queues.stats("q") == QueueStats(1, 0, 1)
+    assert await queues.stats("q") == QueueStats(depth=1, partitions=1)
     await cluster.keeper.leave()
     await cluster.close()
 

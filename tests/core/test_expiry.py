@@ -68,7 +68,7 @@ async def test_messages_past_their_time_to_live_go_without_a_receive(
     assert await queues.expire_due() == 1
     assert [m.body for m in await queues.peek_many("q", 10)] == [b"kept"]
     assert await store.count(EXPIRY_INDEX) == 0
-    assert (await queues.stats("q", detailed=True)).expired == 2
+    assert (await queues.stats("q", detailed=True)).here.expired == 2
 
 
 async def test_a_round_removes_at_most_its_budget(

@@ -69,7 +69,7 @@ async def test_a_redrive_sends_each_message_back_to_its_source_with_a_new_life(
         [b"a-%d" % i for i in range(120)] + [b"b-%d" % i for i in range(30)]
     )
     assert {(m.receive_count, m.dead_letter) for m in back} == {(1, None)}
-    assert (await queues.stats("dlq", detailed=True)).redriven == 150
+    assert (await queues.stats("dlq", detailed=True)).here.redriven == 150
 
 
 async def test_a_redrive_to_a_named_queue_and_one_whose_source_is_gone(

@@ -11,10 +11,8 @@ from urllib.parse import urlsplit
 from dynamiq.api.aws.errors import AwsError
 from dynamiq.api.aws.params import Params
 from dynamiq.config import SqsSettings
-from dynamiq.core.catalog import QueueRecord
-from dynamiq.core.routing.notifications import topic_arn
 from dynamiq.errors import QueueNotFound
-from dynamiq.models import Message, ReceiveRequest
+from dynamiq.models import Message, QueueRecord, ReceiveRequest, topic_arn
 from dynamiq.service.node import Node
 
 __all__ = ["Action", "Answer", "Call", "Leasing"]

@@ -17,8 +17,7 @@ from dynamiq.api.aws.digests import attributes_md5, body_md5
 from dynamiq.api.aws.errors import AwsError, sqs_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries, failure
 from dynamiq.api.aws.receipts import Receipt, read_receipt
-from dynamiq.core.catalog import QueueRecord
-from dynamiq.models import Message, Outgoing, ReceiveRequest, attributes_size
+from dynamiq.models import Message, Outgoing, QueueRecord, ReceiveRequest, attributes_size
 
 __all__ = ["MESSAGE_ACTIONS"]
 

@@ -26,9 +26,8 @@ from typing import Any
 
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.errors import Invalid, QueueExists
-from dynamiq.models import QueueSettings
+from dynamiq.models import QueueRecord, QueueSettings
 from dynamiq.service.reports import QueueStatsDetail
 
 __all__ = ["QUEUE_ACTIONS"]

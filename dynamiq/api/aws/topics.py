@@ -18,10 +18,9 @@ from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries
-from dynamiq.core.routing.notifications import Notice
-from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.errors import TopicExists, TopicNotFound
-from dynamiq.models import Outgoing
+from dynamiq.models import Notice, Outgoing
+from dynamiq.service.reports import SubscriptionView
 
 __all__ = ["TOPIC_ACTIONS"]
 
@@ -39,7 +38,7 @@ def _topic(call: Call, param: str = "TopicArn") -> str:
     return name
 
 
-def _subscription(call: Call) -> tuple[str, Subscription]:
+def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     """The topic and subscription a ``SubscriptionArn`` names."""
     arn = call.params.text("SubscriptionArn")
     topic_arn, _, queue = arn.rpartition(":")
@@ -110,9 +109,11 @@ async def subscribe(call: Call) -> dict[str, Any]:
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue}"}
 
 
-def _subscription_settings(given: dict[str, Any], current: Subscription | None) -> dict[str, Any]:
+def _subscription_settings(
+    given: dict[str, Any], current: SubscriptionView | None
+) -> dict[str, Any]:
     """What ``Node.subscribe`` is given for SNS's subscription attributes."""
-    policy: object = None if current is None or current.filter is None else current.filter.spec
+    policy: object = None if current is None else current.filter
     if "FilterPolicy" in given:
         text = given["FilterPolicy"]
         try:
@@ -150,7 +151,7 @@ async def get_subscription_attributes(call: Call) -> dict[str, Any]:
         "ConfirmationWasAuthenticated": "true",
     }
     if found.filter is not None:
-        attributes["FilterPolicy"] = json.dumps(found.filter.spec)
+        attributes["FilterPolicy"] = json.dumps(found.filter)
         attributes["FilterPolicyScope"] = "MessageAttributes"
     return {"Attributes": attributes}
 
@@ -166,7 +167,7 @@ async def set_subscription_attributes(call: Call) -> dict[str, Any]:
     return {}
 
 
-def _listed(call: Call, topic: str, subscription: Subscription) -> dict[str, str]:
+def _listed(call: Call, topic: str, subscription: SubscriptionView) -> dict[str, str]:
     return {
         "SubscriptionArn": f"{call.topic_arn(topic)}:{subscription.queue}",
         "TopicArn": call.topic_arn(topic),
@@ -190,7 +191,9 @@ async def list_subscriptions_by_topic(call: Call) -> dict[str, Any]:
     return _subscriptions_page(call, every)
 
 
-def _subscriptions_page(call: Call, every: list[tuple[str, str, Subscription]]) -> dict[str, Any]:
+def _subscriptions_page(
+    call: Call, every: list[tuple[str, str, SubscriptionView]]
+) -> dict[str, Any]:
     by_key = {key: (topic, s) for key, topic, s in every}
     page, token = _page(sorted(by_key), call.params.optional_text("NextToken"))
     listed = [{**_listed(call, *by_key[key]), "Owner": call.settings.account} for key in page]

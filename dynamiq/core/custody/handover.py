@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
 from dynamiq.core.custody.journal import LeaseJournal, Noted, Replayed
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.keyspace import KeyRange
-from dynamiq.models import HeldLease
+from dynamiq.models import HeldLease, QueueRecord
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Custody"]

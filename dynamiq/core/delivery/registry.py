@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.groups import group_stripe
 from dynamiq.core.delivery.state import QueueState
 from dynamiq.core.delivery.walks import Walks
 from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, IdGenerator, stripes_within
 from dynamiq.keyspace import WHOLE, KeyRange
+from dynamiq.models import QueueRecord
 
 __all__ = ["QueueStates"]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.delivery.groups import Groups
@@ -15,49 +14,31 @@ from dynamiq.core.delivery.leases import LeaseTable
 from dynamiq.core.delivery.partitions import Partition, PartitionSet
 from dynamiq.core.delivery.rates import RateCounter
 from dynamiq.keyspace import KeyRange
-from dynamiq.models import HeldLease, LocalQueueStats, Message
+from dynamiq.models import HeldLease, LocalQueueStats, Message, QueueRecord
 
 __all__ = ["QueueState", "QueueStats"]
 
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
-    """What a queue holds and how fast it moves, as this node sees it.
+    """What a queue holds and how fast it moves, as this node sees it: its depth (the
+    store's count, shared by the cluster), its partitions here, and what only this
+    node knows (``here``: its leases, its rates, what it moved on since it started).
 
-    Rates are messages per second over the last ``RATE_WINDOW_SECONDS``;
-    ``oldest_age`` is the age in seconds of the oldest message due;
-    ``delayed`` counts the messages not due yet; the last three count what
-    this node moved on since it started.
+    With detail, ``oldest_age`` is the age in seconds of the oldest message due
+    and ``delayed`` counts the messages not due yet.
     """
 
     depth: int
-    in_flight: int
     partitions: int
+    here: LocalQueueStats = field(default_factory=LocalQueueStats)
     oldest_age: float | None = None
-    publish_rate: float = 0.0
-    receive_rate: float = 0.0
-    delete_rate: float = 0.0
     delayed: int = 0
-    dead_lettered: int = 0
-    expired: int = 0
-    redriven: int = 0
 
-    def with_detail(
-        self, oldest_age: float | None, delayed: int, mine: LocalQueueStats
-    ) -> QueueStats:
-        """Return these stats with the age of the oldest message, the delayed count,
-        and what only this node knows (``mine``)."""
-        return replace(
-            self,
-            oldest_age=oldest_age,
-            publish_rate=mine.publish,
-            receive_rate=mine.receive,
-            delete_rate=mine.delete,
-            delayed=delayed,
-            dead_lettered=mine.dead_lettered,
-            expired=mine.expired,
-            redriven=mine.redriven,
-        )
+    @property
+    def in_flight(self) -> int:
+        """Messages leased by this node now."""
+        return self.here.in_flight
 
     @property
     def visible(self) -> int:

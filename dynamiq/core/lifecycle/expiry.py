@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
@@ -27,6 +27,7 @@ from dynamiq.core.lifecycle.life import Lifecycle
 from dynamiq.core.publish.hints import EXPIRY_INDEX, HINT_ID
 from dynamiq.core.records import meta_of
 from dynamiq.keyspace import KeyRange
+from dynamiq.models import QueueRecord
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Expiry"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
+from dynamiq.models import QueueRecord
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["PREFIX", "IdleQueues"]

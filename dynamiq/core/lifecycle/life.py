@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from dynamiq.core.catalog import Catalog, QueueRecord
+from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
 from dynamiq.core.custody.journal import LeaseJournal, store_counts
 from dynamiq.core.delivery.registry import QueueStates
@@ -54,7 +54,7 @@ from dynamiq.core.records import (
 )
 from dynamiq.errors import DynamiqError, ServerError
 from dynamiq.metrics.base import Metrics
-from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueSettings
+from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueRecord, QueueSettings
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Lifecycle"]

@@ -14,9 +14,8 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.errors import QueueFull
-from dynamiq.models import Outgoing
+from dynamiq.models import Outgoing, QueueRecord
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["check_room"]

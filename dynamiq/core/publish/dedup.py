@@ -23,10 +23,9 @@ from typing import NamedTuple
 
 import msgspec
 
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.delivery.groups import group_stripe
 from dynamiq.core.ids import stripe_for
-from dynamiq.models import Outgoing
+from dynamiq.models import Outgoing, QueueRecord
 
 __all__ = ["DedupKey", "claims_of", "content_id", "first_claims"]
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.ids import IdGenerator
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.publish.dedup import DedupKey, first_claims
 from dynamiq.core.publish.hints import Hint, hint_rows, store_hints
 from dynamiq.core.publish.outgoing import Rows, draw
 from dynamiq.errors import ServerError
-from dynamiq.models import Outgoing
+from dynamiq.models import Outgoing, QueueRecord
 from dynamiq.storage.base import Claimed, StorageBackend
 
 __all__ = ["Stored", "store_messages"]

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from dynamiq.core.catalog import QueueRecord
 from dynamiq.core.delivery.groups import group_stripe
 from dynamiq.core.ids import IdGenerator
 from dynamiq.core.records import Meta, encode
-from dynamiq.models import Outgoing
+from dynamiq.models import Outgoing, QueueRecord
 
 __all__ = ["Rows", "by_bucket", "draw", "outgoing_rows"]
 

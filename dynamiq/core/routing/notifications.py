@@ -14,34 +14,14 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
 
 from dynamiq.core.clock import Clock
-from dynamiq.models import AttributeValue, Outgoing
+from dynamiq.models import AttributeValue, Notice, Outgoing, topic_arn
 
-__all__ = ["Envelopes", "Notice", "topic_arn"]
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """What a publish says of one message beyond the message itself."""
-
-    message_id: str
-    subject: str | None = None
-
-    @classmethod
-    def new(cls, subject: str | None = None) -> Notice:
-        """A notice with a fresh id."""
-        return cls(str(uuid.uuid4()), subject)
-
-
-def topic_arn(region: str, account: str, topic: str) -> str:
-    """The ARN naming ``topic`` to SNS clients."""
-    return f"arn:aws:sns:{region}:{account}:{topic}"
+__all__ = ["Envelopes"]
 
 
 class Envelopes:

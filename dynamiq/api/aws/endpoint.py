@@ -1,0 +1,192 @@
+"""The SQS- and SNS-compatible endpoint: ``POST /`` as AWS SDKs call it, on the node's own port.
+
+Two protocols reach the same actions. The AWS JSON 1.0 protocol (what current
+SDKs send to SQS): ``X-Amz-Target: AmazonSQS.<Action>`` names the action,
+the body holds its parameters, the answer is JSON; errors carry SQS's shape
+in ``__type`` and its legacy code in ``x-amzn-query-error``. The query
+protocol (older SQS SDKs, and every SNS SDK): a form with ``Action=...``,
+posted to ``/`` or to a queue's URL, answered in XML (``query``). Each
+action is one function of ``queues``, ``messages``, ``moves`` or ``topics``, found here
+by name, answering the JSON protocol's object whichever protocol asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from dynamiq.access.roles import Access
+from dynamiq.api.auth import caller
+from dynamiq.api.aws import query
+from dynamiq.api.aws.call import Action, Answer, Call, Leasing
+from dynamiq.api.aws.errors import AwsError, sns_error, sqs_error
+from dynamiq.api.aws.messages import MESSAGE_ACTIONS
+from dynamiq.api.aws.moves import MOVE_ACTIONS
+from dynamiq.api.aws.params import Params
+from dynamiq.api.aws.queues import QUEUE_ACTIONS
+from dynamiq.api.aws.topics import TOPIC_ACTIONS
+from dynamiq.api.context import services_of
+from dynamiq.api.delivery import deliver
+from dynamiq.api.errors import error_response
+from dynamiq.api.routes import Route, route_defs
+from dynamiq.errors import DynamiqError
+
+__all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
+
+TARGET_PREFIX = "AmazonSQS."
+JSON_TYPE = "application/x-amz-json-1.0"
+XML_TYPE = "text/xml"
+SQS_ACTIONS: dict[str, Action] = {**QUEUE_ACTIONS, **MESSAGE_ACTIONS, **MOVE_ACTIONS}
+SNS_ACTIONS: dict[str, Action] = TOPIC_ACTIONS
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+# Request ids look like AWS's (UUIDs): this process's random prefix and a count.
+_ID_PREFIX = str(uuid.uuid4())[:24]
+_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class _Wire:
+    """One protocol of one service: how its answers and errors are written."""
+
+    actions: dict[str, Action]
+    answer: Callable[[str, dict[str, Any], str], web.Response]
+    error: Callable[[AwsError, str], web.Response]
+    translate: Callable[[DynamiqError], AwsError]
+    dialect: query.Dialect | None = None  # the query protocol's; None: JSON
+
+
+def _json_answer(action: str, body: dict[str, Any], request_id: str) -> web.Response:
+    return web.Response(
+        body=_encode(body), headers={"Content-Type": JSON_TYPE, "x-amzn-RequestId": request_id}
+    )
+
+
+def _json_error(error: AwsError, request_id: str) -> web.Response:
+    headers = {
+        "Content-Type": JSON_TYPE,
+        "x-amzn-RequestId": request_id,
+        "x-amzn-query-error": f"{error.query_code};{'Sender' if error.sender else 'Receiver'}",
+        **_retry(error),
+    }
+    body = {"__type": f"com.amazonaws.sqs#{error.shape}", "message": error.message}
+    return web.Response(status=error.status, body=_encode(body), headers=headers)
+
+
+def _xml(dialect: query.Dialect) -> tuple[Callable[..., web.Response], Callable[..., web.Response]]:
+    def answer(action: str, body: dict[str, Any], request_id: str) -> web.Response:
+        document = query.document(dialect, action, body, request_id)
+        return web.Response(body=document, headers=_xml_headers(request_id))
+
+    def error(error: AwsError, request_id: str) -> web.Response:
+        document = query.error_document(dialect, error, request_id)
+        headers = {**_xml_headers(request_id), **_retry(error)}
+        return web.Response(status=error.status, body=document, headers=headers)
+
+    return answer, error
+
+
+def _retry(error: AwsError) -> dict[str, str]:
+    """``Retry-After`` for an error that says when to try again (a throttle, a 503)."""
+    return {} if error.retry_after is None else {"Retry-After": str(error.retry_after)}
+
+
+def _xml_headers(request_id: str) -> dict[str, str]:
+    return {"Content-Type": XML_TYPE, "x-amzn-RequestId": request_id}
+
+
+_SQS_JSON = _Wire(SQS_ACTIONS, _json_answer, _json_error, sqs_error)
+_SQS_QUERY = _Wire(SQS_ACTIONS, *_xml(query.SQS), sqs_error, query.SQS)
+_SNS_QUERY = _Wire(SNS_ACTIONS, *_xml(query.SNS), sns_error, query.SNS)
+
+
+async def endpoint(request: web.Request) -> web.StreamResponse:
+    """Run the action the request names; answer as SQS or SNS does, errors included."""
+    request_id = f"{_ID_PREFIX}{next(_ids) % (1 << 48):012x}"
+    wire = _SQS_JSON
+    try:
+        if "X-Amz-Target" in request.headers or request.content_type.endswith("json"):
+            name = request.headers.get("X-Amz-Target", "")
+            action = SQS_ACTIONS.get(name.removeprefix(TARGET_PREFIX))
+            if not name.startswith(TARGET_PREFIX):
+                action = None
+            data = await _json_parameters(request)
+        else:
+            form = list((await request.post()).items())
+            name = next((str(v) for k, v in form if k == "Action"), "")
+            wire = _SNS_QUERY if name in SNS_ACTIONS else _SQS_QUERY
+            action = wire.actions.get(name)
+            assert wire.dialect is not None
+            data = query.params(wire.dialect, ((k, str(v)) for k, v in form), name)
+            if "account" in request.match_info:  # posted to the queue's own URL
+                data.setdefault("QueueUrl", request.path)
+        if caller(request) is None:
+            raise AwsError(
+                "AccessDenied",
+                "The SQS endpoint is not served while this node needs keys "
+                "(auth.sqs = open serves it without them).",
+            )
+        if action is None:
+            raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
+        name = name.removeprefix(TARGET_PREFIX)
+        services = services_of(request)
+        base = f"{request.scheme}://{request.host}"
+        call = Call(services.node, services.sqs, base, Params(data))
+        return await _answer(request, wire, name, await action(call), request_id)
+    except web.HTTPRequestEntityTooLarge:
+        error: DynamiqError = AwsError("BatchRequestTooLong", "The request body is too large.")
+    except DynamiqError as exc:
+        error = exc
+    return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)
+
+
+async def _answer(
+    request: web.Request, wire: _Wire, name: str, answer: Answer, request_id: str
+) -> web.StreamResponse:
+    if isinstance(answer, Leasing):
+        render = answer.render
+        return await deliver(
+            request, answer.ask, lambda got: wire.answer(name, render(got), request_id)
+        )
+    return wire.answer(name, answer, request_id)
+
+
+async def _json_parameters(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        data = _decode(raw) if raw else {}
+    except msgspec.DecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise AwsError("SerializationException", "The request body is not a JSON object.")
+    return data
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST",
+        "/",
+        endpoint,
+        summary="SQS and SNS (AWS JSON 1.0 and query protocols)",
+        access=Access.OPEN,
+    ),
+    Route(
+        "POST",
+        r"/{account:\d{12}}/{queue}",
+        endpoint,
+        summary="SQS at a queue's URL (query)",
+        access=Access.OPEN,
+    ),
+)
+
+
+def routes() -> list[web.RouteDef]:
+    """Return the SQS and SNS routes (served only when ``auth.sqs = open`` while keys are on:
+    AWS SDKs sign requests with SigV4, which application keys do not do)."""
+    return route_defs(ROUTES, api="sqs")
