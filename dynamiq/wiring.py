@@ -239,8 +239,8 @@ def _engine(
     )
     interval = settings.core.syncconfiginterval / 1000
     reloads = (keys.reload,) if keys else ()
-    janitor = Janitor(catalog, queues, store, interval, clock, reloads)
-    redriver = Redriver(store, catalog, clock, name, queues.states, queues.life)
+    janitor = Janitor(queues, interval, reloads)
+    redriver = Redriver(queues.context, name, queues.states, queues.life)
     envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
     topics = TopicService(catalog, queues, envelopes, metrics)
     return Engine(catalog, queues, topics, janitor, redriver)

@@ -15,6 +15,7 @@ The rooms behind them, each a package that imports only the ones below it:
 - ``custody``: leases across nodes: the lease journal, handover and takeover;
 - ``delivery``: a queue's in-memory side on one node: partitions, the
   oldest-first walk, the lease table, ordered groups, rates;
+- ``context``: the store, the catalog and the clock every part stands on;
 - ``catalog``: queues, topics and subscriptions, kept in the store;
 - ``routing``: subscriptions' patterns and filter policies, SNS notifications;
 - ``records``, ``ids``, ``clock``: a message's stored form, ids and the

@@ -8,12 +8,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from dynamiq.core.catalog import Catalog
-from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.lifecycle.idle import IdleQueues
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound
-from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Janitor"]
 
@@ -25,21 +22,16 @@ class Janitor:
 
     def __init__(
         self,
-        catalog: Catalog,
         queues: QueueService,
-        store: StorageBackend,
         interval: float,
-        clock: Clock | None = None,
         reloads: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
-        self._catalog = catalog
+        self._store, self._catalog, self._clock = queues.context
         self._reloads = reloads  # what else is cached from the store: reloaded alike
-        self._store = store
         self._queues = queues
         self._interval = interval
-        self._clock = clock or MonotonicClock()
         self._kicked = asyncio.Event()
-        self.idle = IdleQueues(store, catalog, self._clock, interval)
+        self.idle = IdleQueues(queues.context, interval)
 
     def drop_time_ms(self) -> int:
         """When a bucket let go of now may be dropped: every node has reloaded by then.

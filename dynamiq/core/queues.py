@@ -12,6 +12,7 @@ from collections.abc import Callable, Container, Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
+from dynamiq.core.context import EngineContext
 from dynamiq.core.custody.handover import Custody
 from dynamiq.core.custody.journal import LeaseJournal
 from dynamiq.core.delivery.census import waiting
@@ -64,12 +65,13 @@ class QueueService:
         self._catalog = catalog
         self._clock = clock
         self._metrics: Metrics = metrics or MetricsFanout([])
+        self.context = EngineContext(store, catalog, clock)
         self.states = QueueStates(clock, ids, keyspace)
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
-        self.life = Lifecycle(store, catalog, clock, self._metrics, self.states, journal)
-        self._expiry = Expiry(store, catalog, clock, self.life, self.states)
-        self.custody = Custody(store, catalog, clock, journal, self.states)
+        self.life = Lifecycle(self.context, self._metrics, self.states, journal)
+        self._expiry = Expiry(self.context, self.life, self.states)
+        self.custody = Custody(self.context, journal, self.states)
 
     # -- the slice this node serves ------------------------------------------
 

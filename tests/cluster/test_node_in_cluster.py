@@ -67,7 +67,7 @@ async def _node(
     await queues.publish("q", [b"m"])
     clock.advance(0.001)
     view = View()
-    janitor = Janitor(catalog, queues, store, 2.0)
+    janitor = Janitor(queues, 2.0)
     peers = peers or PeerClient(PeerSigner("s" * 32))
     return queues, view, Cluster.build(Reach(view, peers), None, queues, janitor)
 

@@ -26,7 +26,7 @@ class Node:
     def __init__(self, store: LmdbBackend, clock: FakeClock) -> None:
         self.catalog = Catalog(store)
         self.queues = QueueService(store, clock=clock, catalog=self.catalog)
-        self.janitor = Janitor(self.catalog, self.queues, store, ROUND, clock)
+        self.janitor = Janitor(self.queues, ROUND)
 
     async def round(self) -> None:
         await self.janitor.run_once()

@@ -451,7 +451,7 @@ async def test_a_purge_drops_what_came_before_once_every_node_can_have_left_it(
     engine: Engine, store: LmdbBackend
 ) -> None:
     catalog, queues, clock = engine
-    janitor = Janitor(catalog, queues, store, interval=2.0, clock=clock)
+    janitor = Janitor(queues, interval=2.0)
     await queues.publish("q", [b"old"] * 5)
     leased = await queues.receive("q", 2)
     old = catalog.queue("q").uid
@@ -470,7 +470,7 @@ async def test_a_bucket_put_back_by_a_change_that_raced_the_purge_is_not_dropped
     engine: Engine, store: LmdbBackend
 ) -> None:
     catalog, queues, clock = engine
-    janitor = Janitor(catalog, queues, store, interval=2.0, clock=clock)
+    janitor = Janitor(queues, interval=2.0)
     before = catalog.queue("q")
     elsewhere = Catalog(store)  # another node, which read the catalog before the purge
     await elsewhere.reload()

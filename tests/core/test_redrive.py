@@ -21,7 +21,7 @@ async def _engine(store: LmdbBackend, clock: FakeClock) -> tuple[QueueService, R
     catalog = Catalog(store)
     await catalog.reload()
     queues = QueueService(store, catalog, clock)
-    redriver = Redriver(store, catalog, clock, "n1", queues.states, queues.life)
+    redriver = Redriver(queues.context, "n1", queues.states, queues.life)
     return queues, redriver
 
 

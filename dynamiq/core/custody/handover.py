@@ -18,13 +18,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from dynamiq.core.catalog import Catalog
-from dynamiq.core.clock import Clock
+from dynamiq.core.context import EngineContext
 from dynamiq.core.custody.journal import LeaseJournal, Noted, Replayed
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease, QueueRecord
-from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Custody"]
 
@@ -35,16 +33,9 @@ class Custody:
     """The leases this node answers for to the others."""
 
     def __init__(
-        self,
-        store: StorageBackend,
-        catalog: Catalog,
-        clock: Clock,
-        journal: LeaseJournal | None,
-        states: QueueStates,
+        self, context: EngineContext, journal: LeaseJournal | None, states: QueueStates
     ) -> None:
-        self._store = store
-        self._catalog = catalog
-        self._clock = clock
+        self._store, self._catalog, self._clock = context
         self._journal = journal
         self._states = states
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from dynamiq.core.catalog import Catalog
-from dynamiq.core.clock import Clock
+from dynamiq.core.context import EngineContext
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.ids import EPOCH_US, STRIPES, stripe_range
 from dynamiq.core.lifecycle.life import Lifecycle
@@ -28,7 +27,6 @@ from dynamiq.core.publish.hints import EXPIRY_INDEX, HINT_ID
 from dynamiq.core.records import meta_of
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import QueueRecord
-from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Expiry"]
 
@@ -41,17 +39,8 @@ RETENTION_QUEUES_PER_ROUND = 32
 class Expiry:
     """Removes (or dead-letters) what is past its retention or its time to live."""
 
-    def __init__(
-        self,
-        store: StorageBackend,
-        catalog: Catalog,
-        clock: Clock,
-        life: Lifecycle,
-        states: QueueStates,
-    ) -> None:
-        self._store = store
-        self._catalog = catalog
-        self._clock = clock
+    def __init__(self, context: EngineContext, life: Lifecycle, states: QueueStates) -> None:
+        self._store, self._catalog, self._clock = context
         self._life = life
         self._states = states
         self._next_retained = 0  # where the next round's look at retention starts

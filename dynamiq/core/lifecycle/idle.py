@@ -15,10 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from dynamiq.core.catalog import Catalog
-from dynamiq.core.clock import Clock
+from dynamiq.core.context import EngineContext
 from dynamiq.models import QueueRecord
-from dynamiq.storage.base import StorageBackend
 
 __all__ = ["PREFIX", "IdleQueues"]
 
@@ -31,12 +29,8 @@ SLACK_ROUNDS = 2
 class IdleQueues:
     """When each auto-deleting queue was last used, and which are past their time."""
 
-    def __init__(
-        self, store: StorageBackend, catalog: Catalog, clock: Clock, round_seconds: float
-    ) -> None:
-        self._store = store
-        self._catalog = catalog
-        self._clock = clock
+    def __init__(self, context: EngineContext, round_seconds: float) -> None:
+        self._store, self._catalog, self._clock = context
         self._slack_ms = round(SLACK_ROUNDS * round_seconds * 1000)
         self._unwritten: dict[str, int] = {}  # queue: last use here, not in the store yet
         self._stored: dict[str, int] = {}  # queue: last use in the store, as last read

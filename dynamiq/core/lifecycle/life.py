@@ -38,8 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from dynamiq.core.catalog import Catalog
-from dynamiq.core.clock import Clock
+from dynamiq.core.context import EngineContext
 from dynamiq.core.custody.journal import LeaseJournal, store_counts
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.delivery.state import QueueState
@@ -55,7 +54,6 @@ from dynamiq.core.records import (
 from dynamiq.errors import DynamiqError, ServerError
 from dynamiq.metrics.base import Metrics
 from dynamiq.models import DeadLetter, DeadLetterReason, Message, QueueRecord, QueueSettings
-from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Lifecycle"]
 
@@ -67,16 +65,12 @@ class Lifecycle:
 
     def __init__(
         self,
-        store: StorageBackend,
-        catalog: Catalog,
-        clock: Clock,
+        context: EngineContext,
         metrics: Metrics,
         states: QueueStates,
         journal: LeaseJournal | None = None,
     ) -> None:
-        self._store = store
-        self._catalog = catalog
-        self._clock = clock
+        self._store, self._catalog, self._clock = context
         self._metrics = metrics
         self._states = states  # fresh ids in this node's slice; who to tell of arrivals
         self.journal = journal  # counts handed out and not stored: a crash keeps them

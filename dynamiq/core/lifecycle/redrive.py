@@ -25,15 +25,13 @@ from typing import Literal
 
 import msgspec
 
-from dynamiq.core.catalog import Catalog
-from dynamiq.core.clock import Clock
+from dynamiq.core.context import EngineContext
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.lifecycle.life import Lifecycle
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import Meta, meta_of, new_life, with_meta
 from dynamiq.errors import DynamiqError, Invalid, RedriveRunning
 from dynamiq.keyspace import ID_MAX
-from dynamiq.storage.base import StorageBackend
 
 __all__ = ["RedriveTask", "Redriver"]
 
@@ -80,17 +78,9 @@ class Redriver:
     """Starts, runs, reports and cancels the redrives of this node."""
 
     def __init__(
-        self,
-        store: StorageBackend,
-        catalog: Catalog,
-        clock: Clock,
-        node: str,
-        states: QueueStates,
-        life: Lifecycle,
+        self, context: EngineContext, node: str, states: QueueStates, life: Lifecycle
     ) -> None:
-        self._store = store
-        self._catalog = catalog
-        self._clock = clock
+        self._store, self._catalog, self._clock = context
         self._node = node
         self._states = states  # fresh ids in this node's slice; who to tell of arrivals
         self._life = life  # counts what was redriven
