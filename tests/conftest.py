@@ -277,3 +277,10 @@ def down_urls() -> Iterator[list[str]]:
     """Two node URLs nobody answers at, for the whole test."""
     with refused(2) as nobody:
         yield [f"http://{address}" for address in nobody]
+
+
+@pytest.fixture
+def no_poll_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiting receive looks at its queue again only when woken (a publish, a lease
+    ending): never after ``EMPTY_HINT_SECONDS`` on its own."""
+    monkeypatch.setattr("dynamiq.core.queues.EMPTY_HINT_SECONDS", 3600.0)

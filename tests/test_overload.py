@@ -3,8 +3,9 @@ but the 503s its limits promise (each with Retry-After).
 
 Every node is a real ``dynamiq serve`` process on loopback; the floods are
 ``bench/overload.py``'s, bounded in count and time. How fast the node
-answers meanwhile is reported by that bench; here a probe only has to be
-answered at all, in far less time than a stuck node would take.
+answers meanwhile is reported by that bench; here every probe only has to
+be answered, 200, within the probe's own timeout (``PROBE_TIMEOUT``): a node
+stuck behind a flood would not answer at all.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from tests.conftest import NodeFactory, NodeProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-PROBE_SECONDS = 2.0  # a node stuck behind a flood does not answer a probe in this time
 PEAK_RSS_MIB = 400
 
 
@@ -48,9 +48,8 @@ def _many_files() -> Iterator[None]:
 
 
 def _answered_throughout(prober: Prober) -> None:
-    assert not prober.failures, prober.failures[0]
+    assert not prober.failures, prober.failures[0]  # each answered 200, none timed out
     assert len(prober.seconds) >= 5
-    assert max(prober.seconds) < PROBE_SECONDS
 
 
 def _peak_mib(node: NodeProcess) -> float:
@@ -109,7 +108,7 @@ def test_connections_beyond_maxconnections_are_answered_503_and_closed(
         for sock in held:
             sock.close()
     time.sleep(0.3)
-    assert probe(node.url) < PROBE_SECONDS
+    probe(node.url)  # answered 200 again (it raises otherwise)
 
 
 def _exchange(node: NodeProcess, head: bytes, *parts: bytes, pause: float = 0.0) -> bytes:

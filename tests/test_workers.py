@@ -12,7 +12,6 @@ import signal
 import socket
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from dynamiq.errors import ConfigError
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.testing.cluster import LocalCluster
 from tests.conftest import NodeFactory, NodeProcess
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,13 +33,6 @@ def _workers(node: NodeProcess) -> list[int]:
     assert node.proc is not None
     pid = node.proc.pid
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def _until(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def _serves_all(node: NodeProcess) -> bool:
@@ -72,7 +65,7 @@ def test_two_workers_share_the_port_split_the_slice_and_show_as_one_node(
 ) -> None:
     node = node_factory(*TWO).start()
     assert len(_workers(node)) == 2
-    _until(lambda: _serves_all(node), 10, "the workers never served the whole keyspace")
+    until(lambda: _serves_all(node), 10, what="the workers never served the whole keyspace")
     with Client(node.url) as client:
         status = client.status()
         assert status["node"] == "dynamiq1"
@@ -90,7 +83,7 @@ def test_two_workers_share_the_port_split_the_slice_and_show_as_one_node(
     assert {i >= KEYSPACE // 2 for i in ids} == {False, True}
     scraped = _scrape(node)
     assert 'dynamiq_messages_sent_total{queue="spread"} 40.0' in scraped  # summed
-    _until(lambda: "dynamiq_cluster_size 1.0" in _scrape(node), 15, "nodes counted as workers")
+    until(lambda: "dynamiq_cluster_size 1.0" in _scrape(node), 15, what="nodes counted as workers")
     with Client(node.url) as client:  # a receive goes on into the other worker's half
         got = client.receive("spread", 40, visibility_timeout=30)
         while len(got) < 40 and (more := client.receive("spread", 40, visibility_timeout=30)):
@@ -104,7 +97,7 @@ def test_a_worker_killed_is_started_again_and_its_leases_lapse_with_nothing_lost
     node_factory: NodeFactory,
 ) -> None:
     node = node_factory(*TWO).start()
-    _until(lambda: _serves_all(node), 10, "the workers never served the whole keyspace")
+    until(lambda: _serves_all(node), 10, what="the workers never served the whole keyspace")
     with Client(node.url) as client:
         client.create_queue("work")
     published: set[int] = set()
@@ -118,9 +111,9 @@ def test_a_worker_killed_is_started_again_and_its_leases_lapse_with_nothing_lost
     assert {m.id for m in leased} == published
     victim, survivor = _workers(node)
     os.kill(victim, signal.SIGKILL)
-    _until(lambda: victim not in _workers(node) and len(_workers(node)) == 2, 15, "no restart")
+    until(lambda: victim not in _workers(node) and len(_workers(node)) == 2, 15, what="no restart")
     assert survivor in _workers(node)
-    _until(lambda: _serves_all(node), 15, "the restarted worker never served its half again")
+    until(lambda: _serves_all(node), 15, what="the restarted worker never served its half again")
     seen: set[int] = set()
     deadline = time.monotonic() + 20
     with Client(node.url) as client:  # every lease lapses, the killed worker's included
@@ -146,10 +139,10 @@ def test_sigterm_stops_every_worker_gracefully_and_kill_9_takes_them_along(
     workers = _workers(again)
     again.signal(signal.SIGKILL)
     again.wait()
-    _until(
+    until(
         lambda: not [pid for pid in workers if Path(f"/proc/{pid}/stat").exists()],
         5,
-        "workers outlived their node",
+        what="workers outlived their node",
     )
 
 

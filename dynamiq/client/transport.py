@@ -112,8 +112,12 @@ class Transport:
                     raise
                 if (attempt + 1) % nodes == 0:  # every node failed this round
                     delay = self._backoff * 2 ** ((attempt + 1) // nodes - 1)
-                    await asyncio.sleep(min(MAX_BACKOFF, max(delay, exc.retry_after or 0)))
+                    await self.rest(min(MAX_BACKOFF, max(delay, exc.retry_after or 0)))
         raise AssertionError("unreachable")
+
+    async def rest(self, seconds: float) -> None:
+        """Wait before the next round of nodes."""
+        await asyncio.sleep(seconds)
 
     async def _once(self, method: str, path: str, data: bytes | None, extra_time: float) -> Any:
         assert self._session is not None

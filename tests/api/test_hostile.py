@@ -12,6 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from tests.waiting import eventually
+
 Http = TestClient[Any, Any]
 
 
@@ -53,10 +55,11 @@ async def test_an_aborted_upload_is_not_a_server_error_and_its_body_is_freed(
             await asyncio.sleep(0.01)
             writer.close()  # mid-body
             await writer.wait_closed()
-        for _ in range(100):
-            if await _errors(http, "CLIENT_GONE") >= 20:
-                break
-            await asyncio.sleep(0.02)
+
+        async def all_counted() -> bool:
+            return await _errors(http, "CLIENT_GONE") >= 20
+
+        await eventually(all_counted, what="20 requests counted as CLIENT_GONE")
         assert _live_requests() <= before + 1  # only the /metrics request in flight
     finally:
         gc.enable()
@@ -131,13 +134,14 @@ async def test_messages_leased_for_a_client_that_left_are_given_back(lmdb_http: 
     await asyncio.sleep(0.05)
     writer.transport.abort()  # gone without a goodbye
     await http.post("/v2/queues/gb/messages", json={"messages": [{"body": "again"}]})
-    # Then whatever was leased for it is visible again within the connection check
-    for _ in range(50):
+    # Then whatever was leased for it is visible again (not after its lease)
+
+    async def received() -> list[Any]:
         got = await (await http.post("/v2/queues/gb/receive", json={})).json()
-        if got["messages"]:
-            break
-        await asyncio.sleep(0.05)
-    assert [m["body"] for m in got["messages"]] == ["again"]
+        return list(got["messages"])
+
+    messages = await eventually(received, what="the message given back")
+    assert [m["body"] for m in messages] == ["again"]
 
 
 async def test_405_says_which_methods_are_allowed(lmdb_http: Http) -> None:

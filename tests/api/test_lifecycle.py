@@ -13,6 +13,7 @@ import pytest
 
 from dynamiq.core.lifecycle.idle import SLACK_ROUNDS
 from tests.api.documented import Http, call, receive
+from tests.waiting import eventually
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 DLQ_SETTINGS = {"visibility_timeout": 0.3, "max_receives": 2, "dead_letter_queue": "dlq"}
@@ -167,14 +168,14 @@ async def test_an_expired_message_is_never_received(http: Http, spec: dict[str, 
 async def test_an_expired_message_goes_without_a_receive(http: Http, spec: dict[str, Any]) -> None:
     await call(http, spec, "PUT", "/v2/queues/q", 201)
     await _publish(http, spec, "q", {"body": "brief", "ttl_seconds": 0.1}, "lasting")
-    for _ in range(100):  # the upkeep round comes every 2 s
+
+    async def removed() -> bool:
         stats = await call(http, spec, "GET", "/v2/queues/q/stats", 200)
         # a stats read that counted the queue just before the removal may
         # report the removal with the old depth: wait for both to agree
-        if (stats["depth"], stats["expired_total"]) == (1, 1):
-            break
-        await asyncio.sleep(0.05)
-    assert (stats["depth"], stats["expired_total"]) == (1, 1)
+        return bool((stats["depth"], stats["expired_total"]) == (1, 1))
+
+    await eventually(removed, what="the expired message removed (an upkeep round: 2 s)")
     assert [m["body"] for m in await receive(http, spec, "q")] == ["lasting"]
 
 
@@ -193,20 +194,22 @@ async def test_a_redrive_over_http_moves_the_dead_letters_back(
     assert (await call(http, spec, "GET", "/v2/queues/dlq/redrive", 404))["error"] == "NOT_FOUND"
     await _publish(http, spec, "q", "one", "two")
     assert len(await receive(http, spec, "q")) == 2
-    for _ in range(60):  # their one lease lapses: both are dead-lettered
-        if (await call(http, spec, "GET", "/v2/queues/dlq", 200))["stats"]["depth"] == 2:
-            break
-        await asyncio.sleep(0.05)
+
+    async def dead_lettered() -> bool:  # their one lease lapses: both are dead-lettered
+        return bool((await call(http, spec, "GET", "/v2/queues/dlq", 200))["stats"]["depth"] == 2)
+
+    await eventually(dead_lettered, what="both dead-lettered")
     await call(http, spec, "POST", "/v2/queues/dlq/redrive", 422, {"to": "dlq"})
     await call(http, spec, "POST", "/v2/queues/dlq/redrive", 404, {"to": "nope"})
     await call(http, spec, "POST", "/v2/queues/dlq/redrive", 422, {"max_per_second": 0})
     started = await call(http, spec, "POST", "/v2/queues/dlq/redrive", 202)
     assert started["state"] == "running" and started["to"] is None
-    for _ in range(60):
-        task = await call(http, spec, "GET", "/v2/queues/dlq/redrive", 200)
-        if task["state"] != "running":
-            break
-        await asyncio.sleep(0.05)
+
+    async def ended() -> dict[str, Any] | None:
+        task: dict[str, Any] = await call(http, spec, "GET", "/v2/queues/dlq/redrive", 200)
+        return task if task["state"] != "running" else None
+
+    task = await eventually(ended, what="the redrive's end")
     assert (task["task"], task["state"], task["moved"], task["remaining"]) == (
         started["task"],
         "done",

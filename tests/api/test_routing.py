@@ -3,12 +3,12 @@ answer checked against the OpenAPI document."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from tests.api.documented import Http, call, depth, receive
+from tests.waiting import eventually
 
 ATTRIBUTES = {"tenant": "acme", "priority": 3, "ratio": 0.25, "sig": {"base64": "AAEC/w=="}}
 
@@ -45,18 +45,15 @@ async def test_attributes_are_copied_by_fan_out_and_kept_by_dead_letters_and_red
     (copy,) = await receive(http, spec, "r")
     assert copy["attributes"] == ATTRIBUTES
     assert len(await receive(http, spec, "q")) == 1  # its one lease lapses: dead-lettered
-    for _ in range(100):
-        if await depth(http, spec, "dlq") == 1:
-            break
-        await asyncio.sleep(0.05)
+
+    async def dead_lettered() -> bool:
+        return await depth(http, spec, "dlq") == 1
+
+    await eventually(dead_lettered, what="the dead letter")
     (letter,) = (await call(http, spec, "GET", "/v2/queues/dlq/peek?max=5", 200))["messages"]
     assert letter["attributes"] == ATTRIBUTES and letter["routing_key"] == "k"
     await call(http, spec, "POST", "/v2/queues/dlq/redrive", 202)
-    for _ in range(100):
-        back = await receive(http, spec, "q")
-        if back:
-            break
-        await asyncio.sleep(0.05)
+    back = await eventually(lambda: receive(http, spec, "q"), what="the message redriven")
     assert [(m["attributes"], m["routing_key"]) for m in back] == [(ATTRIBUTES, "k")]
 
 

@@ -19,6 +19,7 @@ import pytest
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster
 from tests.servers import refused
+from tests.waiting import until
 
 COMMANDS = [
     "serve",
@@ -164,9 +165,9 @@ def test_redrive_moves_the_dead_letters_back(node: str) -> None:
     dynamiq("publish", "src", *[f"d{i}" for i in range(20)], url=node)
     with Client(node) as client:
         assert len(client.receive("src", 20, visibility_timeout=0.2)) == 20
-        time.sleep(0.5)
-        assert client.receive("src", 20, wait_seconds=1) == []  # their last receive: moved
-    assert depth(node, "dlq") == 20
+        # Their one lease lapses: each is moved, none delivered again
+        until(lambda: depth(node, "dlq") == 20, what="20 dead letters")
+        assert client.receive("src", 20, wait_seconds=1) == []
     task = json.loads(dynamiq("redrive", "dlq", "--json", url=node).stdout)
     assert (task["state"], task["moved"]) == ("done", 20)
     assert depth(node, "src") == 20 and depth(node, "dlq") == 0

@@ -26,6 +26,7 @@ from dynamiq.service.owners import by_owner
 from dynamiq.service.parts import Cluster
 from dynamiq.service.reach import Reach
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.waiting import eventually
 
 
 def _member(name: str) -> Member:
@@ -103,13 +104,8 @@ async def test_a_receive_answered_after_a_pause_answers_nothing(
     # Once the pause is handled, every lease of the node is dropped with it, and the
     # message comes again at once
     view.paused, view.noticed = False, True
-    got: list[bytes] = []
-    for _ in range(100):
-        got = [m.body for m in await cluster.asks.receive(ask)]
-        if got:
-            break
-        await asyncio.sleep(0.01)
-    assert got == [b"m"]
+    got = await eventually(lambda: cluster.asks.receive(ask), what="the message again")
+    assert [m.body for m in got] == [b"m"]
     await cluster.keeper.leave()
     await cluster.close()
 

@@ -16,7 +16,8 @@ from dynamiq.client import Client
 from dynamiq.errors import NoMajority
 from dynamiq.testing.cluster import LocalCluster
 from dynamiq.testing.netns import Network, available
-from tests.cluster.test_cluster import covered_by, steady_load, until
+from tests.cluster.test_cluster import covered_by, steady_load
+from tests.waiting import until
 
 LEASE_SECONDS = 8.0  # far past the fence: a second lease inside it would be seen
 

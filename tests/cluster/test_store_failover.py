@@ -14,8 +14,9 @@ import pytest
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
 from dynamiq.testing.cluster import LocalCluster
-from tests.cluster.test_cluster import steady_load, until
+from tests.cluster.test_cluster import steady_load
 from tests.servers import RedisCluster, redis_cluster
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(240)
 

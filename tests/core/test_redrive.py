@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from dynamiq.core.catalog import Catalog
@@ -13,6 +11,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.errors import Invalid, QueueNotFound, RedriveRunning
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.waiting import eventually
 
 DEAD = QueueSettings(visibility_timeout=1, max_receives=1, dead_letter_queue="dlq")
 
@@ -35,12 +34,23 @@ async def _dead_letters(queues: QueueService, clock: FakeClock, queue: str, n: i
 
 
 async def _settled(redriver: Redriver, queue: str) -> RedriveTask:
-    for _ in range(500):
+    async def ended() -> RedriveTask | None:
         task = await redriver.status(queue)
-        if task is not None and task.state != "running":
-            return task
-        await asyncio.sleep(0.01)
-    raise AssertionError("the redrive did not finish")
+        return task if task is not None and task.state != "running" else None
+
+    return await eventually(ended, what="the redrive's end")
+
+
+async def _moved_some(redriver: Redriver, queue: str, count: int = 1) -> None:
+    async def moved() -> bool:
+        task = await redriver.status(queue)
+        return task is not None and task.moved >= count
+
+    await eventually(moved, what=f"a redrive that moved {count}")
+
+
+async def _none_running(redriver: Redriver) -> bool:
+    return not redriver.running()
 
 
 @pytest.fixture
@@ -93,11 +103,7 @@ async def test_a_redrive_resumes_after_a_restart_and_moves_nothing_twice(
     queues, redriver = engine
     await _dead_letters(queues, fake_clock, "a", 250)
     await redriver.start("dlq", None, max_per_second=400)  # 100 a batch: 0.25 s apart
-    for _ in range(200):
-        task = await redriver.status("dlq")
-        if task is not None and task.moved >= 100:
-            break
-        await asyncio.sleep(0.01)
+    await _moved_some(redriver, "dlq", 100)
     await redriver.close()  # the node stops mid-way
     stopped = await redriver.status("dlq")
     assert stopped is not None and stopped.state == "running" and stopped.moved < 250
@@ -117,10 +123,10 @@ async def test_a_cancelled_redrive_stops_and_keeps_what_it_moved(
     await redriver.start("dlq", None, max_per_second=200)
     with pytest.raises(RedriveRunning):
         await redriver.start("dlq", None, None)
-    await asyncio.sleep(0.05)
+    await _moved_some(redriver, "dlq")
     cancelled = await redriver.cancel("dlq")
     assert cancelled is not None and cancelled.state == "cancelled"
-    await asyncio.sleep(0.6)
+    assert redriver.running() == []  # stopped once its batch in hand was saved
     final = await redriver.status("dlq")
     assert final is not None and final.state == "cancelled"
     left = (await queues.stats("dlq")).depth
@@ -145,10 +151,11 @@ async def test_a_cancel_from_another_node_stops_the_runner_and_keeps_its_count(
     await _dead_letters(queues, fake_clock, "a", 300)
     await redriver.start("dlq", None, max_per_second=400)  # 100 a batch, 0.25 s apart
     _, other = await _engine(store, fake_clock)  # another node, on the same store
-    await asyncio.sleep(0.05)
+    await _moved_some(redriver, "dlq")
     cancelled = await other.cancel("dlq")
     assert cancelled is not None and cancelled.state == "cancelled"
-    await asyncio.sleep(0.6)  # the runner reads the state before its next batch
+    # The runner reads the state before its next batch, and ends
+    await eventually(lambda: _none_running(redriver), what="the runner's end")
     final = await redriver.status("dlq")
     assert final is not None and final.state == "cancelled"
     left = (await queues.stats("dlq")).depth

@@ -15,6 +15,7 @@ from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
 from dynamiq.metrics.prometheus import PrometheusMetrics, summed
 from dynamiq.storage.lmdb import LmdbBackend
+from tests.waiting import eventually
 
 
 async def test_metrics_scrape_counts_what_happened(http: TestClient[Any, Any]) -> None:
@@ -49,15 +50,19 @@ async def test_dead_letters_expiry_and_redrive_are_counted(http: TestClient[Any,
     await asyncio.sleep(0.1)  # "brief" expires; "poison" is received once, then lapses
     got = await (await http.post("/v2/queues/work/receive", json={"max_messages": 5})).json()
     assert [m["body"] for m in got["messages"]] == ["poison"]
-    for _ in range(100):
-        if (await (await http.get("/v2/queues/dead")).json())["stats"]["depth"] == 1:
-            break
-        await asyncio.sleep(0.05)
+
+    async def read(path: str, key: str) -> Any:
+        return (await (await http.get(path)).json())[key]
+
+    async def dead_lettered() -> bool:
+        return bool((await read("/v2/queues/dead", "stats"))["depth"] == 1)
+
+    async def redriven() -> bool:
+        return bool(await read("/v2/queues/dead/redrive", "state") == "done")
+
+    await eventually(dead_lettered, what="the dead letter")
     assert (await http.post("/v2/queues/dead/redrive")).status == 202
-    for _ in range(100):
-        if (await (await http.get("/v2/queues/dead/redrive")).json())["state"] == "done":
-            break
-        await asyncio.sleep(0.05)
+    await eventually(redriven, what="the redrive's end")
     samples = _samples(await (await http.get("/metrics")).text())
     assert samples[("dynamiq_messages_dead_lettered_total", (("queue", "work"),))] == 1
     assert samples[("dynamiq_messages_expired_total", (("queue", "work"),))] == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from dynamiq.config_sources import load_settings
 from dynamiq.metrics.statsd import StatsdMetrics, route_key
 from dynamiq.testing.server import node_client
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -104,6 +104,14 @@ async def node_with_statsd(
         await client.close()
 
 
+async def _flushes_after(collector: socket.socket, seen: list[tuple[str, str, str]]) -> bool:
+    """Whether another flush came (its lines are added to ``seen``): what the node
+    did before it is all counted by then."""
+    more = lines(drain(collector))
+    seen.extend(more)
+    return bool(more)
+
+
 async def test_the_original_metrics_for_a_scripted_sequence(
     node_with_statsd: TestClient[Any, Any], collector: socket.socket
 ) -> None:
@@ -116,8 +124,15 @@ async def test_the_original_metrics_for_a_scripted_sequence(
     assert len(got) == 4
     await http.delete(f"/v1/queues/q/messages/{got[0]['id']},{got[1]['id']},42")
     await http.get("/v1/queues/nope/messages/1")
-    await asyncio.sleep(0.5)  # a few flushes
-    seen = lines(drain(collector))
+    seen: list[tuple[str, str, str]] = []
+
+    async def flushed() -> bool:  # what was done, and a flush of the levels after it
+        seen.extend(lines(drain(collector)))
+        names = {name for name, _, _ in seen}
+        return "dynamiq.q.deleted.count" in names and "dynamiq.q.in_flight.count" in names
+
+    await eventually(flushed, what="the counters and levels flushed")
+    await eventually(lambda: _flushes_after(collector, seen), what="one more flush")
     counters: dict[str, int] = {}
     gauges: dict[str, str] = {}
     for name, value, kind in seen:

@@ -143,26 +143,22 @@ def test_aiobotocore_long_polls_while_another_task_sends(node: str) -> None:
     require_module("aiobotocore", "test")
     from aiobotocore.session import get_session
 
-    async def scenario() -> tuple[list[str], float]:
+    async def scenario() -> list[str]:
         session = get_session()
         async with session.create_client(
             "sqs", endpoint_url=node, region_name="us-east-1", **CREDENTIALS
         ) as sqs:
             url = (await sqs.create_queue(QueueName=f"aio-{uuid.uuid4().hex[:8]}"))["QueueUrl"]
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            waiting = asyncio.create_task(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10))
+            waiting = asyncio.create_task(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20))
             await asyncio.sleep(0.5)
             assert not waiting.done()  # a long poll: nothing there yet
             await sqs.send_message(QueueUrl=url, MessageBody="awaited")
-            got = (await waiting)["Messages"]
-            took = loop.time() - started
+            # Answered when the message came, long before the end of its 20 s wait
+            got = (await asyncio.wait_for(waiting, 10))["Messages"]
             await sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
-            return [m["Body"] for m in got], took
+            return [m["Body"] for m in got]
 
-    bodies, took = asyncio.run(scenario())
-    assert bodies == ["awaited"]
-    assert 0.5 <= took < 5.0  # answered when the message came, not at the end of the wait
+    assert asyncio.run(scenario()) == ["awaited"]
 
 
 def query_client(node: str) -> Any:

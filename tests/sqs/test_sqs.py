@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -14,6 +15,7 @@ import pytest
 
 from tests.servers import require_module
 from tests.sqs.conftest import counts
+from tests.waiting import until
 
 require_module("boto3", "test")
 
@@ -284,10 +286,13 @@ def test_a_handle_from_an_earlier_receive_deletes_nothing(sqs: Any, new_queue: N
     url = new_queue()
     sqs.send_message(QueueUrl=url, MessageBody="twice")
     (first,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"]
-    time.sleep(1.2)
-    (second,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30, WaitTimeSeconds=5)[
-        "Messages"
-    ]
+    # Delivered again once its lease lapsed
+    (second,) = until(
+        lambda: sqs.receive_message(QueueUrl=url, VisibilityTimeout=30, WaitTimeSeconds=1).get(
+            "Messages"
+        ),
+        what="the message again",
+    )
     assert second["ReceiptHandle"] != first["ReceiptHandle"]
     # The stale handle: the delete succeeds and deletes nothing, as SQS documents
     sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
@@ -428,10 +433,7 @@ def test_any_node_of_a_cluster_serves_every_action(
         n1, n2, n3 = (sqs_client(cluster.nodes[n].url) for n in ("n1", "n2", "n3"))
         url = n1.create_queue(QueueName="everywhere")["QueueUrl"]
         for other in (n2, n3):  # the catalog reaches the others within a sync round
-            deadline = time.monotonic() + 10
-            while "everywhere" not in str(other.list_queues(QueueNamePrefix="every")):
-                assert time.monotonic() < deadline, "the queue did not reach every node"
-                time.sleep(0.1)
+            until(functools.partial(_lists, other, "everywhere"), what="the queue on every node")
         for start in range(0, 30, 10):
             n2.send_message_batch(
                 QueueUrl=url,
@@ -474,10 +476,7 @@ def test_any_node_of_a_cluster_serves_every_action(
             Endpoint=arn["QueueArn"],
             Attributes={"RawMessageDelivery": "true"},
         )
-        deadline = time.monotonic() + 10
-        while not _subscribed(sns3, topic):
-            assert time.monotonic() < deadline, "the subscription did not reach n3"
-            time.sleep(0.1)
+        until(lambda: _subscribed(sns3, topic), what="the subscription on n3")
         sns3.publish_batch(
             TopicArn=topic,
             PublishBatchRequestEntries=[{"Id": f"e{i}", "Message": f"e{i}"} for i in range(10)],
@@ -512,6 +511,11 @@ def test_a_full_queue_throttles_sends_as_sdks_retry_them(
     assert refused.value.response["ResponseMetadata"]["HTTPHeaders"]["retry-after"] == "1"
     assert refused.value.response["ResponseMetadata"]["RetryAttempts"] > 0  # retryable to SDKs
     assert counts(sqs, url) == ("1", "0")
+
+
+def _lists(sqs: Any, name: str) -> bool:
+    """Whether ``sqs`` lists the queue ``name``."""
+    return name in str(sqs.list_queues(QueueNamePrefix=name[:5]))
 
 
 def _subscribed(sns: Any, topic: str) -> bool:

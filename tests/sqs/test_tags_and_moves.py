@@ -10,6 +10,7 @@ import pytest
 
 from tests.servers import require_module
 from tests.sqs.conftest import queue_arn
+from tests.waiting import until
 
 require_module("boto3", "test")
 
@@ -67,12 +68,12 @@ def test_a_move_task_sends_dead_letters_back_to_their_queue(sqs: Any, new_queue:
     assert depth(sqs, dead) == 5
     assert sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"] == []
     handle = sqs.start_message_move_task(SourceArn=dead_arn)["TaskHandle"]
-    deadline = time.monotonic() + 10
-    while (task := sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"][0])[
-        "Status"
-    ] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+
+    def ended() -> dict[str, Any] | None:
+        task: dict[str, Any] = sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"][0]
+        return task if task["Status"] != "RUNNING" else None
+
+    task = until(ended, what="the move task's end")
     assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 5
     assert task["SourceArn"] == dead_arn and task["StartedTimestamp"] > 0
     assert depth(sqs, dead) == 0 and depth(sqs, url) == 5

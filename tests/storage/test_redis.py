@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -13,20 +12,21 @@ import dynamiq.storage.redis as redis_store
 from dynamiq.errors import BackendUnavailable
 from dynamiq.storage.redis import RedisBackend
 from tests.servers import flush_redis, redis_server
+from tests.waiting import eventually
 
 
 async def _linked(primary_url: str, replica_url: str) -> None:
     """Wait until the replica is linked and the primary counts it online (what WAIT counts)."""
     primary = aioredis.Redis.from_url(primary_url)
     replica = aioredis.Redis.from_url(replica_url)
+
+    async def linked() -> bool:  # replication has no event to wait on
+        up = (await replica.info("replication")).get("master_link_status") == "up"
+        seen = (await primary.info("replication")).get("slave0", {})
+        return up and isinstance(seen, dict) and seen.get("state") == "online"
+
     try:
-        for _ in range(600):
-            linked = (await replica.info("replication")).get("master_link_status") == "up"
-            seen = (await primary.info("replication")).get("slave0", {})
-            if linked and isinstance(seen, dict) and seen.get("state") == "online":
-                return
-            await asyncio.sleep(0.05)  # replication has no event to wait on
-        raise AssertionError("the replica never linked")
+        await eventually(linked, 30.0, 0.05, what="the replica linked")
     finally:
         await primary.aclose()
         await replica.aclose()

@@ -128,6 +128,10 @@ class Redriver:
             await self._store.meta_put({_key(queue): _json(task)})
         return task
 
+    def running(self) -> list[str]:
+        """The dead-letter queues whose redrive runs on this node now, sorted."""
+        return sorted(self._running)
+
     async def resume(self) -> None:
         """Resume the redrives this node was running when it stopped."""
         for raw in (await self._store.meta_scan("redrive/")).values():
