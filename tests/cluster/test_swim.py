@@ -14,6 +14,7 @@ from swimprotocol.udp.config import UdpConfig
 from dynamiq.cluster.base import Member
 from dynamiq.cluster.swim import SwimMembership, _Members, claim_port
 from dynamiq.errors import ConfigError, DynamiqError
+from tests.waiting import eventually
 
 HOST = "127.0.0.1"
 
@@ -61,11 +62,11 @@ async def test_two_members_see_each_other_and_a_departure(lone: SwimMembership) 
     await other.start(fatal)
     try:
         assert [m.name for m in other.members()] == ["beta", "solo"]
-        for _ in range(100):
-            if changes and changes[-1] == ["beta", "solo"]:
-                break
-            await asyncio.sleep(0.02)
-        assert changes[-1] == ["beta", "solo"]
+
+        async def heard() -> bool:
+            return bool(changes) and changes[-1] == ["beta", "solo"]
+
+        await eventually(heard, what="the listener told of beta")
         beta = next(m for m in lone.members() if m.name == "beta")
         assert beta == Member("beta", HOST, "http://127.0.0.1:2", beta.boot)
         lone.depart("beta", beta.boot)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeFactory
+from tests.waiting import until
 
 pytestmark = pytest.mark.browser
 
@@ -124,10 +124,10 @@ def test_a_dead_letter_queue_is_shown_and_redriven(page: Any) -> None:
     _call(url, "POST", "/v2/queues/jobs/messages", {"messages": [{"body": "a"}, {"body": "b"}]})
     got = _call(url, "POST", "/v2/queues/jobs/receive", {"max_messages": 10})
     assert len(got["messages"]) == 2  # their one lease lapses: they are dead-lettered
-    for _ in range(50):
-        if _call(url, "GET", "/v2/queues/jobs-dead")["stats"]["depth"] == 2:
-            break
-        time.sleep(0.1)
+    until(
+        lambda: _call(url, "GET", "/v2/queues/jobs-dead")["stats"]["depth"] == 2,
+        what="two dead letters",
+    )
     page.reload()
     page.get_by_role("button", name="jobs", exact=True).click()
     expect(page.locator("#dead-letters")).to_have_text(

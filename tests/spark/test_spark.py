@@ -22,6 +22,7 @@ require_module("pyspark", "spark")
 import dynamiq.spark  # noqa: E402  (only once pyspark is known to be there)
 from dynamiq.client import Client  # noqa: E402
 from dynamiq.models import Message  # noqa: E402
+from tests.waiting import until  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -134,10 +135,12 @@ def test_a_killed_streaming_query_restarts_from_its_checkpoint_and_loses_nothing
     env = dict(os.environ)
     first = subprocess.Popen(job, cwd=ROOT, env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while len(_written(out)) < 150:  # a few micro-batches are in
-            assert time.monotonic() < deadline and first.poll() is None
-            time.sleep(0.2)
+
+        def some_batches_in() -> bool:  # a few micro-batches, while the driver runs
+            assert first.poll() is None, "the streaming driver ended"
+            return len(_written(out)) >= 150
+
+        until(some_batches_in, 120, 0.2, what="150 rows written")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
         first.wait()
@@ -227,10 +230,12 @@ def test_a_batch_slower_than_the_lease_is_not_delivered_twice(
         .start()
     )
     try:
-        deadline = time.monotonic() + 120
-        while _depth(node, "slow") > 0:
-            assert time.monotonic() < deadline and query.isActive
-            time.sleep(0.5)
+
+        def drained() -> bool:
+            assert query.isActive, "the query ended"
+            return _depth(node, "slow") == 0
+
+        until(drained, 120, 0.5, what="the queue drained")
     finally:
         query.stop()
     assert sorted(seen) == sorted(ids)  # each once: no lease lapsed while its batch ran
