@@ -25,6 +25,7 @@ class GatedProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.forwarded = 0
+        self.received = 0  # requests clients sent, held or not
 
     async def start(self) -> str:
         """Listen on a port the OS picks; return the proxy's URL."""
@@ -59,6 +60,7 @@ class GatedProxy:
         answers = asyncio.create_task(_pipe(upstream, reply))
         try:
             while request := await _read_request(client):
+                self.received += 1
                 async with self._changed:
                     await self._changed.wait_for(lambda: self._budget != 0)
                     if self._budget is not None:

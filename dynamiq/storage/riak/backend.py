@@ -16,7 +16,9 @@ request, read from ``riak_kv_wm_object`` and ``riak_kv_delete``):
   returned, so Riak writes the tombstone without reading the object first
   (without a vclock it reads it: a second GET per message). Riak's own
   tombstone reaper still reads the key once after answering.
-- depth counters: about one update per bucket per round trip (``depths``).
+- depth counters: about one update per bucket per round trip (``depths``);
+  a bucket written with an unknown outcome is recounted from its keys
+  (``recount``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import functools
 import json
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX, KeyRange
 from dynamiq.storage.base import (
     Claimed,
@@ -41,6 +44,7 @@ from dynamiq.storage.base import (
 )
 from dynamiq.storage.riak.depths import DepthDeltas
 from dynamiq.storage.riak.http import HttpTransport, RiakHttp, Transport, siblings
+from dynamiq.storage.riak.recount import Recounts
 
 __all__ = ["RiakBackend"]
 
@@ -69,6 +73,7 @@ class RiakBackend:
         self._http = RiakHttp(nodes, pool_size, timeout, transport or HttpTransport(pool_size))
         self._ns = namespace
         self._depths = DepthDeltas(self._count_add)
+        self._recounts = Recounts(self._counter, self._key_count, self._count_add)
         self._vclocks: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._commits = 0
         self._commit_seconds = 0.0
@@ -103,6 +108,7 @@ class RiakBackend:
             added = Counter(items[i][0] for i, ok in done.items() if ok)
             for bucket, n in added.items():
                 self._depths.add(bucket, n)
+            self._outcomes({bucket for bucket, _, _ in items}, len(done) < len(items))
         self._commits += 1
         self._commit_seconds += time.perf_counter() - started
         return stored
@@ -165,6 +171,7 @@ class RiakBackend:
             removed = await self._http.each([functools.partial(remove, k) for k in unique], done)
         finally:  # a batch that failed partway counts what it deleted
             self._depths.add(bucket, -sum(done.values()))
+            self._outcomes({bucket}, len(done) < len(unique))
         existed = dict(zip(unique, removed, strict=True))
         out = [existed[k] and first[k] == i for i, k in enumerate(keys)]
         self._commits += 1
@@ -309,19 +316,42 @@ class RiakBackend:
 
     async def count(self, bucket: str) -> int:
         """Return the bucket's counter, once this node's queued deltas are in it."""
+        return max(0, await self._counter(bucket))
+
+    async def _counter(self, bucket: str) -> int:
+        """The bucket's counter as stored (below 0 when it drifted), this node's queued
+        deltas in it."""
         await self._depths.settle(bucket)
         value, _ = await self._map("counts", self._bucket(bucket))
-        return max(0, int(value.get("n_counter", 0)))
+        return int(value.get("n_counter", 0))
 
-    async def drop(self, bucket: str) -> None:
-        """Delete every message of the bucket, page by page, then its counter."""
+    async def _key_count(self, bucket: str) -> int:
+        """How many keys the bucket holds, by its 2i pages."""
+        return sum([len(keys) async for keys in self._pages(bucket)])
+
+    async def _pages(self, bucket: str) -> AsyncIterator[list[int]]:
+        """The bucket's keys, a 2i page at a time, in ascending order."""
         continuation: str | None = None
         while True:
             keys, continuation = await self._index_page(bucket, 0, ID_MAX, PAGE, continuation)
+            yield keys
+            if not continuation:
+                return
+
+    def _outcomes(self, buckets: set[str], unknown: bool) -> None:
+        """Note writes to ``buckets``; some of them, with ``unknown`` outcomes, may have
+        been made without moving the counter: recount those buckets."""
+        for bucket in buckets:
+            self._recounts.wrote(bucket)
+            if unknown:
+                self._recounts.unsure(bucket)
+
+    async def drop(self, bucket: str) -> None:
+        """Delete every message of the bucket, page by page, then its counter."""
+        async for keys in self._pages(bucket):
             if keys:
                 await self.delete(bucket, keys)
-            if not continuation:
-                break
+        self._recounts.forget(bucket)
         await self._depths.settle(bucket)
         await self._http.call(
             "DELETE",
@@ -330,7 +360,12 @@ class RiakBackend:
         )
 
     async def _count_add(self, bucket: str, delta: int) -> None:
-        await self._update_map("counts", self._bucket(bucket), {"update": {"n_counter": delta}})
+        try:
+            operation = {"update": {"n_counter": delta}}
+            await self._update_map("counts", self._bucket(bucket), operation)
+        except BackendUnavailable:  # it may have been applied: sent again, it counts twice
+            self._recounts.unsure(bucket)
+            raise
 
     # -- configuration (one CRDT map of registers) -----------------------------
 
@@ -398,8 +433,10 @@ class RiakBackend:
         return self._commits, self._commit_seconds
 
     async def maintain(self) -> None:
-        """Send the depth deltas a failure left queued (Riak keeps itself)."""
+        """Send the depth deltas a failure left queued, and recount the buckets whose
+        counter may be off (``recount``); Riak keeps itself."""
         self._depths.retry()
+        await self._recounts.run()
 
     async def close(self) -> None:
         """Send the queued depth deltas, close the connection pool; idempotent."""
