@@ -53,15 +53,14 @@ __all__ = ["Node"]
 
 log = logging.getLogger("dynamiq.service")
 
+DISK_RETRY_SECONDS = 5  # what a publish refused for want of disk is told to wait
+
 # How a receive that has to wait is run: awaited, or as the HTTP layer watches it.
 Waiting = Callable[[Coroutine[Any, Any, list[Message]]], Awaitable[list[Message]]]
 
 
 async def _waited(receive: Coroutine[Any, Any, list[Message]]) -> list[Message]:
     return await receive
-
-
-DISK_RETRY_SECONDS = 5  # what a publish refused for want of disk is told to wait
 
 
 class Node:
