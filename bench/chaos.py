@@ -156,7 +156,7 @@ def _fault(cluster: LocalCluster, watch: CoverageWatch, node: LocalNode, fault: 
     watch.down.discard(node.name)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=3)
@@ -186,31 +186,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=1, help="worker processes per node (default 1)"
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
+    if args.partitions and (why := available()) is not None:
+        parser.error(f"--partitions: {why}")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
-    extra = ["--core-loglevelstring", args.loglevel]
     with (
         tempfile.TemporaryDirectory(prefix="dynamiq-chaos-") as tmp,
         contextlib.ExitStack() as stack,
     ):
-        url = args.redis_url
-        redis = None
-        if args.redis_cluster:
-            redis = stack.enter_context(redis_cluster(Path(tmp) / "redis"))
-            url = redis.url
-        if url:
-            extra += ["--storage-backend", "redis", "--storage-url", url]
-        if args.store_faults:
-            extra += ["--storage-waitreplicas", "1"]  # an acknowledged write is on two servers
+        redis = (
+            stack.enter_context(redis_cluster(Path(tmp) / "redis")) if args.redis_cluster else None
+        )
         network = None
         if args.partitions:
-            if (why := available()) is not None:
-                parser.error(f"--partitions: {why}")
             network = Network([f"n{i + 1}" for i in range(args.nodes)]).up()
             stack.callback(network.down)
+        extra = _node_flags(args, redis.url if redis else args.redis_url)
         cluster = LocalCluster(
             Path(tmp), args.nodes, extra=extra, network=network, workers=args.workers
         )
@@ -220,6 +219,16 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
             if args.keep_logs is not None:
                 shutil.copytree(Path(tmp) / "logs", args.keep_logs, dirs_exist_ok=True)
+
+
+def _node_flags(args: argparse.Namespace, redis_url: str | None) -> list[str]:
+    """The nodes' flags: their log level, and the Redis store they run on, if any."""
+    extra = ["--core-loglevelstring", args.loglevel]
+    if redis_url:
+        extra += ["--storage-backend", "redis", "--storage-url", redis_url]
+    if args.store_faults:
+        extra += ["--storage-waitreplicas", "1"]  # an acknowledged write is on two servers
+    return extra
 
 
 def _run(
@@ -232,6 +241,27 @@ def _run(
     print(f"formed in {cluster.start():.1f} s")
     print(f"monotonic {time.monotonic():.2f} is {datetime.now().time()} (the nodes' log times)")
     urls = [n.url for n in cluster.nodes.values()]
+    loads = _loads(urls, args.rate)
+    watch = CoverageWatch(cluster).start()
+    probe = Probe(urls).start() if redis is not None else None
+    started = time.monotonic()
+    times = _rounds(cluster, args, watch, redis, probe)
+    if probe is not None:
+        probe.stop()
+    for each in loads.values():
+        each.stop()
+    print(f"load ran {time.monotonic() - started:.0f} s; draining")
+    failed = _drained(loads)
+    watch.stop()
+    print(f"\nworst unserved time          {watch.worst:.2f} s")
+    print("\nseconds to serve again after     worst  median  rounds")
+    for what, took in sorted(times.items()):
+        print(f"  {what:30} {max(took):5.1f}  {median(took):6.1f}  {len(took):6}")
+    return 1 if failed else 0
+
+
+def _loads(urls: list[str], rate: float) -> dict[str, Workload]:
+    """Make the queues and start their workloads, by name."""
     with Client(urls) as client:
         client.create_queue("chaos-dead")
         client.create_queue(
@@ -241,12 +271,11 @@ def _run(
             dead_letter_queue="chaos-dead",
         )
         client.create_queue("chaos-ordered", visibility_timeout=5.0)
-    time.sleep(1.0)
-    watch = CoverageWatch(cluster).start()
+    time.sleep(1.0)  # every node reloads its catalog within this
     load = Workload(
         urls,
         "chaos",
-        rate=args.rate,
+        rate=rate,
         visibility=5.0,
         poison_every=POISON_EVERY,
         delay_every=DELAY_EVERY,
@@ -255,23 +284,31 @@ def _run(
     ordered = Workload(
         urls,
         "chaos-ordered",
-        rate=args.rate / 2,
+        rate=rate / 2,
         visibility=5.0,
         groups=GROUPS,
         dedup=True,
         repeat_every=REPEAT_EVERY,
     ).start()
-    probe = Probe(urls).start() if redis is not None else None
-    started = time.monotonic()
+    return {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
+
+
+def _rounds(
+    cluster: LocalCluster,
+    args: argparse.Namespace,
+    watch: CoverageWatch,
+    redis: RedisCluster | None,
+    probe: Probe | None,
+) -> dict[str, list[float]]:
+    """Run the fault rounds; return, per fault, the seconds to serve again: the
+    cluster settling after the recovery (restart, SIGCONT, heal); for a store
+    primary, its replica's promotion and every probe answering again."""
     faults = [
         *FAULTS,
         *(WORKER_FAULTS if args.workers > 1 else ()),
         *(NETWORK_FAULTS if args.partitions else ()),
         *(STORE_FAULTS if redis else ()),
     ]
-    # Seconds to serve again: per fault, the cluster settling after the recovery
-    # (restart, SIGCONT, heal); for a store primary, its replica's promotion and
-    # every probe answering again.
     times: dict[str, list[float]] = {}
     for number in range(1, args.rounds + 1):
         time.sleep(random.uniform(1.0, 3.0))
@@ -295,12 +332,11 @@ def _run(
             f"round {number:2}: {fault:8} {node.name} at {began:.2f}, "
             f"settled {settled:.1f} s after recovery"
         )
-    if probe is not None:
-        probe.stop()
-    loads = {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
-    for each in loads.values():
-        each.stop()
-    print(f"load ran {time.monotonic() - started:.0f} s; draining")
+    return times
+
+
+def _drained(loads: dict[str, Workload]) -> bool:
+    """Drain every workload and print its report; return whether any failed."""
     deadline = time.monotonic() + DRAIN_SECONDS
     failed = False
     for name, each in loads.items():
@@ -313,12 +349,7 @@ def _run(
         if not drained:
             print(f"did not drain within {DRAIN_SECONDS} s")
         failed = failed or report.failed or not drained
-    watch.stop()
-    print(f"\nworst unserved time          {watch.worst:.2f} s")
-    print("\nseconds to serve again after     worst  median  rounds")
-    for what, took in sorted(times.items()):
-        print(f"  {what:30} {max(took):5.1f}  {median(took):6.1f}  {len(took):6}")
-    return 1 if failed else 0
+    return failed
 
 
 if __name__ == "__main__":

@@ -71,6 +71,13 @@ class Pool:
             connection.writer.close()
         return status, answer
 
+    async def ok(self, method: str, path: str, body: bytes = b"") -> bytes:
+        """Send a request; return the body of its 2xx answer (``RuntimeError`` otherwise)."""
+        status, answer = await self.request(method, path, body)
+        if not 200 <= status < 300:
+            raise RuntimeError(f"{method} {path} failed: HTTP {status} {answer[:200]!r}")
+        return answer
+
     async def _open(self) -> _Connection:
         host, port = self._address
         return _Connection(*await asyncio.open_connection(host, port, ssl=self._tls))

@@ -81,14 +81,6 @@ def _loop_run(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
-async def _ok(pool: Pool, method: str, path: str, body: bytes = b"") -> bytes:
-    """The body of a 2xx answer to a request sent through ``pool``."""
-    status, answer = await pool.request(method, path, body)
-    if not 200 <= status < 300:
-        raise RuntimeError(f"{method} {path} failed: HTTP {status} {answer[:200]!r}")
-    return answer
-
-
 class Dynamiq(peers.Adapter):  # type: ignore[misc]
     name = "dynamiq"
     port = PORT
@@ -146,7 +138,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         path = f"/v2/queues/{q}/messages"
         requests = max(PUBLISH_REQUESTS, len(pools))
         try:
-            await _ok(pools[0], "GET", f"/v2/queues/{q}")  # connected before the clock starts
+            await pools[0].ok("GET", f"/v2/queues/{q}")  # connected before the clock starts
 
             async def send(first: int, count: int) -> None:
                 msgs: list[dict[str, str]] = [
@@ -156,7 +148,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
                     for i, m in enumerate(msgs, first):
                         m["group"] = f"g{i % self.groups}"
                 pool = pools[(first // max(1, count)) % len(pools)]
-                await _ok(pool, "POST", path, encode({"messages": msgs}))
+                await pool.ok("POST", path, encode({"messages": msgs}))
 
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
@@ -206,7 +198,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         rec = peers.Recv(n, latency)
         try:
             for pool in pools:
-                await _ok(pool, "GET", path)  # connect without leasing anything
+                await pool.ok("GET", path)  # connect without leasing anything
             clock = peers.Clock()
             await asyncio.to_thread(clock.start, ready, go, self.timeout)
             in_flight = asyncio.Semaphore(DELETES_IN_FLIGHT)
@@ -214,14 +206,14 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             errors: list[str] = []
 
             async def delete(pool: Pool, ids: list[str]) -> None:
-                await _ok(pool, "POST", path + "/delete", encode({"ids": ids}))
+                await pool.ok("POST", path + "/delete", encode({"ids": ids}))
 
             async def receiver(pool: Pool) -> None:
                 while not rec.done:
                     if clock.expired():
                         errors.append("timeout")
                         break
-                    got = decode(await _ok(pool, "POST", path + "/receive", receive_body))
+                    got = decode(await pool.ok("POST", path + "/receive", receive_body))
                     ids = []
                     for m in got["messages"]:
                         rec.on(m["body"].encode())

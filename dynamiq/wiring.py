@@ -116,16 +116,18 @@ def create_app(
         queue_levels=settings.stats.type == "statsd",
     )
     services = Services(
-        node,
-        metrics,
-        prometheus.render,
-        reporter.report_queues,
-        signer,
-        settings.sqs,
-        _guard(settings, keys, clock, reach),
-        frozenset(api for api in ("v1", "sqs", "metrics") if getattr(settings.auth, api) == "open"),
-        frozenset(_host_names(settings)),
-        Intake(settings.limits.maxpendingbytes),
+        node=node,
+        metrics=metrics,
+        render_metrics=prometheus.render,
+        read_levels=reporter.report_queues,
+        peers=signer,
+        sqs=settings.sqs,
+        guard=_guard(settings, keys, clock, reach),
+        keyless=frozenset(
+            api for api in ("v1", "sqs", "metrics") if getattr(settings.auth, api) == "open"
+        ),
+        hosts=frozenset(_host_names(settings)),
+        intake=Intake(settings.limits.maxpendingbytes),
     )
     app = build_app(services, settings.limits.maxbodybytes)
     app[STORE] = store

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -224,9 +223,12 @@ def test_ctrl_c_stops_consume_cleanly(node: str, queue: str, tmp_path: Path) -> 
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
-    while (not written.exists() or written.stat().st_size < 2000) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    until(
+        lambda: written.exists() and written.stat().st_size >= 2000,
+        30,
+        0.01,
+        what="consume writing",
+    )
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
