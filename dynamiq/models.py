@@ -180,7 +180,10 @@ class QueueSettings:
     max_depth: int | None = None
 
     def __post_init__(self) -> None:
-        _check_number("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT)
+        # 0: a message received is visible again at once (its receive counted)
+        _check_number(
+            "visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_TIMEOUT, zero=True
+        )
         _check_int("min_partitions", self.min_partitions)
         _check_int("max_partitions", self.max_partitions)
         _check_number("max_partition_age", self.max_partition_age, MAX_PARTITION_AGE)
@@ -381,7 +384,8 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ``receive_count`` counts its leases, this one included (0 in a peek of a
     message never received); ``first_received_ms`` is 0 until its first;
     ``expires_ms`` is 0 for a message without a time to live of its own.
-    ``attributes``, ``routing_key`` and ``group`` are what its producer attached.
+    ``attributes``, ``routing_key``, ``group``, ``dedup_id`` and ``trace`` are
+    what its producer attached.
     """
 
     id: int
@@ -394,6 +398,8 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     attributes: Attributes | None = None
     routing_key: str | None = None
     group: str | None = None
+    dedup_id: str | None = None
+    trace: str | None = None
 
 
 class Outgoing(msgspec.Struct, frozen=True):
@@ -415,6 +421,7 @@ class Outgoing(msgspec.Struct, frozen=True):
     routing_key: str | None = None
     dedup_id: str | None = None
     group: str | None = None
+    trace: str | None = None  # a tracing header (SQS's AWSTraceHeader), kept as given
 
 
 T = TypeVar("T")

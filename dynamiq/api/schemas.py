@@ -67,6 +67,8 @@ Encoding = Literal["utf-8", "base64"]
 # deletes); the OpenAPI document states the same rule as a pattern.
 IdText = Annotated[str, msgspec.Meta(description="a message id: decimal digits, < 2^63")]
 Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_VISIBILITY_TIMEOUT)]
+# A lease: 0 leaves a message received visible again at once.
+LeaseSeconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_VISIBILITY_TIMEOUT)]
 PartitionCount = Annotated[int, msgspec.Meta(ge=1, le=MAX_PARTITIONS_LIMIT)]
 # A node's limits.maxdelayseconds may be lower: the node checks it (422).
 DelaySeconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_DELAY_SECONDS)]
@@ -148,7 +150,7 @@ class ReceiveRequest(_Body):
 
     max_messages: Annotated[int, msgspec.Meta(ge=1)] = 1
     wait_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None  # None: the queue's
-    visibility_timeout: Seconds | None = None
+    visibility_timeout: LeaseSeconds | None = None  # None: the queue's
     encoding: Literal["auto", "base64"] = "auto"
 
 
@@ -256,7 +258,7 @@ class QueueSettingsBody(_Body):
     ``max_depth`` messages is refused with 429 ``QUEUE_FULL`` (null: no bound).
     """
 
-    visibility_timeout: Seconds | None = None
+    visibility_timeout: LeaseSeconds | None = None
     min_partitions: PartitionCount | None = None
     max_partitions: PartitionCount | None = None
     max_partition_age: Annotated[float, msgspec.Meta(gt=0, le=MAX_PARTITION_AGE)] | None = None

@@ -158,7 +158,11 @@ class QueueService:
         while True:
             record = self._catalog.queue(queue)
             state = self.states.of(record)
-            lease = visibility_timeout or record.settings.visibility_timeout
+            lease = (
+                record.settings.visibility_timeout
+                if visibility_timeout is None
+                else visibility_timeout
+            )
             seen = state.changes
             news = state.news if news is None else news
             got = await self._receive_once(record, state, max_messages, lease)

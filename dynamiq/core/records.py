@@ -54,6 +54,8 @@ class Meta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     attributes: Attributes | None = None
     routing_key: str | None = None
     group: str | None = None
+    dedup_id: str | None = None
+    trace: str | None = None
 
 
 NO_META = Meta()
@@ -133,6 +135,8 @@ def _message(message_id: int, record: bytes, received_ms: int) -> Message:
         meta.attributes,
         meta.routing_key,
         meta.group,
+        meta.dedup_id,
+        meta.trace,
     )
 
 
@@ -145,6 +149,8 @@ def new_life(meta: Meta, expires_ms: int = 0, dead_letter: DeadLetter | None = N
         attributes=meta.attributes,
         routing_key=meta.routing_key,
         group=meta.group,
+        dedup_id=meta.dedup_id,
+        trace=meta.trace,
     )
 
 
@@ -158,6 +164,8 @@ def meta_of_message(message: Message) -> Meta:
         message.attributes,
         message.routing_key,
         message.group,
+        message.dedup_id,
+        message.trace,
     )
 
 

@@ -358,14 +358,6 @@ class Node:
             await self._asks.delete(queue, current)
         return current
 
-    async def change_visibility_delivered(
-        self, queue: str, deliveries: Sequence[tuple[int, int]], seconds: float
-    ) -> list[int]:
-        """``change_visibility`` of the deliveries still current (``delete_delivered``)."""
-        self._check_batch(len(deliveries))
-        current = await self._asks.still_current(queue, deliveries)
-        return await self._asks.change_visibility(queue, current, seconds) if current else []
-
     async def change_visibility(self, queue: str, ids: Sequence[int], seconds: float) -> list[int]:
         """Extend leases by ``seconds`` from now, or end them (0); return the ids leased."""
         self._check_batch(len(ids))

@@ -60,7 +60,7 @@ CASES: list[tuple[str, str, Any, int]] = [
     ("POST", "/v2/queues/q/receive", b"\x0b", 400),  # not JSON whitespace, so not empty
     ("POST", "/v2/queues/q/receive", {"wait_seconds": -1}, 422),
     ("POST", "/v2/queues/q/receive", {"wait_seconds": 6}, 422),
-    ("POST", "/v2/queues/q/receive", {"visibility_timeout": 0}, 422),
+    ("POST", "/v2/queues/q/receive", {"visibility_timeout": -1}, 422),
     ("POST", "/v2/queues/q/receive", {"visibility_timeout": 10**9}, 422),
     ("POST", "/v2/queues/q/receive", {"max_messages": 1, "extra": True}, 422),
     ("POST", "/v2/queues/q/receive", b"[", 400),

@@ -117,6 +117,13 @@ async def test_visibility_override(http: Http, spec: dict[str, Any]) -> None:
         http, spec, "POST", "/v2/queues/v/receive", 200, {"max_messages": 1, "wait_seconds": 3}
     )
     assert again["messages"][0]["id"] == first["messages"][0]["id"]
+    # A lease of 0: visible again at once, to the very next receive
+    await call(http, spec, "POST", "/v2/queues/v/messages", 200, {"messages": [{"body": "y"}]})
+    body = {"max_messages": 1, "visibility_timeout": 0}
+    gone = await call(http, spec, "POST", "/v2/queues/v/receive", 200, body)
+    back = await call(http, spec, "POST", "/v2/queues/v/receive", 200, {"max_messages": 1})
+    seen = [(m["body"], m["receive_count"]) for m in gone["messages"] + back["messages"]]
+    assert seen == [("y", 1), ("y", 2)]
 
 
 @pytest.fixture

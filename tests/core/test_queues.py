@@ -59,6 +59,22 @@ async def test_an_unleased_message_reappears_after_the_visibility_timeout(engine
     assert [m.id for m in again] == [mid] and again[0].body == b"x"
 
 
+async def test_a_lease_of_zero_seconds_leaves_the_message_visible_at_once(
+    engine: Engine,
+) -> None:
+    catalog, queues, _ = engine
+    (mid,) = await queues.publish("q", [b"x"])
+    # Given a receive that asks for no lease (the clock never moves)
+    (first,) = await queues.receive("q", 1, visibility_timeout=0)
+    # Then the next receive gets the message again, its receive counted
+    (again,) = await queues.receive("q", 1, visibility_timeout=0)
+    assert (first.id, again.id, first.receive_count, again.receive_count) == (mid, mid, 1, 2)
+    # And a queue whose own timeout is 0 does the same for receives that name none
+    await catalog.configure_queue("q", {"visibility_timeout": 0})
+    assert [m.receive_count for m in await queues.receive("q", 1)] == [3]
+    assert [m.receive_count for m in await queues.receive("q", 1)] == [4]
+
+
 async def test_a_deleted_message_is_never_delivered_again(engine: Engine) -> None:
     _, queues, clock = engine
     ids = await queues.publish("q", [b"a", b"b"])

@@ -51,22 +51,8 @@ class _Sent:
         group = entry.optional_text("MessageGroupId")
         dedup_id = entry.optional_text("MessageDeduplicationId")
         if settings.fifo:
-            if delay is not None:
-                raise AwsError(
-                    "InvalidParameterValue",
-                    "Value for parameter DelaySeconds is invalid. Reason: The request include "
-                    "parameter that is not valid for this queue type.",
-                )
-            if group is None:
-                raise AwsError(
-                    "MissingParameter", "The request must contain the parameter MessageGroupId."
-                )
-            if dedup_id is None and not settings.content_dedup:
-                raise AwsError(
-                    "InvalidParameterValue",
-                    "The queue should either have ContentBasedDeduplication enabled or "
-                    "MessageDeduplicationId provided explicitly",
-                )
+            _check_fifo(delay, group, dedup_id, settings.content_dedup)
+            delay = None  # 0 at most: the queue's own delay applies
         encoded = body.encode()
         limit = call.node.message_limit(settings)
         if len(encoded) + attributes_size(kept) > limit:
@@ -75,12 +61,14 @@ class _Sent:
                 f"One or more parameters are invalid. Reason: Message must be shorter than "
                 f"{limit} bytes.",
             )
+        trace = system.get("AWSTraceHeader")
         self.message = Outgoing(
             encoded,
             delay_seconds=delay,
             attributes=kept or None,
             dedup_id=dedup_id,
             group=group,
+            trace=None if trace is None else str(trace[1]),
         )
         self.answer: dict[str, Any] = {"MD5OfMessageBody": body_md5(encoded)}
         if typed:
@@ -102,9 +90,48 @@ async def send_message(call: Call) -> dict[str, Any]:
     return sent.sent(message_id, record.settings.fifo)
 
 
+def _check_fifo(
+    delay: int | None, group: str | None, dedup_id: str | None, content_dedup: bool
+) -> None:
+    """Refuse what a FIFO queue does not take: a delay of a message's own (0 is no delay),
+    no group, no deduplication id where the queue does not hash the content."""
+    if delay:
+        raise AwsError(
+            "InvalidParameterValue",
+            f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
+            "include parameter that is not valid for this queue type.",
+        )
+    if group is None:
+        raise AwsError("MissingParameter", "The request must contain the parameter MessageGroupId.")
+    if dedup_id is None and not content_dedup:
+        raise AwsError(
+            "InvalidParameterValue",
+            "The queue should either have ContentBasedDeduplication enabled or "
+            "MessageDeduplicationId provided explicitly",
+        )
+
+
+def _check_fifo_batch(entries: list[dict[str, Any]], content_dedup: bool) -> None:
+    """Refuse a FIFO batch whole, as SQS does, when an entry has no group, or no
+    deduplication id where the queue does not hash the content."""
+    for entry in entries:
+        if entry.get("MessageGroupId") is None:
+            raise AwsError(
+                "InvalidParameterValue", "The request must contain the parameter MessageGroupId."
+            )
+        if entry.get("MessageDeduplicationId") is None and not content_dedup:
+            raise AwsError(
+                "InvalidParameterValue",
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly",
+            )
+
+
 async def send_message_batch(call: Call) -> dict[str, Any]:
     record = call.queue()
     entries = batch_entries(call.params)
+    if record.settings.fifo:
+        _check_fifo_batch(entries, record.settings.content_dedup)
     total = sum(len(str(e.get("MessageBody", "")).encode()) for e in entries)  # bytes, as SQS
     limit = call.node.message_limit(record.settings)
     if total > limit:
@@ -178,6 +205,10 @@ def _system_attributes(call: Call, record: QueueRecord, m: Message) -> dict[str,
     }
     if m.group is not None:
         shown["MessageGroupId"] = m.group
+    if m.dedup_id is not None:
+        shown["MessageDeduplicationId"] = m.dedup_id
+    if m.trace is not None:
+        shown["AWSTraceHeader"] = m.trace
     if record.settings.fifo:
         shown["SequenceNumber"] = f"{m.id:020d}"
     if m.dead_letter is not None:
@@ -209,7 +240,8 @@ async def change_message_visibility(call: Call) -> dict[str, Any]:
     record = call.queue()
     receipt = _receipt(record, call.params.text("ReceiptHandle"))
     seconds = _visibility(call.params)
-    if not await call.node.change_visibility_delivered(record.name, [receipt.delivery], seconds):
+    # The message's current lease, whichever receive's handle names it (as SQS does)
+    if not await call.node.change_visibility(record.name, [receipt.message_id], seconds):
         raise _not_in_flight(call.params.text("ReceiptHandle"))
     return {}
 
@@ -259,12 +291,12 @@ async def delete_message_batch(call: Call) -> dict[str, Any]:
 
 async def change_message_visibility_batch(call: Call) -> dict[str, Any]:
     async def change(queue: str, deliveries: list[tuple[Delivery, float | None]]) -> set[int]:
-        by_seconds: dict[float, list[Delivery]] = {}
-        for delivery, seconds in deliveries:
-            by_seconds.setdefault(seconds or 0.0, []).append(delivery)
+        by_seconds: dict[float, list[int]] = {}
+        for (message_id, _), seconds in deliveries:  # the current lease, as above
+            by_seconds.setdefault(seconds or 0.0, []).append(message_id)
         changed: set[int] = set()
-        for seconds, same in by_seconds.items():
-            changed.update(await call.node.change_visibility_delivered(queue, same, seconds))
+        for seconds, ids in by_seconds.items():
+            changed.update(await call.node.change_visibility(queue, ids, seconds))
         return changed
 
     return await _settle_batch(call, _visibility, change)

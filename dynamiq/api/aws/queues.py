@@ -80,7 +80,7 @@ def _boolean(name: str, value: object) -> bool:
 
 # attribute: (setting, parser)
 _SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
-    "VisibilityTimeout": ("visibility_timeout", _integer(1, 43_200)),
+    "VisibilityTimeout": ("visibility_timeout", _integer(0, 43_200)),
     "DelaySeconds": ("delay_seconds", _integer(0, 900)),
     "MessageRetentionPeriod": ("retention_seconds", _integer(60, 1_209_600)),
     "ReceiveMessageWaitTimeSeconds": ("receive_wait_seconds", _integer(0, 20)),
@@ -104,7 +104,7 @@ def settings_of(call: Call, attributes: dict[str, Any], fifo: bool) -> dict[str,
             setting, parse = _SIMPLE[name]
             changes[setting] = parse(name, value)
         elif name == "RedrivePolicy":
-            changes.update(_redrive_policy(call, value))
+            changes.update(_redrive_policy(call, value, fifo))
         elif name in IGNORED or name == "FifoQueue":
             continue
         else:
@@ -114,7 +114,7 @@ def settings_of(call: Call, attributes: dict[str, Any], fifo: bool) -> dict[str,
     return changes
 
 
-def _redrive_policy(call: Call, value: object) -> dict[str, Any]:
+def _redrive_policy(call: Call, value: object, fifo: bool) -> dict[str, Any]:
     if value in ("", None, "{}"):
         return {"dead_letter_queue": None, "max_receives": None}
     try:
@@ -127,6 +127,12 @@ def _redrive_policy(call: Call, value: object) -> dict[str, Any]:
         ) from None
     if not 1 <= receives <= 1000:
         raise _bad_value("RedrivePolicy", "maxReceiveCount must be from 1 to 1000")
+    if target.endswith(FIFO_SUFFIX) != fifo:  # only a FIFO queue's name ends in .fifo
+        raise AwsError(
+            "InvalidParameterValue",
+            f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
+            "target must be the same type of queue as the source queue.",
+        )
     return {"dead_letter_queue": target, "max_receives": receives}
 
 
@@ -204,6 +210,8 @@ def _tags(given: dict[str, Any]) -> dict[str, str]:
 async def tag_queue(call: Call) -> dict[str, Any]:
     record = call.queue()
     given = _tags(call.params.mapping("Tags"))
+    if not given:
+        raise AwsError("MissingParameter", "The request must contain the parameter Tags.")
     await _set_tags(call, record, {**(record.settings.tags or {}), **given})
     return {}
 
@@ -211,6 +219,8 @@ async def tag_queue(call: Call) -> dict[str, Any]:
 async def untag_queue(call: Call) -> dict[str, Any]:
     record = call.queue()
     gone = set(call.params.strings("TagKeys"))
+    if not gone:
+        raise AwsError("MissingParameter", "The request must contain the parameter TagKeys.")
     tags = {k: v for k, v in (record.settings.tags or {}).items() if k not in gone}
     await _set_tags(call, record, tags)
     return {}

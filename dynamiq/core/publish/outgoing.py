@@ -57,6 +57,8 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
             attributes=m.attributes or None,
             routing_key=m.routing_key or None,
             group=m.group,
+            dedup_id=m.dedup_id,
+            trace=m.trace,
         )
         if m.group is not None:
             out.pinned[len(out.rows)] = group_stripe(m.group)

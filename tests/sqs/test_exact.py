@@ -1,0 +1,80 @@
+"""SQS's finer behaviour through boto3, as AWS documents and answers it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.servers import require_module
+
+require_module("boto3", "test")
+
+from botocore.exceptions import ClientError  # noqa: E402
+
+NewQueue = Callable[..., str]
+
+
+def _counts(sqs: Any, url: str) -> list[str]:
+    got = sqs.receive_message(QueueUrl=url, AttributeNames=["ApproximateReceiveCount"])
+    return [m["Attributes"]["ApproximateReceiveCount"] for m in got.get("Messages", [])]
+
+
+def test_a_visibility_timeout_of_zero_leaves_a_message_visible_at_once(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    # A receive that asks for 0
+    url = new_queue()
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
+    assert [m["Body"] for m in first] == ["m"]
+    assert _counts(sqs, url) == ["2"]  # the next receive has it again
+    # A queue whose own timeout is 0
+    zero = new_queue(VisibilityTimeout="0")
+    shown = sqs.get_queue_attributes(QueueUrl=zero, AttributeNames=["VisibilityTimeout"])
+    assert shown["Attributes"] == {"VisibilityTimeout": "0"}
+    sqs.send_message(QueueUrl=zero, MessageBody="m")
+    assert [_counts(sqs, zero) for _ in range(3)] == [["1"], ["2"], ["3"]]
+
+
+def test_message_attribute_names_take_all_and_wildcards(sqs: Any, new_queue: NewQueue) -> None:
+    url = new_queue(VisibilityTimeout="0")
+    attributes = {
+        "app.one": {"DataType": "String", "StringValue": "1"},
+        "app.two": {"DataType": "Number", "StringValue": "2"},
+        "other": {"DataType": "String", "StringValue": "3"},
+    }
+    sqs.send_message(QueueUrl=url, MessageBody="m", MessageAttributes=attributes)
+    for names, shown in (
+        (["All"], ["app.one", "app.two", "other"]),
+        ([".*"], ["app.one", "app.two", "other"]),
+        (["app.*"], ["app.one", "app.two"]),
+        (["other", "app.two"], ["app.two", "other"]),
+        (["none.*"], []),
+    ):
+        (got,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=names)["Messages"]
+        assert sorted(got.get("MessageAttributes", {})) == shown, names
+
+
+def test_a_trace_header_is_kept_and_returned(sqs: Any, new_queue: NewQueue) -> None:
+    url = new_queue()
+    trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    sent = sqs.send_message(
+        QueueUrl=url,
+        MessageBody="traced",
+        MessageSystemAttributes={"AWSTraceHeader": {"DataType": "String", "StringValue": trace}},
+    )
+    assert "MD5OfMessageSystemAttributes" in sent
+    (got,) = sqs.receive_message(QueueUrl=url, AttributeNames=["AWSTraceHeader"])["Messages"]
+    assert got["Attributes"] == {"AWSTraceHeader": trace}
+
+
+def test_tagging_with_no_tags_is_refused(sqs: Any, new_queue: NewQueue) -> None:
+    url = new_queue()
+    for call, given in ((sqs.tag_queue, {"Tags": {}}), (sqs.untag_queue, {"TagKeys": []})):
+        with pytest.raises(ClientError) as refused:
+            call(QueueUrl=url, **given)
+        error = refused.value.response["Error"]
+        assert error["Code"] == "MissingParameter"
+        assert error["Message"].startswith("The request must contain the parameter Tag")
