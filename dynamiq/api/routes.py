@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,7 @@ from dynamiq.access.roles import Access, Principal
 from dynamiq.api.auth import caller, guarded
 from dynamiq.api.context import services_of
 from dynamiq.api.limits import admitted
-from dynamiq.errors import NotFound
+from dynamiq.errors import DynamiqError, NotFound
 from dynamiq.service.node import Node
 
 __all__ = [
@@ -68,11 +68,34 @@ class Route:
     needs_keys: bool = False  # served for a node with keys only (404 and undocumented else)
 
 
-def route_defs(table: Sequence[Route], api: str = "v2") -> list[web.RouteDef]:
+def route_defs(
+    table: Sequence[Route], api: str = "v2", refusal: Refusal | None = None
+) -> list[web.RouteDef]:
     """Return aiohttp's route definitions for ``table``, each behind the door
     (``api``: which API the table is, for the APIs a node may serve without keys), then
-    within the limits on request bodies (``api.limits.admitted``)."""
-    return [web.route(r.method, r.path, guarded(_limited(r), r.access, api)) for r in table]
+    within the limits on request bodies (``api.limits.admitted``).
+
+    An API with an error shape of its own answers what the door or the limits
+    refuse with ``refusal``; the others leave it to the error middleware.
+    """
+    handlers = [guarded(_limited(r), r.access, api) for r in table]
+    if refusal is not None:
+        handlers = [_refusing(handler, refusal) for handler in handlers]
+    return [web.route(r.method, r.path, h) for r, h in zip(table, handlers, strict=True)]
+
+
+# An API's answer to a request refused before its handler ran (its own error shape).
+Refusal = Callable[[web.Request, DynamiqError], web.StreamResponse]
+
+
+def _refusing(handler: Handler, refusal: Refusal) -> Handler:
+    async def refusing(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except DynamiqError as exc:
+            return refusal(request, exc)
+
+    return refusing
 
 
 def _limited(route: Route) -> Handler:

@@ -78,3 +78,23 @@ def test_tagging_with_no_tags_is_refused(sqs: Any, new_queue: NewQueue) -> None:
         error = refused.value.response["Error"]
         assert error["Code"] == "MissingParameter"
         assert error["Message"].startswith("The request must contain the parameter Tag")
+
+
+def test_a_body_larger_than_the_node_takes_is_refused_in_sqs_s_shape(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    url = new_queue()
+    big = "x" * (1100 * 1024)  # beyond what the node takes in one request
+    for send, given, code in (
+        (sqs.send_message, {"MessageBody": big}, "InvalidParameterValue"),
+        (
+            sqs.send_message_batch,
+            {"Entries": [{"Id": "1", "MessageBody": big}]},
+            "AWS.SimpleQueueService.BatchRequestTooLong",  # the code AWS answers
+        ),
+    ):
+        with pytest.raises(ClientError) as refused:
+            send(QueueUrl=url, **given)
+        answer = refused.value.response
+        assert answer["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert answer["Error"]["Code"] == code

@@ -35,7 +35,7 @@ from dynamiq.api.context import services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
-from dynamiq.errors import DynamiqError
+from dynamiq.errors import DynamiqError, PayloadTooLarge
 
 __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 
@@ -140,10 +140,35 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
         call = Call(services.node, services.sqs, base, Params(data))
         return await _answer(request, wire, name, await action(call), request_id)
     except web.HTTPRequestEntityTooLarge:
-        error: DynamiqError = AwsError("BatchRequestTooLong", "The request body is too large.")
+        error: DynamiqError = _too_large(request)
     except DynamiqError as exc:
         error = exc
     return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)
+
+
+def _refusal(request: web.Request, error: DynamiqError) -> web.StreamResponse:
+    """A request the door or the limits on bodies refused, before its body was read:
+    answered in the protocol's own shape (SQS's, the action unknown yet for a form)."""
+    request_id = f"{_ID_PREFIX}{next(_ids) % (1 << 48):012x}"
+    json = "X-Amz-Target" in request.headers or request.content_type.endswith("json")
+    wire = _SQS_JSON if json else _SQS_QUERY
+    if isinstance(error, PayloadTooLarge):
+        error = _too_large(request)
+    return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)
+
+
+def _too_large(request: web.Request) -> AwsError:
+    """What SQS answers a request larger than it takes: a batch's size, or a message's."""
+    most, sent = request.client_max_size, request.content_length
+    if request.headers.get("X-Amz-Target", "").endswith("Batch"):
+        return AwsError(
+            "BatchRequestTooLong",
+            f"Batch requests cannot be longer than {most} bytes. You have sent {sent} bytes.",
+        )
+    return AwsError(
+        "InvalidParameterValue",
+        f"One or more parameters are invalid. Reason: Message must be shorter than {most} bytes.",
+    )
 
 
 async def _answer(
@@ -189,4 +214,4 @@ ROUTES: tuple[Route, ...] = (
 def routes() -> list[web.RouteDef]:
     """Return the SQS and SNS routes (served only when ``auth.sqs = open`` while keys are on:
     AWS SDKs sign requests with SigV4, which application keys do not do)."""
-    return route_defs(ROUTES, api="sqs")
+    return route_defs(ROUTES, api="sqs", refusal=_refusal)
