@@ -14,11 +14,13 @@ from dynamiq.errors import (
     BackendUnavailable,
     ClientError,
     DynamiqError,
+    Forbidden,
     PayloadTooLarge,
     QueueExists,
     QueueNotFound,
     TooManyRequests,
     TopicNotFound,
+    Unauthorized,
 )
 
 __all__ = ["AwsError", "SnsError", "sns_error", "sqs_error"]
@@ -106,6 +108,8 @@ def sns_error(error: DynamiqError) -> AwsError:
         return SnsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
     if isinstance(error, TooManyRequests):  # a key's rate, a full queue: SDKs retry it
         return SnsError("Throttling", error.message, retry_after=error.retry_after)
+    if isinstance(error, Forbidden | Unauthorized):
+        return SnsError("AccessDenied", error.message)
     if isinstance(error, ClientError):
         return SnsError("InvalidParameter", f"Invalid parameter: {error.message}")
     return SnsError("InternalError", error.message)
@@ -127,6 +131,8 @@ def sqs_error(error: DynamiqError) -> AwsError:
         return AwsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
     if isinstance(error, TooManyRequests):  # a key's rate, a full queue: SDKs retry it
         return AwsError("RequestThrottled", error.message, retry_after=error.retry_after)
+    if isinstance(error, Forbidden | Unauthorized):
+        return AwsError("AccessDenied", error.message)
     if isinstance(error, ClientError):
         return AwsError("InvalidParameterValue", error.message)
     return AwsError("InternalFailure", error.message)
