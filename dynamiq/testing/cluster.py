@@ -36,12 +36,19 @@ from typing import IO, Any
 from dynamiq.cluster.swim import claim_port
 from dynamiq.testing.netns import Network
 
-__all__ = ["LocalCluster", "LocalNode", "spare_port"]
+__all__ = ["LocalCluster", "LocalNode", "PortTaken", "spare_port"]
 
 HOST = "127.0.0.1"
 # What a node prints once it serves: its HTTP URL and, with gossip, its gossip address.
 SERVING = re.compile(rb"serving https?://[^:]+:(\d+);.*?(?:gossip [^:]+:(\d+))?$", re.M)
 START_SECONDS = 30.0
+FIRST_START_TRIES = 3  # a node whose drawn port another process took draws again
+
+
+class PortTaken(RuntimeError):
+    """A node did not start: a port it was to use is another process's."""
+
+
 # Where ``spare_port`` looks: below the Redis Cluster test servers' ports (from
 # 20000) and below the OS's range for outgoing connections (from 32768 by default).
 SPARE_PORTS = (10000, 20000)
@@ -82,6 +89,8 @@ class LocalNode:
     key: str = ""  # sent with status reads when the node needs keys
     ca_file: str = ""  # with [tls]: the node serves https, checked against this
     proc: subprocess.Popen[bytes] | None = None
+    drawn: bool = False  # its HTTP port was drawn here (not given)
+    ran: bool = False  # it has served once: its ports are its own from then on
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -98,9 +107,12 @@ class LocalNode:
         """Start the process (its output goes to ``log_path``) and wait until it serves.
 
         Raises:
-            RuntimeError: it exited, or did not serve within ``START_SECONDS``.
+            RuntimeError: it exited, or did not serve within ``START_SECONDS``
+                (``PortTaken``: a port it was to use is another process's).
         """
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        if self._log is not None:  # a start before, failed or stopped
+            self._log.close()
         self._log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [*self.prefix, sys.executable, "-m", "dynamiq", "serve", *self.args],
@@ -121,11 +133,16 @@ class LocalNode:
             if found:
                 self.http_port = int(found[1])
                 self.gossip_port = int(found[2]) if found[2] else 0
+                self.ran = True
                 return
             if not self.alive():
                 break
             time.sleep(0.02)  # a child process's output: there is nothing to await
-        raise RuntimeError(f"{self.name} did not start: see {self.log_path}")
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            said = log.read().decode(errors="replace").strip().splitlines()[-3:]
+        failure = PortTaken if any("is taken" in line for line in said) else RuntimeError
+        raise failure(f"{self.name} did not start ({' / '.join(said)}): see {self.log_path}")
 
     def alive(self) -> bool:
         """Whether the process is running (paused counts as running)."""
@@ -233,6 +250,7 @@ class LocalCluster:
             node.host, node.prefix = self.network.address(name), self.network.prefix(name)
         else:
             node.http_port = http_port or spare_port(given=self._given)
+            node.drawn = not http_port
             # a gossip and a peer port for each worker, apart from every other node's
             node.gossip_port = spare_port(count=2 * self.workers, given=self._given)
         self.nodes[name] = node
@@ -271,9 +289,19 @@ class LocalCluster:
         Its ports are the OS's choice the first time, the same ones after.
         """
         node = self.nodes[name]
-        node.args = self._args(node, seeds)
-        node.start(self.env)
-        return node
+        for attempt in range(FIRST_START_TRIES):
+            node.args = self._args(node, seeds)
+            try:
+                node.start(self.env)
+                return node
+            except PortTaken:
+                # Another process took a port drawn for a node that never ran:
+                # draw its ports again (those given, and a restart's, stay).
+                if node.ran or self.network is not None or attempt + 1 == FIRST_START_TRIES:
+                    raise
+                node.http_port = spare_port(given=self._given) if node.drawn else node.http_port
+                node.gossip_port = spare_port(count=2 * self.workers, given=self._given)
+        raise AssertionError("unreachable")
 
     def add_node(self) -> LocalNode:
         """Define and start one more node, seeded with the others."""
