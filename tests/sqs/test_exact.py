@@ -98,3 +98,33 @@ def test_a_body_larger_than_the_node_takes_is_refused_in_sqs_s_shape(
         answer = refused.value.response
         assert answer["ResponseMetadata"]["HTTPStatusCode"] == 400
         assert answer["Error"]["Code"] == code
+
+
+@pytest.mark.parametrize("name", ["MessageGroupId", "MessageDeduplicationId"])
+@pytest.mark.parametrize("value", ["", "group 123", "a" * 129])
+def test_an_invalid_group_or_deduplication_id_is_refused_in_aws_s_words(
+    sqs: Any, new_queue: NewQueue, name: str, value: str
+) -> None:
+    url = new_queue(".fifo", FifoQueue="true", ContentBasedDeduplication="true")
+    given = {"MessageGroupId": "g", name: value}
+    with pytest.raises(ClientError) as refused:
+        sqs.send_message(QueueUrl=url, MessageBody="m", **given)
+    error = refused.value.response["Error"]
+    assert (error["Code"], error["Message"]) == (
+        "InvalidParameterValue",
+        f"Value {value} for parameter {name} is invalid. Reason: {name} can only include "
+        "alphanumeric and punctuation characters. 1 to 128 in length.",
+    )
+
+
+def test_an_empty_attribute_is_refused_in_aws_s_words(sqs: Any, new_queue: NewQueue) -> None:
+    url = new_queue()
+    with pytest.raises(ClientError) as refused:
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="m",
+            MessageAttributes={"ErrorDetails": {"DataType": "String", "StringValue": ""}},
+        )
+    assert refused.value.response["Error"]["Message"] == (
+        "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'."
+    )

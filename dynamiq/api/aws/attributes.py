@@ -85,7 +85,10 @@ def _value(name: str, data_type: str, spec: dict[str, Any]) -> TypedValue:
         return data_type, raw
     text = spec.get("StringValue")
     if not isinstance(text, str) or not text:
-        raise _invalid(f"Message attribute '{name}' must contain a non-empty value.")
+        kind = data_type.split(".", 1)[0]
+        raise _invalid(
+            f"Message (user) attribute '{name}' must contain a non-empty value of type '{kind}'."
+        )
     if data_type.startswith("Number") and _number(text) is None:
         raise _invalid(f"Can't cast the value of message (user) attribute '{name}' to a number.")
     return data_type, text

@@ -17,7 +17,14 @@ from dynamiq.api.aws.digests import attributes_md5, body_md5
 from dynamiq.api.aws.errors import AwsError, sqs_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries, failure
 from dynamiq.api.aws.receipts import Receipt, read_receipt
-from dynamiq.models import Message, Outgoing, QueueRecord, ReceiveRequest, attributes_size
+from dynamiq.models import (
+    TOKEN,
+    Message,
+    Outgoing,
+    QueueRecord,
+    ReceiveRequest,
+    attributes_size,
+)
 
 __all__ = ["MESSAGE_ACTIONS"]
 
@@ -48,8 +55,8 @@ class _Sent:
         typed, kept = sent_attributes(entry.data.get("MessageAttributes"))
         system, _ = sent_attributes(entry.data.get("MessageSystemAttributes"))
         delay = entry.integer("DelaySeconds", None, 0, 900)
-        group = entry.optional_text("MessageGroupId")
-        dedup_id = entry.optional_text("MessageDeduplicationId")
+        group = _token(entry, "MessageGroupId")
+        dedup_id = _token(entry, "MessageDeduplicationId")
         if settings.fifo:
             _check_fifo(delay, group, dedup_id, settings.content_dedup)
             delay = None  # 0 at most: the queue's own delay applies
@@ -88,6 +95,19 @@ async def send_message(call: Call) -> dict[str, Any]:
     sent = _Sent(call, record, call.params)
     (message_id,) = await call.node.publish(record.name, [sent.message])
     return sent.sent(message_id, record.settings.fifo)
+
+
+def _token(entry: Params, name: str) -> str | None:
+    """A group or deduplication id, refused with SQS's text unless 1-128 printable
+    characters of ASCII, no spaces."""
+    value = entry.optional_text(name)
+    if value is not None and not TOKEN.fullmatch(value):
+        raise AwsError(
+            "InvalidParameterValue",
+            f"Value {value} for parameter {name} is invalid. Reason: {name} can only include "
+            "alphanumeric and punctuation characters. 1 to 128 in length.",
+        )
+    return value
 
 
 def _check_fifo(
