@@ -5,7 +5,7 @@ before it costs a request handler. A request's body is read here, before
 its route runs, within ``limits.bodytimeout`` (408 beyond it), and only
 while the bodies held by the node's requests stay within
 ``limits.maxpendingbytes``: past that a request waits its turn, in arrival
-order, for up to ``core.intake.ADMIT_SECONDS``, then gets 503. That bound is the
+order, for up to ``api.intake.ADMIT_SECONDS``, then gets 503. That bound is the
 publish backpressure: a flood of large publishes queues in the clients and
 the network, not in the node's memory. A declared ``Content-Length`` beyond
 ``limits.maxbodybytes`` is refused before a byte of the body is read.
