@@ -68,6 +68,10 @@ class Route:
     needs_keys: bool = False  # served for a node with keys only (404 and undocumented else)
 
 
+# An API's answer to a request refused before its handler ran (its own error shape).
+Refusal = Callable[[web.Request, DynamiqError], web.StreamResponse]
+
+
 def route_defs(
     table: Sequence[Route], api: str = "v2", refusal: Refusal | None = None
 ) -> list[web.RouteDef]:
@@ -82,10 +86,6 @@ def route_defs(
     if refusal is not None:
         handlers = [_refusing(handler, refusal) for handler in handlers]
     return [web.route(r.method, r.path, h) for r, h in zip(table, handlers, strict=True)]
-
-
-# An API's answer to a request refused before its handler ran (its own error shape).
-Refusal = Callable[[web.Request, DynamiqError], web.StreamResponse]
 
 
 def _refusing(handler: Handler, refusal: Refusal) -> Handler:

@@ -14,13 +14,7 @@ from dynamiq.api import schemas as s
 from dynamiq.api.bodies import json_response
 from dynamiq.api.context import services_of
 from dynamiq.api.openapi import openapi_document
-from dynamiq.api.routes import (
-    Link,
-    Param,
-    Route,
-    node,
-    route_defs,
-)
+from dynamiq.api.routes import Link, Param, Route, node, route_defs
 from dynamiq.api.v2_handlers import (
     cancel_redrive,
     change_visibility,

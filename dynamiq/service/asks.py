@@ -8,7 +8,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 from dynamiq.cluster.base import Member
 from dynamiq.core.queues import QueueService
@@ -19,7 +20,7 @@ from dynamiq.service.owners import by_owner, quietly, tell_owners
 from dynamiq.service.reach import Reach
 from dynamiq.service.watchers import PEER_POLL_SECONDS, Watchers
 
-__all__ = ["PeerAsks"]
+__all__ = ["PeerAsks", "Waiting", "waited"]
 
 log = logging.getLogger("dynamiq.service")
 
@@ -30,6 +31,14 @@ log = logging.getLogger("dynamiq.service")
 # ordered group's next message is there as soon as the one before is
 # deleted, and a receive takes one per group.
 PEER_DRY_SECONDS = 0.25
+
+# How a receive that has to wait is run: awaited, or as the HTTP layer watches it.
+Waiting = Callable[[Coroutine[Any, Any, list[Message]]], Awaitable[list[Message]]]
+
+
+async def waited(receive: Coroutine[Any, Any, list[Message]]) -> list[Message]:
+    """Run a waiting receive to its end."""
+    return await receive
 
 
 class PeerAsks:
@@ -47,10 +56,11 @@ class PeerAsks:
         # (queue, member) -> the ask under way, resolved with whether it found nothing
         self._asking: dict[tuple[str, str], asyncio.Future[bool]] = {}
 
-    async def receive(self, ask: ReceiveRequest) -> list[Message]:
-        """Lease what is visible now (``look``); when nothing is, ``wait`` for it."""
+    async def receive(self, ask: ReceiveRequest, waiting: Waiting = waited) -> list[Message]:
+        """Lease what is visible now (``look``); when nothing is, ``wait`` for it, run
+        through ``waiting`` (which may watch it, or refuse it)."""
         got = await self.look(ask)
-        return got if got or ask.wait_seconds <= 0 else await self.wait(ask)
+        return got if got or ask.wait_seconds <= 0 else await waiting(self.wait(ask))
 
     async def look(self, ask: ReceiveRequest) -> list[Message]:
         """Lease what is visible now: from this node's slice, then from the peers' when

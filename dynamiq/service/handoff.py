@@ -79,8 +79,10 @@ class SliceKeeper:
     async def leave(self) -> None:
         """Stop serving, let the leases go, and tell the peers (SIGTERM)."""
         self._majority.leaving = True
-        self._stand_down()  # receives under way answer nothing: their leases may not be
-        for task in (self._reconciler, self._heartbeats):  # journaled before others replay
+        # Receives under way answer nothing: their leases may not be journaled before
+        # the others replay the journal.
+        self._stand_down()
+        for task in (self._reconciler, self._heartbeats):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

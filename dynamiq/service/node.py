@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Membership
@@ -33,6 +33,7 @@ from dynamiq.models import (
     check_token,
     validate_name,
 )
+from dynamiq.service.asks import Waiting, waited
 from dynamiq.service.leased import Leased
 from dynamiq.service.parts import Cluster, Engine
 from dynamiq.service.reports import (
@@ -54,13 +55,6 @@ __all__ = ["Node"]
 log = logging.getLogger("dynamiq.service")
 
 DISK_RETRY_SECONDS = 5  # what a publish refused for want of disk is told to wait
-
-# How a receive that has to wait is run: awaited, or as the HTTP layer watches it.
-Waiting = Callable[[Coroutine[Any, Any, list[Message]]], Awaitable[list[Message]]]
-
-
-async def _waited(receive: Coroutine[Any, Any, list[Message]]) -> list[Message]:
-    return await receive
 
 
 class Node:
@@ -262,7 +256,7 @@ class Node:
             await self._asks.published(queue, ids, messages)
         return placed
 
-    async def receive(self, ask: ReceiveRequest, wait: Waiting = _waited) -> Leased:
+    async def receive(self, ask: ReceiveRequest, wait: Waiting = waited) -> Leased:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``.
 
         What is visible now is leased at once. A receive that has to wait runs
@@ -274,19 +268,24 @@ class Node:
         self.check_receive(ask)
         self._janitor.idle.used((ask.queue,))
         epoch = self._majority.epoch()
-        messages = await self._asks.look(ask)
-        if not messages and ask.wait_seconds > 0:
-            if self._waiting >= self.limits.maxwaiting:
-                raise Overloaded(
-                    f"{self._waiting} receives wait on this node already (limits.maxwaiting); "
-                    "try again, or another node"
-                )
-            self._waiting += 1
-            try:
-                messages = await wait(self._asks.wait(ask))
-            finally:
-                self._waiting -= 1
+        messages = await self._asks.receive(ask, lambda waiting: self._one_of_many(waiting, wait))
         return Leased(messages, lambda: self._majority.holds(epoch))
+
+    async def _one_of_many(
+        self, receive: Coroutine[Any, Any, list[Message]], wait: Waiting
+    ) -> list[Message]:
+        """Run a receive that waits through ``wait``, as one of ``limits.maxwaiting`` at most."""
+        if self._waiting >= self.limits.maxwaiting:
+            receive.close()  # never started
+            raise Overloaded(
+                f"{self._waiting} receives wait on this node already (limits.maxwaiting); "
+                "try again, or another node"
+            )
+        self._waiting += 1
+        try:
+            return await wait(receive)
+        finally:
+            self._waiting -= 1
 
     async def receive_here(
         self, queue: str, max_messages: int, visibility_timeout: float | None, waiter: str

@@ -299,7 +299,8 @@ class LocalCluster:
                 # draw its ports again (those given, and a restart's, stay).
                 if node.ran or self.network is not None or attempt + 1 == FIRST_START_TRIES:
                     raise
-                node.http_port = spare_port(given=self._given) if node.drawn else node.http_port
+                if node.drawn:
+                    node.http_port = spare_port(given=self._given)
                 node.gossip_port = spare_port(count=2 * self.workers, given=self._given)
         raise AssertionError("unreachable")
 

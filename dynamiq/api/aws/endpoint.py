@@ -106,12 +106,21 @@ _SQS_QUERY = _Wire(SQS_ACTIONS, *_xml(query.SQS), sqs_error, query.SQS)
 _SNS_QUERY = _Wire(SNS_ACTIONS, *_xml(query.SNS), sns_error, query.SNS)
 
 
+def _request_id() -> str:
+    return f"{_ID_PREFIX}{next(_ids) % (1 << 48):012x}"
+
+
+def _speaks_json(request: web.Request) -> bool:
+    """Whether a request is in the AWS JSON protocol (else a query-protocol form)."""
+    return "X-Amz-Target" in request.headers or request.content_type.endswith("json")
+
+
 async def endpoint(request: web.Request) -> web.StreamResponse:
     """Run the action the request names; answer as SQS or SNS does, errors included."""
-    request_id = f"{_ID_PREFIX}{next(_ids) % (1 << 48):012x}"
+    request_id = _request_id()
     wire = _SQS_JSON
     try:
-        if "X-Amz-Target" in request.headers or request.content_type.endswith("json"):
+        if _speaks_json(request):
             name = request.headers.get("X-Amz-Target", "")
             action = SQS_ACTIONS.get(name.removeprefix(TARGET_PREFIX))
             if not name.startswith(TARGET_PREFIX):
@@ -149,9 +158,8 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
 def _refusal(request: web.Request, error: DynamiqError) -> web.StreamResponse:
     """A request the door or the limits on bodies refused, before its body was read:
     answered in the protocol's own shape (SQS's, the action unknown yet for a form)."""
-    request_id = f"{_ID_PREFIX}{next(_ids) % (1 << 48):012x}"
-    json = "X-Amz-Target" in request.headers or request.content_type.endswith("json")
-    wire = _SQS_JSON if json else _SQS_QUERY
+    request_id = _request_id()
+    wire = _SQS_JSON if _speaks_json(request) else _SQS_QUERY
     if isinstance(error, PayloadTooLarge):
         error = _too_large(request)
     return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)

@@ -121,30 +121,28 @@ def _check_fifo(
             f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
             "include parameter that is not valid for this queue type.",
         )
-    if group is None:
-        raise AwsError("MissingParameter", "The request must contain the parameter MessageGroupId.")
-    if dedup_id is None and not content_dedup:
-        raise AwsError(
-            "InvalidParameterValue",
-            "The queue should either have ContentBasedDeduplication enabled or "
-            "MessageDeduplicationId provided explicitly",
-        )
+    _check_ids(group, dedup_id, content_dedup, "MissingParameter")
 
 
 def _check_fifo_batch(entries: list[dict[str, Any]], content_dedup: bool) -> None:
     """Refuse a FIFO batch whole, as SQS does, when an entry has no group, or no
     deduplication id where the queue does not hash the content."""
     for entry in entries:
-        if entry.get("MessageGroupId") is None:
-            raise AwsError(
-                "InvalidParameterValue", "The request must contain the parameter MessageGroupId."
-            )
-        if entry.get("MessageDeduplicationId") is None and not content_dedup:
-            raise AwsError(
-                "InvalidParameterValue",
-                "The queue should either have ContentBasedDeduplication enabled or "
-                "MessageDeduplicationId provided explicitly",
-            )
+        group, dedup_id = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
+        _check_ids(group, dedup_id, content_dedup, "InvalidParameterValue")
+
+
+def _check_ids(group: object, dedup_id: object, content_dedup: bool, no_group: str) -> None:
+    """Refuse a FIFO message without a group (SQS's code ``no_group``: a batch's differs
+    from a single send's), or without a deduplication id the queue does not make."""
+    if group is None:
+        raise AwsError(no_group, "The request must contain the parameter MessageGroupId.")
+    if dedup_id is None and not content_dedup:
+        raise AwsError(
+            "InvalidParameterValue",
+            "The queue should either have ContentBasedDeduplication enabled or "
+            "MessageDeduplicationId provided explicitly",
+        )
 
 
 async def send_message_batch(call: Call) -> dict[str, Any]:
