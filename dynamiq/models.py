@@ -60,6 +60,11 @@ MIN_EXPIRES_AFTER_SECONDS = 60.0
 MAX_WAIT_SECONDS = 3600.0  # a node's limits.maxwaitseconds is at most this
 MIN_MESSAGE_BYTES, MAX_MESSAGE_BYTES = 1024, 64 << 20
 MAX_TAGS, MAX_TAG_KEY = 50, 128
+# Queue attributes kept for SQS clients: a policy is at most 20 KiB in SQS.
+MAX_SQS_ATTRIBUTES, MAX_SQS_ATTRIBUTE_TEXT = 16, 20_480
+# What a dedup id holds against: every message of its queue, or of its group.
+DedupScope = Literal["queue", "group"]
+DEDUP_SCOPES: tuple[DedupScope, ...] = ("queue", "group")
 
 
 def _at_most(limit: int) -> str:
@@ -156,7 +161,10 @@ class QueueSettings:
     ``max_message_bytes`` caps a message (body and attributes) below the
     node's limit; a ``fifo`` queue takes only messages with a ``group``;
     ``tags`` label the queue; past ``max_depth`` messages, publishes are refused
-    (``QueueFull``) until consumers make room.
+    (``QueueFull``) until consumers make room. A dedup id holds across the
+    whole queue, or, with ``dedup_scope`` "group", within its message's
+    group. ``sqs_attributes`` are queue attributes SQS clients set that
+    Dynamiq keeps and shows them but does not act on (``Policy``, KMS keys).
     """
 
     visibility_timeout: float = 30.0
@@ -178,6 +186,8 @@ class QueueSettings:
     fifo: bool = False
     tags: dict[str, str] | None = None
     max_depth: int | None = None
+    dedup_scope: DedupScope = "queue"
+    sqs_attributes: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         # 0: a message received is visible again at once (its receive counted)
@@ -227,6 +237,10 @@ class QueueSettings:
             _check_tags(self.tags)
         if self.max_depth is not None:
             _check_int("max_depth", self.max_depth, MAX_DEPTH_LIMIT)
+        if self.dedup_scope not in DEDUP_SCOPES:
+            raise Invalid('dedup_scope must be "queue" or "group"', "dedup_scope")
+        if self.sqs_attributes is not None:
+            _check_sqs_attributes(self.sqs_attributes)
 
     @property
     def counts_receives(self) -> bool:
@@ -286,6 +300,20 @@ def _only_known(kind: type, given: dict[str, Any], what: str, prefix: str = "") 
     unknown = sorted(set(given) - {f.name for f in fields(kind)})
     if unknown:
         raise Invalid(f"unknown {what} {unknown[0]!r}", field=prefix + unknown[0])
+
+
+def _check_sqs_attributes(attributes: object) -> None:
+    if not isinstance(attributes, dict) or len(attributes) > MAX_SQS_ATTRIBUTES:
+        raise Invalid(
+            f"sqs_attributes must be an object of at most {MAX_SQS_ATTRIBUTES} texts",
+            "sqs_attributes",
+        )
+    for key, value in attributes.items():
+        if not isinstance(value, str) or len(value) > MAX_SQS_ATTRIBUTE_TEXT:
+            raise Invalid(
+                f"sqs_attributes.{key} must be a text of at most {MAX_SQS_ATTRIBUTE_TEXT}",
+                "sqs_attributes",
+            )
 
 
 def _check_tags(tags: object) -> None:

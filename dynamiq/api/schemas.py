@@ -256,6 +256,10 @@ class QueueSettingsBody(_Body):
     takes only messages with a ``group`` (SQS's FIFO queues); ``tags`` label the
     queue (SQS's cost-allocation tags); a publish that would take the queue past
     ``max_depth`` messages is refused with 429 ``QUEUE_FULL`` (null: no bound).
+    A ``dedup_id`` holds against every message of the queue (``dedup_scope``
+    "queue", SQS's default) or only its own group's ("group");
+    ``sqs_attributes`` are what SQS clients set that Dynamiq keeps but does not
+    act on (``Policy``, ``KmsMasterKeyId``, ...).
     """
 
     visibility_timeout: LeaseSeconds | None = None
@@ -291,6 +295,8 @@ class QueueSettingsBody(_Body):
     max_depth: Annotated[int, msgspec.Meta(ge=1, le=MAX_DEPTH_LIMIT)] | msgspec.UnsetType | None = (
         msgspec.UNSET
     )
+    dedup_scope: Literal["queue", "group"] | None = None
+    sqs_attributes: dict[str, str] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 # Settings a null turns off: those that tell null from absent (UNSET); in the

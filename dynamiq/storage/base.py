@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from dynamiq.keyspace import KeyRange
 
 __all__ = [
-    "Claim",
     "Claimed",
     "StorageBackend",
     "claim_record",
@@ -29,11 +28,9 @@ __all__ = [
     "move_in_steps",
 ]
 
-# A claim: (key, value, expiry in epoch milliseconds).
-Claim = tuple[str, bytes, int]
 # One claimed insert: (bucket, key, value, claim key, claim value, claim expiry in
-# epoch milliseconds).
-Claimed = tuple[str, int, bytes, str, bytes, int]
+# epoch milliseconds, the claim's home stripe: the top 8 bits of its objects' keys).
+Claimed = tuple[str, int, bytes, str, bytes, int, int]
 _EXPIRY_DIGITS = 13  # epoch milliseconds, zero-padded: good until the year 2286
 
 
@@ -86,17 +83,20 @@ class StorageBackend(Protocol):
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert objects, each only if its claim can be recorded, durably.
 
-        Each item is ``(bucket, key, value, claim key, claim value, expires_ms)``.
-        A claim is live until its expiry (epoch milliseconds) is at most
-        ``now_ms``, and holds its claim key against every other claim; the
-        store forgets expired claims in its own time. The objects claiming
-        one claim key always have keys with the same top 8 bits (one stripe
-        of the queue engine), so a store may keep a claim beside them.
+        Each item is ``(bucket, key, value, claim key, claim value, expires_ms,
+        home)``. A claim is live until its expiry (epoch milliseconds) is at
+        most ``now_ms``, and holds its claim key against every other claim;
+        the store forgets expired claims in its own time. Every item of one
+        claim key names the same ``home``: the top 8 bits (one stripe of the
+        queue engine) its objects' keys usually have, so a store may keep a
+        claim beside them; an object whose key is in another stripe claims
+        across stripes.
 
         Atomic per item where the store allows it (one commit, one script);
-        elsewhere the object is inserted first, then claimed, and deleted
-        again when the claim was held: a failure between leaves it stored
-        without its claim (a retry may store it twice), never claimed
+        elsewhere (or across stripes, for a store that keeps claims beside
+        their objects) the object is inserted first, then claimed, and
+        deleted again when the claim was held: a failure between leaves it
+        stored without its claim (a retry may store it twice), never claimed
         without being stored.
 
         Returns:
@@ -181,20 +181,21 @@ async def move_in_steps(
 
 async def insert_claimed_in_steps(
     store: StorageBackend,
-    claim: Callable[[Sequence[Claim], int], Awaitable[list[bytes | None]]],
+    claim: Callable[[Sequence[Claimed], int], Awaitable[list[bytes | None]]],
     items: Sequence[Claimed],
     now_ms: int,
 ) -> list[bool | bytes]:
     """``StorageBackend.insert_claimed`` for a store that cannot make it one write:
     insert, claim what was inserted, delete what lost its claim.
 
-    ``claim`` records claims unless a live one holds their key, and answers
-    per claim None (recorded) or the value of the claim that holds it.
+    ``claim`` records the claims of items unless a live one holds their key,
+    and answers per item None (recorded) or the value of the claim that
+    holds it.
     """
     out: list[bool | bytes] = [False] * len(items)
     stored = await store.insert([item[:3] for item in items])
     todo = [i for i, ok in enumerate(stored) if ok]
-    held = await claim([items[i][3:] for i in todo], now_ms)
+    held = await claim([items[i] for i in todo], now_ms)
     lost = [i for i, value in zip(todo, held, strict=True) if value is not None]
     for bucket, idx in _by_bucket(items, lost).items():
         await store.delete(bucket, [items[i][1] for i in idx])

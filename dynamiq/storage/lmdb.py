@@ -206,7 +206,7 @@ class LmdbBackend:
         pack = _KEY.pack
         rows = [
             (_prefix(b), pack(k), v, ck.encode(), claim_record(cv, exp))
-            for b, k, v, ck, cv, exp in items
+            for b, k, v, ck, cv, exp, _ in items
         ]
 
         def apply(txn: Any) -> list[bool | bytes]:

@@ -36,9 +36,10 @@ from dynamiq.storage.base import (
     Claimed,
     claim_record,
     claim_value,
+    insert_claimed_in_steps,
     move_in_steps,
 )
-from dynamiq.storage.redis_scripts import DELETE, INSERT, INSERT_CLAIMED, MOVE, REPLACE
+from dynamiq.storage.redis_scripts import CLAIM, DELETE, INSERT, INSERT_CLAIMED, MOVE, REPLACE
 
 try:
     import redis.asyncio as aioredis
@@ -162,6 +163,7 @@ class RedisBackend:
         self._script_replace = encoder.register_script(REPLACE)
         self._script_move = encoder.register_script(MOVE)
         self._script_insert_claimed = encoder.register_script(INSERT_CLAIMED)
+        self._script_claim = encoder.register_script(CLAIM)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -307,25 +309,56 @@ class RedisBackend:
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert objects with their claims, one script per shard.
 
-        A claim lives in its objects' shard (``dq:{<bucket>:<shard>}:c:<claim
-        key>``: every object claiming one key is in one shard), so an object
-        and its claim are one atomic write, on one server and in a Cluster;
-        the server expires the claim after its window.
+        A claim lives in its home shard (``dq:{<bucket>:<home>}:c:<claim
+        key>``), so an object in that shard and its claim are one atomic
+        write, on one server and in a Cluster; an object elsewhere is
+        inserted, then claimed (``insert_claimed_in_steps``). The server
+        expires a claim after its window.
         """
+        out: list[bool | bytes] = [False] * len(items)
+        across = [i for i, item in enumerate(items) if item[1] >> SHARD_SHIFT != item[6]]
+        beside = list(range(len(items)))
+        if across:
+            steps = await insert_claimed_in_steps(
+                self, self._claim, [items[i] for i in across], now_ms
+            )
+            for i, answer in zip(across, steps, strict=True):
+                out[i] = answer
+            beside = sorted(set(beside).difference(across))
+            items = [items[i] for i in beside]
         groups = _by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
             h, z = _keys(bucket, shard)
-            keys = [h, z, *(f"dq:{{{bucket}:{shard}}}:c:{items[i][3]}" for i in idx)]
+            keys = [h, z, *(_claim_key(items[i]) for i in idx)]
             args: list[bytes | int | str] = [now_ms]
             for i in idx:
-                _, key, value, _, claimed_as, expires_ms = items[i]
+                _, key, value, _, claimed_as, expires_ms, _ = items[i]
                 record = claim_record(claimed_as, expires_ms)
                 args += [_member(key), value, record, max(1, expires_ms - now_ms)]
             return h, lambda pipe: self._script_insert_claimed(keys=keys, args=args, client=pipe)
 
         results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
-        return _scatter(len(items), groups.values(), results, _claimed_answer)
+        answers = _scatter(len(items), groups.values(), results, _claimed_answer)
+        for i, answer in zip(beside, answers, strict=True):
+            out[i] = answer
+        return out
+
+    async def _claim(self, items: Sequence[Claimed], now_ms: int) -> list[bytes | None]:
+        """Record the claims of items unless a live one holds their key; per item None
+        (recorded) or the value of the claim that holds it."""
+
+        def command(item: Claimed) -> Command:
+            key = _claim_key(item)
+            args: list[bytes | int] = [
+                now_ms,
+                claim_record(item[4], item[5]),
+                max(1, item[5] - now_ms),
+            ]
+            return key, lambda pipe: self._script_claim(keys=[key], args=args, client=pipe)
+
+        results = await self._run([command(item) for item in items], True)
+        return [None if answer == 1 else claim_value(answer) for answer in results]
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
@@ -430,6 +463,11 @@ def _by_bucket_shard(items: Sequence[tuple[Any, ...]]) -> dict[tuple[str, int], 
     for index, item in enumerate(items):
         groups[item[0], item[1] >> SHARD_SHIFT].append(index)
     return groups
+
+
+def _claim_key(item: Claimed) -> str:
+    """Where a claim lives: beside the objects of its home shard."""
+    return f"dq:{{{item[0]}:{item[6]}}}:c:{item[3]}"
 
 
 def _claimed_answer(answer: int | bytes) -> bool | bytes:

@@ -3,7 +3,7 @@ and its sorted set of ids, ``KEYS[1]`` and ``KEYS[2]``) in one step."""
 
 from __future__ import annotations
 
-__all__ = ["DELETE", "INSERT", "INSERT_CLAIMED", "MOVE", "REPLACE"]
+__all__ = ["CLAIM", "DELETE", "INSERT", "INSERT_CLAIMED", "MOVE", "REPLACE"]
 
 INSERT = """
 local out = {}
@@ -80,4 +80,14 @@ for i = 1, #KEYS - 2 do
   end
 end
 return out
+"""
+
+# A claim alone (its object stored elsewhere): 1 recorded, else the live claim.
+CLAIM = """
+local held = redis.call('GET', KEYS[1])
+if held and tonumber(string.sub(held, 1, 13)) > tonumber(ARGV[1]) then
+  return held
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
 """

@@ -190,6 +190,30 @@ async def test_a_queue_s_own_limits_wait_and_groups(patient: tuple[Http, Any]) -
     assert cleared["settings"]["max_message_bytes"] is None
 
 
+async def test_a_fifo_receive_takes_several_of_a_group_in_order(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    await call(http, spec, "PUT", "/v2/queues/ordered", 201, {"fifo": True})
+    batch = {"messages": [{"body": f"{g}{i}", "group": g} for i in range(4) for g in "ab"]}
+    await call(http, spec, "POST", "/v2/queues/ordered/messages", 200, batch)
+    receive = {"max_messages": 6}
+    got = (await call(http, spec, "POST", "/v2/queues/ordered/receive", 200, receive))["messages"]
+    by_group = {g: [m["body"] for m in got if m["group"] == g] for g in "ab"}
+    assert len(got) == 6 and all(
+        v == [f"{g}{i}" for i, _ in enumerate(v)] for g, v in by_group.items()
+    )
+    # both groups are in flight: nothing more until their messages are gone
+    again = await call(http, spec, "POST", "/v2/queues/ordered/receive", 200, receive)
+    assert again == {"messages": []}
+    await call(
+        http, spec, "POST", "/v2/queues/ordered/delete", 200, {"ids": [m["id"] for m in got]}
+    )
+    rest = (await call(http, spec, "POST", "/v2/queues/ordered/receive", 200, receive))["messages"]
+    assert sorted(m["body"] for m in rest) == sorted(
+        f"{g}{i}" for g in "ab" for i in range(len(by_group[g]), 4)
+    )
+
+
 async def test_topics_fan_out(http: Http, spec: dict[str, Any]) -> None:
     for q in ("a", "b"):
         await call(http, spec, "PUT", f"/v2/queues/{q}", 201)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.servers import redis_server, require_module
+from tests.servers import flush_redis, require_module
 
 
 def sqs_client(url: str, service: str = "sqs") -> Any:
@@ -29,25 +30,20 @@ def sqs_client(url: str, service: str = "sqs") -> Any:
     )
 
 
-@pytest.fixture(scope="module", params=["lmdb", "redis"])
+@pytest.fixture(scope="module", params=["lmdb", "redis-cluster"])
 def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One node on each store."""
+    """One node on each store: LMDB, and the session's Redis Cluster (flushed first)."""
     data = Path(tmp_path_factory.mktemp(f"sqs-{request.param}"))
-    if request.param == "lmdb":
-        started = NodeProcess(data).start()
-        try:
-            yield started.url
-        finally:
-            started.stop()
-        return
-    with redis_server(data / "redis") as redis_url:
-        started = NodeProcess(
-            data, "--storage-backend", "redis", "--storage-url", redis_url
-        ).start()
-        try:
-            yield started.url
-        finally:
-            started.stop()
+    flags: list[str] = []
+    if request.param == "redis-cluster":
+        url: str = request.getfixturevalue("redis_cluster_url")
+        asyncio.run(flush_redis(url))
+        flags = ["--storage-backend", "redis", "--storage-url", url]
+    started = NodeProcess(data, *flags).start()
+    try:
+        yield started.url
+    finally:
+        started.stop()
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -112,3 +113,63 @@ def test_a_dead_letter_queue_is_of_its_source_queue_s_type(sqs: Any, new_queue: 
     ]
     policy = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 3})
     sqs.set_queue_attributes(QueueUrl=fifo, Attributes={"RedrivePolicy": policy})
+
+
+def _bodies(answer: dict[str, Any]) -> list[str]:
+    return [m["Body"] for m in answer.get("Messages", [])]
+
+
+def test_a_receive_takes_several_of_a_group_in_order_and_the_group_waits_for_them(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    url = new_queue(".fifo", FifoQueue="true", ContentBasedDeduplication="true")
+    sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": str(i), "MessageBody": f"g{i}", "MessageGroupId": "g"} for i in range(1, 6)
+        ],
+    )
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3, WaitTimeSeconds=1)
+    assert _bodies(first) == ["g1", "g2", "g3"]
+    # The group waits while any of the three is in flight
+    assert _bodies(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)) == []
+    handles = [m["ReceiptHandle"] for m in first["Messages"]]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handles[0])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handles[1])
+    assert _bodies(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)) == []
+    # The last one's lease ends: it comes back first, and the rest follow it
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[2], VisibilityTimeout=0)
+    again = sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        WaitTimeSeconds=1,
+        AttributeNames=["ApproximateReceiveCount"],
+    )
+    assert _bodies(again) == ["g3", "g4", "g5"]
+    counts = [m["Attributes"]["ApproximateReceiveCount"] for m in again["Messages"]]
+    assert counts == ["2", "1", "1"]
+
+
+def test_a_group_whose_message_is_dead_lettered_moves_on_at_once(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    dead = new_queue(".fifo", FifoQueue="true")
+    arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    url = new_queue(
+        ".fifo",
+        FifoQueue="true",
+        ContentBasedDeduplication="true",
+        VisibilityTimeout="1",
+        RedrivePolicy=json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 1}),
+    )
+    for body in ("first", "second"):
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g")
+    assert _bodies(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)) == ["first"]
+    # Its one receive is used: when its lease ends it moves, and its group goes on
+    time.sleep(1.2)
+    started = time.monotonic()
+    assert _bodies(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)) == ["second"]
+    assert time.monotonic() - started < 0.8
+    assert _bodies(sqs.receive_message(QueueUrl=dead, WaitTimeSeconds=1)) == ["first"]

@@ -161,28 +161,28 @@ async def test_a_claim_holds_its_key_until_it_expires(backend: StorageBackend) -
     later = now + 60_000
     put = backend.insert_claimed
     assert await put(
-        [("q", 1, b"a", "q/a", b"1", later), ("q", 2, b"b", "q/b", b"2", later)], now
+        [("q", 1, b"a", "q/a", b"1", later, 0), ("q", 2, b"b", "q/b", b"2", later, 0)], now
     ) == [True, True]
     assert await put(
-        [("q", 3, b"x", "q/a", b"3", later), ("q", 4, b"c", "q/c", b"4", later)], now
+        [("q", 3, b"x", "q/a", b"3", later, 0), ("q", 4, b"c", "q/c", b"4", later, 0)], now
     ) == [b"1", True]
-    assert await put([("q", 5, b"x", "q/a", b"5", later)], later - 1) == [b"1"]
+    assert await put([("q", 5, b"x", "q/a", b"5", later, 0)], later - 1) == [b"1"]
     # Expired by the caller's clock: the key is free again, and the new claim holds it.
-    assert await put([("q", 6, b"a2", "q/a", b"6", later + 60_000)], later) == [True]
-    assert await put([("q", 7, b"x", "q/a", b"7", later + 60_000)], later) == [b"6"]
-    assert await put([("r", 8, b"r", "r/a", b"8", later)], now) == [True]  # keys are whole
+    assert await put([("q", 6, b"a2", "q/a", b"6", later + 60_000, 0)], later) == [True]
+    assert await put([("q", 7, b"x", "q/a", b"7", later + 60_000, 0)], later) == [b"6"]
+    assert await put([("r", 8, b"r", "r/a", b"8", later, 0)], now) == [True]  # keys are whole
     assert await backend.get("q", list(range(1, 8))) == [b"a", b"b", None, b"c", None, b"a2", None]
 
 
 async def test_a_claimed_insert_stores_each_claim_once(backend: StorageBackend) -> None:
     now = int(time.time() * 1000)
     until = now + 60_000
-    assert await backend.insert_claimed([("b", 1, b"one", "b/x", b"1", until)], now) == [True]
+    assert await backend.insert_claimed([("b", 1, b"one", "b/x", b"1", until, 0)], now) == [True]
     answers = await backend.insert_claimed(
         [
-            ("b", 2, b"two", "b/x", b"2", until),  # x is held: nothing stored
-            ("b", 1, b"taken", "b/y", b"1", until),  # key 1 is taken: y stays free
-            ("b", 3, b"three", "b/z", b"3", until),
+            ("b", 2, b"two", "b/x", b"2", until, 0),  # x is held: nothing stored
+            ("b", 1, b"taken", "b/y", b"1", until, 0),  # key 1 is taken: y stays free
+            ("b", 3, b"three", "b/z", b"3", until, 0),
         ],
         now,
     )
@@ -193,21 +193,43 @@ async def test_a_claimed_insert_stores_each_claim_once(backend: StorageBackend) 
     other = (1 << 55) | 6
     answers = await backend.insert_claimed(
         [
-            ("b", 6, b"six", "b/y", b"6", until),
-            ("b", 7, b"seven", "b/z", b"7", until),
-            ("b", other, b"far", "b/w", b"far", until),
+            ("b", 6, b"six", "b/y", b"6", until, 0),
+            ("b", 7, b"seven", "b/z", b"7", until, 0),
+            ("b", other, b"far", "b/w", b"far", until, 1),
         ],
         now,
     )
     assert answers == [True, b"3", True]
-    again = [("b", other + 1, b"again", "b/w", b"again", until)]
+    again = [("b", other + 1, b"again", "b/w", b"again", until, 1)]
     assert await backend.insert_claimed(again, now) == [b"far"]
     assert await backend.get("b", [6, 7, other, other + 1]) == [b"six", None, b"far", None]
     # After the window the same claim stores again.
-    assert await backend.insert_claimed([("b", 5, b"five", "b/x", b"5", until + 1)], until) == [
+    assert await backend.insert_claimed([("b", 5, b"five", "b/x", b"5", until + 1, 0)], until) == [
         True
     ]
     assert await backend.get("b", [5]) == [b"five"]
+
+
+async def test_a_claim_holds_across_stripes(backend: StorageBackend) -> None:
+    """Objects in different stripes claiming one key (a queue's deduplication across its
+    ordered groups): the first stores, the others are answered with its claim."""
+    now = int(time.time() * 1000)
+    until = now + 60_000
+    home, elsewhere = (5 << 55) | 1, (9 << 55) | 1
+    first = [("b", elsewhere, b"first", "b/d", b"first", until, 5)]
+    assert await backend.insert_claimed(first, now) == [True]
+    answers = await backend.insert_claimed(
+        [
+            ("b", home, b"home", "b/d", b"home", until, 5),
+            ("b", elsewhere + 1, b"other", "b/d", b"other", until, 5),
+            ("b", elsewhere + 2, b"free", "b/e", b"free", until, 5),
+        ],
+        now,
+    )
+    assert answers == [b"first", b"first", True]
+    got = await backend.get("b", [elsewhere, home, elsewhere + 1, elsewhere + 2])
+    assert got == [b"first", None, None, b"free"]
+    assert await backend.count("b") == 2
 
 
 async def test_close_is_idempotent(backend: StorageBackend) -> None:

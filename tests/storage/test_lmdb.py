@@ -138,17 +138,17 @@ async def test_maintain_forgets_expired_claims(tmp_path: Path) -> None:
         # Claims made at a past "now": live for that clock, expired for the real one.
         past = now - 3_600_000
         await store.insert_claimed(
-            [("q", i, b"m", f"q/{i}", b"1", past + 1000) for i in range(3)], past
+            [("q", i, b"m", f"q/{i}", b"1", past + 1000, 0) for i in range(3)], past
         )
-        await store.insert_claimed([("q", 9, b"m", "q/live", b"2", now + 60_000)], now)
-        assert await store.insert_claimed([("q", 10, b"x", "q/0", b"x", past + 1000)], past) == [
+        await store.insert_claimed([("q", 9, b"m", "q/live", b"2", now + 60_000, 0)], now)
+        assert await store.insert_claimed([("q", 10, b"x", "q/0", b"x", past + 1000, 0)], past) == [
             b"1"
         ]
         await store.maintain()
         # Gone from the store: the same past clock now finds the keys free.
-        again = [("q", 20 + i, b"x", f"q/{i}", b"x", past + 1000) for i in range(3)]
+        again = [("q", 20 + i, b"x", f"q/{i}", b"x", past + 1000, 0) for i in range(3)]
         assert await store.insert_claimed(again, past) == [True, True, True]
-        live = [("q", 30, b"y", "q/live", b"y", now + 60_000)]
+        live = [("q", 30, b"y", "q/live", b"y", now + 60_000, 0)]
         assert await store.insert_claimed(live, now) == [b"2"]
     finally:
         await store.close()

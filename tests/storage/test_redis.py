@@ -67,13 +67,13 @@ async def test_a_claim_is_a_key_the_server_expires_after_its_window(redis_url: s
     name = "dq:{q:3}:c:q/a"
     try:
         now = int(time.time() * 1000)
-        assert await store.insert_claimed([("q", key, b"m", "q/a", b"1", now + 60_000)], now) == [
-            True
-        ]
+        assert await store.insert_claimed(
+            [("q", key, b"m", "q/a", b"1", now + 60_000, 3)], now
+        ) == [True]
         ttl = await raw.pttl(name)
         assert 59_000 < ttl <= 60_000
         # A claim made again after its window (by the caller's clock) restarts the timer.
-        again = [("q", key + 1, b"m", "q/a", b"2", now + 70_000)]
+        again = [("q", key + 1, b"m", "q/a", b"2", now + 70_000, 3)]
         assert await store.insert_claimed(again, now + 60_000) == [True]
         assert 9_000 < await raw.pttl(name) <= 10_000
     finally:

@@ -29,6 +29,7 @@ from dynamiq.api.aws.errors import AwsError, sns_error, sqs_error
 from dynamiq.api.aws.messages import MESSAGE_ACTIONS
 from dynamiq.api.aws.moves import MOVE_ACTIONS
 from dynamiq.api.aws.params import Params
+from dynamiq.api.aws.policies import POLICY_ACTIONS
 from dynamiq.api.aws.queues import QUEUE_ACTIONS
 from dynamiq.api.aws.topics import TOPIC_ACTIONS
 from dynamiq.api.context import services_of
@@ -42,7 +43,12 @@ __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 TARGET_PREFIX = "AmazonSQS."
 JSON_TYPE = "application/x-amz-json-1.0"
 XML_TYPE = "text/xml"
-SQS_ACTIONS: dict[str, Action] = {**QUEUE_ACTIONS, **MESSAGE_ACTIONS, **MOVE_ACTIONS}
+SQS_ACTIONS: dict[str, Action] = {
+    **QUEUE_ACTIONS,
+    **MESSAGE_ACTIONS,
+    **MOVE_ACTIONS,
+    **POLICY_ACTIONS,
+}
 SNS_ACTIONS: dict[str, Action] = TOPIC_ACTIONS
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode

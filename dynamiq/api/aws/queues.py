@@ -10,6 +10,8 @@
 | RedrivePolicy | dead_letter_queue, max_receives |
 | FifoQueue | fifo |
 | ContentBasedDeduplication | content_dedup |
+| DeduplicationScope | dedup_scope |
+| Policy, RedriveAllowPolicy, KMS, SSE, FifoThroughputLimit | sqs_attributes (kept) |
 
 A queue created here gets SQS's defaults where Dynamiq's differ (messages
 kept four days, at most 256 KiB each); one created through another API keeps
@@ -26,6 +28,7 @@ from typing import Any
 
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError
+from dynamiq.api.aws.policies import bad_value, policy_document, redrive_allow_policy
 from dynamiq.errors import Invalid, QueueExists
 from dynamiq.models import QueueRecord, QueueSettings
 from dynamiq.service.reports import QueueStatsDetail
@@ -36,19 +39,6 @@ DEFAULT_RETENTION = 345_600
 DEFAULT_MAX_MESSAGE = 262_144
 FIFO_SUFFIX = ".fifo"
 QUEUE_NAME = re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$")
-# Attributes SQS takes that mean nothing here (no IAM policies, no server-side keys):
-# accepted and not kept.
-IGNORED = frozenset(
-    {
-        "Policy",
-        "RedriveAllowPolicy",
-        "KmsMasterKeyId",
-        "KmsDataKeyReusePeriodSeconds",
-        "SqsManagedSseEnabled",
-        "DeduplicationScope",
-        "FifoThroughputLimit",
-    }
-)
 READ_ONLY = frozenset(
     {
         "QueueArn",
@@ -65,7 +55,7 @@ def _integer(lo: int, hi: int) -> Callable[[str, object], int]:
     def parse(name: str, value: object) -> int:
         text = str(value)
         if not text.isdigit() or not lo <= int(text) <= hi:
-            raise _bad_value(name, f"must be an integer from {lo} to {hi}")
+            raise bad_value(name, f"must be an integer from {lo} to {hi}")
         return int(text)
 
     return parse
@@ -74,9 +64,32 @@ def _integer(lo: int, hi: int) -> Callable[[str, object], int]:
 def _boolean(name: str, value: object) -> bool:
     text = str(value).lower()
     if text not in ("true", "false"):
-        raise _bad_value(name, "must be true or false")
+        raise bad_value(name, "must be true or false")
     return text == "true"
 
+
+def _choice(*allowed: str) -> Callable[[str, object], str]:
+    def parse(name: str, value: object) -> str:
+        if value not in allowed:
+            raise bad_value(name, f"must be one of {', '.join(allowed)}")
+        return str(value)
+
+    return parse
+
+
+def _text(name: str, value: object) -> str:
+    return str(value)
+
+
+def _as_text(parse: Callable[[str, object], Any]) -> Callable[[str, object], str]:
+    def text(name: str, value: object) -> str:
+        parsed = parse(name, value)
+        return str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
+
+    return text
+
+
+_SCOPES = {"queue": "queue", "messageGroup": "group"}
 
 # attribute: (setting, parser)
 _SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
@@ -86,31 +99,59 @@ _SIMPLE: dict[str, tuple[str, Callable[[str, object], Any]]] = {
     "ReceiveMessageWaitTimeSeconds": ("receive_wait_seconds", _integer(0, 20)),
     "MaximumMessageSize": ("max_message_bytes", _integer(1024, 1_048_576)),
     "ContentBasedDeduplication": ("content_dedup", _boolean),
+    "DeduplicationScope": ("dedup_scope", lambda n, v: _SCOPES[_choice(*_SCOPES)(n, v)]),
 }
+# Attributes kept as SQS clients set them and not acted on (no IAM evaluation, no
+# server-side keys): ``sqs_attributes``. An empty text removes one.
+_KEPT: dict[str, Callable[[str, object], str]] = {
+    "Policy": policy_document,
+    "RedriveAllowPolicy": redrive_allow_policy,
+    "KmsMasterKeyId": _text,
+    "KmsDataKeyReusePeriodSeconds": _as_text(_integer(60, 86_400)),
+    "SqsManagedSseEnabled": _as_text(_boolean),
+    "FifoThroughputLimit": _choice("perQueue", "perMessageGroupId"),
+}
+_FIFO_ONLY = frozenset({"DeduplicationScope", "FifoThroughputLimit"})
 
 
-KNOWN = READ_ONLY | _SIMPLE.keys() | IGNORED | {"RedrivePolicy", "FifoQueue", "All"}
+KNOWN = READ_ONLY | _SIMPLE.keys() | _KEPT.keys() | {"RedrivePolicy", "FifoQueue", "All"}
 
 
-def _bad_value(name: str, reason: str) -> AwsError:
-    return AwsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: {reason}.")
-
-
-def settings_of(call: Call, attributes: dict[str, Any], fifo: bool) -> dict[str, Any]:
-    """The setting changes SQS attributes ask for."""
+def settings_of(
+    call: Call, attributes: dict[str, Any], fifo: bool, current: QueueSettings
+) -> dict[str, Any]:
+    """The setting changes SQS attributes ask of a queue whose settings are ``current``
+    (a new queue's: the defaults)."""
     changes: dict[str, Any] = {}
+    kept = dict(current.sqs_attributes or {})
     for name, value in attributes.items():
+        if name in _FIFO_ONLY and not fifo:
+            raise AwsError(
+                "InvalidAttributeName",
+                f"You can specify the {name} only when FifoQueue is set to true.",
+            )
         if name in _SIMPLE:
             setting, parse = _SIMPLE[name]
             changes[setting] = parse(name, value)
+        elif name in _KEPT:
+            if value == "":
+                kept.pop(name, None)
+            else:
+                kept[name] = _KEPT[name](name, value)
         elif name == "RedrivePolicy":
             changes.update(_redrive_policy(call, value, fifo))
-        elif name in IGNORED or name == "FifoQueue":
-            continue
-        else:
+        elif name != "FifoQueue":
             raise AwsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     if "content_dedup" in changes and not fifo:
         raise AwsError("InvalidAttributeName", "Unknown Attribute ContentBasedDeduplication.")
+    if kept != (current.sqs_attributes or {}):
+        changes["sqs_attributes"] = kept or None
+    scope = changes.get("dedup_scope", current.dedup_scope)
+    if kept.get("FifoThroughputLimit") == "perMessageGroupId" and scope != "group":
+        raise bad_value(
+            "FifoThroughputLimit",
+            "perMessageGroupId is allowed only when DeduplicationScope is messageGroup",
+        )
     return changes
 
 
@@ -122,11 +163,11 @@ def _redrive_policy(call: Call, value: object, fifo: bool) -> dict[str, Any]:
         target = call.name_of_arn(policy["deadLetterTargetArn"], "deadLetterTargetArn")
         receives = int(policy["maxReceiveCount"])
     except (ValueError, TypeError, KeyError):
-        raise _bad_value(
+        raise bad_value(
             "RedrivePolicy", "needs deadLetterTargetArn and an integer maxReceiveCount"
         ) from None
     if not 1 <= receives <= 1000:
-        raise _bad_value("RedrivePolicy", "maxReceiveCount must be from 1 to 1000")
+        raise bad_value("RedrivePolicy", "maxReceiveCount must be from 1 to 1000")
     if target.endswith(FIFO_SUFFIX) != fifo:  # only a FIFO queue's name ends in .fifo
         raise AwsError(
             "InvalidParameterValue",
@@ -151,6 +192,7 @@ def attributes_of(call: Call, record: QueueRecord, stats: QueueStatsDetail) -> d
         "DelaySeconds": str(round(s.delay_seconds)),
         "ReceiveMessageWaitTimeSeconds": str(round(s.receive_wait_seconds)),
         "SqsManagedSseEnabled": "false",
+        **(s.sqs_attributes or {}),
     }
     if s.retention_seconds is not None:
         shown["MessageRetentionPeriod"] = str(round(s.retention_seconds))
@@ -165,6 +207,10 @@ def attributes_of(call: Call, record: QueueRecord, stats: QueueStatsDetail) -> d
     if s.fifo:
         shown["FifoQueue"] = "true"
         shown["ContentBasedDeduplication"] = str(s.content_dedup).lower()
+        shown["DeduplicationScope"] = "messageGroup" if s.dedup_scope == "group" else "queue"
+        shown.setdefault("FifoThroughputLimit", "perQueue")
+    else:
+        shown.pop("FifoThroughputLimit", None)
     return shown
 
 
@@ -184,7 +230,7 @@ async def create_queue(call: Call) -> dict[str, Any]:
     changes = {
         "retention_seconds": DEFAULT_RETENTION,
         "max_message_bytes": DEFAULT_MAX_MESSAGE,
-        **settings_of(call, attributes, fifo),
+        **settings_of(call, attributes, fifo, QueueSettings()),
         "fifo": fifo,
     }
     tags = _tags(call.params.mapping("tags"))
@@ -289,9 +335,16 @@ async def get_queue_attributes(call: Call) -> dict[str, Any]:
 async def set_queue_attributes(call: Call) -> dict[str, Any]:
     record = call.queue()
     attributes = call.params.mapping("Attributes")
-    for name in attributes.keys() & (READ_ONLY | {"FifoQueue"}):
+    for name in attributes.keys() & READ_ONLY:
         raise AwsError("InvalidAttributeName", f"Attribute {name} cannot be changed.")
-    changes = settings_of(call, attributes, record.settings.fifo)
+    fifo = record.settings.fifo
+    if "FifoQueue" in attributes:  # a FIFO queue may say so again; nothing else
+        wanted = str(attributes["FifoQueue"]).lower()
+        if not fifo and wanted == "true":
+            raise AwsError("InvalidAttributeName", "Unknown Attribute FifoQueue.")
+        if not (fifo and wanted == "true"):
+            raise bad_value("FifoQueue", "Modifying queue type is not supported")
+    changes = settings_of(call, attributes, fifo, record.settings)
     await _configure(call, record, changes, "InvalidAttributeValue")
     return {}
 

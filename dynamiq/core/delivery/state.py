@@ -54,7 +54,7 @@ class QueueState:
         self.settings = record.settings
         self.partitions = PartitionSet(lo, hi, record.settings, now)
         self.leases = LeaseTable()
-        self.groups = Groups()  # heads of ordered groups, and who waits behind them
+        self.groups = Groups()  # fronts of ordered groups, and who waits behind them
         # Leases that ended without a delete: the next delivery is a redelivery.
         self.lapsed: set[int] = set()
         # The metadata (receive count) each leased message was delivered with,
@@ -94,7 +94,7 @@ class QueueState:
         self, keyspace: KeyRange | None, now: float, owns: Callable[[str], bool]
     ) -> None:
         """The node's slice moved: walks start afresh over the new one, and the groups
-        it no longer ``owns`` are forgotten (but for their heads leased here)."""
+        it no longer ``owns`` are forgotten (but for their messages leased here)."""
         self.cursors.clear()
         if keyspace is not None:
             self.partitions.set_slice(*keyspace, now)
@@ -185,8 +185,11 @@ class QueueState:
         return dropped
 
     def expired(self, ids: list[int]) -> None:
-        """Offer again messages whose lease lapsed (their next delivery is a redelivery)."""
+        """Offer again messages whose lease lapsed (their next delivery is a redelivery),
+        and those that wait behind them in a group no longer in flight."""
         self.lapsed.update(ids)
+        if self.groups:
+            ids = sorted([*ids, *self.groups.lapsed(ids, self.leases)])
         self.offer_again(ids)
 
     def offer_again(self, ids: list[int]) -> None:

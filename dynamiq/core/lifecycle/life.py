@@ -23,9 +23,10 @@ again. The hold lives in that node's memory (like the lease it follows): a
 node that dies while holding it lets the message be offered at once.
 
 Groups: a message of an ordered group is handed out only while no other of
-its group is (``groups``); one that waits is not counted as received. A
-head whose lease ends is read first: deleted through a node whose word did
-not reach this one, its group moves on then.
+its group is in flight but those handed out with it (``groups``); one that
+waits is not counted as received. A front member whose lease ends is read
+first: deleted through a node whose word did not reach this one, its group
+moves on then.
 
 Expiry: a message past its ``ttl_seconds`` or its queue's
 ``retention_seconds`` is never delivered: a receive that reaches one removes
@@ -94,7 +95,7 @@ class Lifecycle:
         if expired:
             await self.expire(record, state, [(m.id, found[m.id]) for m in expired])
         if state.groups or any(m.group is not None for m in counted):
-            counted, held = state.groups.admit(counted)
+            counted, held = state.groups.admit(counted, state.leases)
             if held:
                 await self._check_heads(record, state, held)
             if log.isEnabledFor(logging.DEBUG):
@@ -114,13 +115,11 @@ class Lifecycle:
     async def _check_heads(
         self, record: QueueRecord, state: QueueState, held: Sequence[Message]
     ) -> None:
-        """Let groups move on whose head is gone without this node seeing it go (deleted
-        through a process that did not hold its lease): a head neither leased nor
-        held is read, and released when it is not there."""
-        heads = {state.groups.head_of(m) for m in held}
-        await self._release_gone(
-            record, state, (h for h in heads if h is not None and h not in state.leases)
-        )
+        """Let groups move on whose front is gone without this node seeing it go (deleted
+        through a process that did not hold its lease): a front member not leased
+        is read, and released when it is not there."""
+        heads = {h for m in held for h in state.groups.front_of(m)}
+        await self._release_gone(record, state, (h for h in heads if h not in state.leases))
 
     async def _release_gone(
         self, record: QueueRecord, state: QueueState, heads: Iterable[int]

@@ -2,17 +2,20 @@
 stored again; its publish answers the first message's id.
 
 A claim lives in the store under ``<bucket>/<dedup id>`` (the queue's bucket:
-a purged or re-created queue starts afresh), or ``<bucket>/<dedup id> <group>``
-for a message of an ordered group (its id is scoped to its group, as SQS's
-``messageGroup`` deduplication scope), holds the first message's id and
-expires after the queue's ``dedup_window_seconds``. With ``content_dedup`` a
-message without a dedup id of its own is claimed by a SHA-256 of its body and
-attributes.
+a purged or re-created queue starts afresh), or, in a queue whose
+``dedup_scope`` is "group", ``<bucket>/<dedup id> <group>`` for a message of
+an ordered group (SQS's ``messageGroup`` deduplication scope); it holds the
+first message's id and expires after the queue's ``dedup_window_seconds``.
+With ``content_dedup`` a message without a dedup id of its own is claimed by
+a SHA-256 of its body and attributes.
 
-Every message claiming one key gets an id in one stripe (its group's, or the
-key's own), and the message and its claim are written together
-(``publish.insert``), so every node, and a node after a restart, sees the
-same claims.
+A claim's home is a stripe: its group's when the key names the group, else
+the key's own. A message is stored in its group's stripe, or, without one,
+in its claim's home; so the message and its claim are one write
+(``publish.insert``), but for a message whose group's stripe is not the home
+of its queue-wide claim: the store then claims it in two steps
+(``StorageBackend.insert_claimed``). Every node, and a node after a restart,
+sees the same claims.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ __all__ = ["DedupKey", "claims_of", "content_id", "first_claims"]
 
 
 class DedupKey(NamedTuple):
-    """What a message claims: its key in the store, until when (epoch ms), and the
-    stripe its message is stored in."""
+    """What a message claims: its key in the store, until when (epoch ms), the stripe
+    its message is stored in, and the claim's home stripe."""
 
     key: str
     expires_ms: int
     stripe: int
+    home: int
 
 
 def content_id(message: bytes | Outgoing) -> str:
@@ -77,11 +81,13 @@ def _claim(record: QueueRecord, m: bytes | Outgoing, now_ms: int) -> DedupKey | 
         return None
     expires_ms = now_ms + round(settings.dedup_window_seconds * 1000)
     group = m.group if isinstance(m, Outgoing) else None
-    if group is None:
-        key = f"{record.uid}/{dedup_id}"
-        return DedupKey(key, expires_ms, stripe_for(key))
-    # A space is in neither a dedup id nor a group; the message is in its group's stripe.
-    return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, group_stripe(group))
+    if group is not None and settings.dedup_scope == "group":
+        # A space is in neither a dedup id nor a group.
+        stripe = group_stripe(group)
+        return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, stripe, stripe)
+    key = f"{record.uid}/{dedup_id}"
+    home = stripe_for(key)
+    return DedupKey(key, expires_ms, home if group is None else group_stripe(group), home)
 
 
 def first_claims(

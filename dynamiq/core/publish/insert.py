@@ -125,7 +125,8 @@ async def _insert(
             (bucket, record), claim = rows.rows[todo[k]], claims[todo[k]]
             assert claim is not None  # only claiming messages are in ``claimed``
             mid = fresh[k]
-            batch.append((bucket, mid, record, claim.key, str(mid).encode(), claim.expires_ms))
+            claimed_as = str(mid).encode()
+            batch.append((bucket, mid, record, claim.key, claimed_as, claim.expires_ms, claim.home))
         for k, answer in zip(claimed, await store.insert_claimed(batch, now_ms), strict=True):
             answers[k] = answer
     return answers, missed

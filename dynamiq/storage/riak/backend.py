@@ -214,9 +214,7 @@ class RiakBackend:
         """Move objects: the target created first, then the source deleted (at-least-once)."""
         return await move_in_steps(self, items)
 
-    async def _claim(
-        self, items: Sequence[tuple[str, bytes, int]], now_ms: int
-    ) -> list[bytes | None]:
+    async def _claim(self, items: Sequence[Claimed], now_ms: int) -> list[bytes | None]:
         """Record claims unless a live one holds their key; per item None or its value.
 
         A conditional create; a claim found expired is overwritten with the
@@ -257,7 +255,7 @@ class RiakBackend:
             )
             return None
 
-        return await self._http.each([functools.partial(one, *item) for item in items])
+        return await self._http.each([functools.partial(one, *item[3:6]) for item in items])
 
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert, then claim (Riak writes one object at a time)."""
