@@ -15,7 +15,7 @@ from typing import Any
 
 from dynamiq.errors import ConfigError
 from dynamiq.keyspace import WORKER_MARK
-from dynamiq.models import MAX_DELAY_SECONDS
+from dynamiq.models import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
 
 __all__ = [
     "AuthSettings",
@@ -172,7 +172,8 @@ class StorageSettings:
 class LimitsSettings:
     """``[limits]``: what one request may ask for."""
 
-    maxbodybytes: int = 1 << 20
+    maxbodybytes: int = 4 << 20  # a request's body: room for a 1 MiB message in any encoding
+    maxmessagebytes: int = 1 << 20  # one message's body and attributes (SQS's limit)
     maxbatch: int = 1000
     maxwaitseconds: float = 20.0
     shutdowntimeout: float = 10.0
@@ -198,6 +199,11 @@ class LimitsSettings:
         _require(self.diskfreelimit >= 0, "limits.diskfreelimit", "must be >= 0")
         _require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
         _require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")
+        _require(
+            1024 <= self.maxmessagebytes <= MAX_MESSAGE_BYTES,
+            "limits.maxmessagebytes",
+            f"must be in [1024, {MAX_MESSAGE_BYTES}]",
+        )
         _require(self.maxbatch >= 1, "limits.maxbatch", "must be >= 1")
         _require(0 <= self.maxwaitseconds <= 3600, "limits.maxwaitseconds", "must be in [0, 3600]")
         _require(self.shutdowntimeout > 0, "limits.shutdowntimeout", "must be > 0")

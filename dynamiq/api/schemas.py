@@ -94,7 +94,7 @@ AttributesBody = Annotated[
     msgspec.Meta(
         max_length=MAX_ATTRIBUTES,
         description="what the producer attaches: strings, numbers, or bytes as base64; "
-        "their size counts toward limits.maxbodybytes",
+        "their size counts toward limits.maxmessagebytes",
     ),
 ]
 Token = Annotated[str, msgspec.Meta(pattern=TOKEN.pattern, description=TOKEN_RULE)]
@@ -252,7 +252,7 @@ class QueueSettingsBody(_Body):
     are turned off with null; a missing field is left as is.
     ``receive_wait_seconds`` is how long a receive that names no
     ``wait_seconds`` waits; ``max_message_bytes`` caps a message's body and
-    attributes below the node's ``limits.maxbodybytes``; a ``fifo`` queue
+    attributes below the node's ``limits.maxmessagebytes``; a ``fifo`` queue
     takes only messages with a ``group`` (SQS's FIFO queues); ``tags`` label the
     queue (SQS's cost-allocation tags); a publish that would take the queue past
     ``max_depth`` messages is refused with 429 ``QUEUE_FULL`` (null: no bound).

@@ -298,7 +298,8 @@ class Node:
     def message_limit(self, queue: QueueSettings) -> int:
         """The most bytes (body and attributes) one message of a queue may have."""
         own = queue.max_message_bytes
-        return self.limits.maxbodybytes if own is None else min(own, self.limits.maxbodybytes)
+        most = self.limits.maxmessagebytes
+        return most if own is None else min(own, most)
 
     def wait_of(self, queue: str, asked: float | None) -> float:
         """How long a receive waits: what it asked, else its queue's ``receive_wait_seconds``
@@ -411,12 +412,9 @@ class Node:
         """Check a publish's messages against this node's limits and, published to one
         queue, that queue's (its ``max_message_bytes``, a ``fifo`` queue's groups)."""
         self._check_batch(len(messages))
-        limit = self.limits.maxbodybytes if queue is None else self.message_limit(queue)
-        what = (
-            "limits.maxbodybytes"
-            if limit == self.limits.maxbodybytes
-            else "the queue's max_message_bytes"
-        )
+        most = self.limits.maxmessagebytes
+        limit = most if queue is None else self.message_limit(queue)
+        what = "limits.maxmessagebytes" if limit == most else "the queue's max_message_bytes"
         fifo = queue is not None and queue.fifo
         for m in messages:
             body, extras = (m, None) if isinstance(m, bytes) else (m.body, m)

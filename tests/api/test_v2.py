@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from dynamiq.config import LimitsSettings
 from dynamiq.config_sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.testing.server import node_client
@@ -381,3 +382,40 @@ async def test_peek_many_and_status(http: Http, spec: dict[str, Any]) -> None:
     status = await call(http, spec, "GET", "/v2/status", 200)
     assert status["node"] == "dynamiq1"
     assert status["members"][0]["slice"] == ["0", "9223372036854775807"]
+
+
+@pytest.fixture
+async def roomy(tmp_path: Path) -> AsyncIterator[tuple[Http, Any]]:
+    """A node on its own limits of size (a request of 4 MiB, a message of 1 MiB)."""
+    limits = LimitsSettings()
+    assert (limits.maxbodybytes, limits.maxmessagebytes) == (4 << 20, 1 << 20)
+    flags = {
+        "storage.path": str(tmp_path / "data"),
+        "limits.maxbodybytes": str(limits.maxbodybytes),
+    }
+    client = await node_client_with(flags)
+    try:
+        yield client, await (await client.get("/v2/openapi.json")).json()
+    finally:
+        await client.close()
+
+
+async def test_a_message_of_one_mebibyte_goes_through_a_queue_and_a_topic(
+    roomy: tuple[Http, Any],
+) -> None:
+    """Body and attributes of 1 MiB are taken; one byte more is refused, naming the limit."""
+    http, spec = roomy
+    await call(http, spec, "PUT", "/v2/queues/big", 201)
+    await call(http, spec, "PUT", "/v2/topics/wide", 201)
+    await call(http, spec, "PUT", "/v2/topics/wide/subscriptions/big", 200)
+    body = "b" * ((1 << 20) - len("kind") - len("large"))
+    message = {"body": body, "attributes": {"kind": "large"}}
+    await call(http, spec, "POST", "/v2/queues/big/messages", 200, {"messages": [message]})
+    await call(http, spec, "POST", "/v2/topics/wide/messages", 200, {"messages": [message]})
+    receive = {"max_messages": 10}
+    got = (await call(http, spec, "POST", "/v2/queues/big/receive", 200, receive))["messages"]
+    assert [(m["body"], m["attributes"]) for m in got] == [(body, {"kind": "large"})] * 2
+    over = {"messages": [{**message, "body": body + "b"}]}
+    for path in ("/v2/queues/big/messages", "/v2/topics/wide/messages"):
+        refused = await call(http, spec, "POST", path, 422, over)
+        assert "limits.maxmessagebytes" in refused["message"]

@@ -80,16 +80,41 @@ def test_tagging_with_no_tags_is_refused(sqs: Any, new_queue: NewQueue) -> None:
         assert error["Message"].startswith("The request must contain the parameter Tag")
 
 
+MIB = 1 << 20
+
+
+def test_a_message_of_one_mebibyte_goes_through_and_one_byte_more_is_refused(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    url = new_queue()
+    shown = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+    assert shown["Attributes"] == {"MaximumMessageSize": str(MIB)}
+    attributes = {"kind": {"DataType": "String", "StringValue": "big"}}
+    body = "x" * (MIB - len("kind") - len("String") - len("big"))  # body and attributes: 1 MiB
+    sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)
+    (got,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"], WaitTimeSeconds=1)[
+        "Messages"
+    ]  # boto3 checks the MD5s
+    assert got["Body"] == body and got["MessageAttributes"]["kind"]["StringValue"] == "big"
+    with pytest.raises(ClientError) as refused:
+        sqs.send_message(QueueUrl=url, MessageBody=body + "y", MessageAttributes=attributes)
+    error = refused.value.response["Error"]
+    assert (error["Code"], error["Message"]) == (
+        "InvalidParameterValue",
+        f"One or more parameters are invalid. Reason: Message must be shorter than {MIB} bytes.",
+    )
+
+
 def test_a_body_larger_than_the_node_takes_is_refused_in_sqs_s_shape(
     sqs: Any, new_queue: NewQueue
 ) -> None:
     url = new_queue()
-    big = "x" * (1100 * 1024)  # beyond what the node takes in one request
+    huge = "x" * (5 * MIB)  # beyond what the node takes in one request
     for send, given, code in (
-        (sqs.send_message, {"MessageBody": big}, "InvalidParameterValue"),
+        (sqs.send_message, {"MessageBody": huge}, "InvalidParameterValue"),
         (
             sqs.send_message_batch,
-            {"Entries": [{"Id": "1", "MessageBody": big}]},
+            {"Entries": [{"Id": "1", "MessageBody": huge}]},
             "AWS.SimpleQueueService.BatchRequestTooLong",  # the code AWS answers
         ),
     ):

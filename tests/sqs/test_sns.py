@@ -200,3 +200,21 @@ def test_a_fifo_topic_keeps_groups_in_order_into_a_fifo_queue(
         sns.publish(TopicArn=topic, Message="no group")
     assert code_of(refused) == "InvalidParameter"
     assert [m["Body"] for m in drain(sqs, url, 4)] == ["a0", "a1", "a2", "a3"]
+
+
+def test_a_message_of_one_mebibyte_fans_out_raw_and_in_the_envelope(
+    sns: Any, sqs: Any, new_queue: Any
+) -> None:
+    topic = new_topic(sns)
+    raw, wrapped = new_queue(), new_queue()
+    for url, attributes in ((raw, {"RawMessageDelivery": "true"}), (wrapped, {})):
+        sns.subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=queue_arn(sqs, url), Attributes=attributes
+        )
+    body = "m" * (1 << 20)
+    sent = sns.publish(TopicArn=topic, Message=body)
+    (got,) = drain(sqs, raw, 1)
+    assert got["Body"] == body and got["MD5OfBody"] == hashlib.md5(body.encode()).hexdigest()
+    (envelope,) = drain(sqs, wrapped, 1)
+    notice = json.loads(envelope["Body"])
+    assert notice["Message"] == body and notice["MessageId"] == sent["MessageId"]

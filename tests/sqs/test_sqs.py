@@ -72,7 +72,7 @@ def test_a_queue_from_creation_to_deletion(sqs: Any, new_queue: NewQueue) -> Non
     assert attributes["VisibilityTimeout"] == "45"
     assert attributes["DelaySeconds"] == "2"
     assert attributes["MessageRetentionPeriod"] == "3600"
-    assert attributes["MaximumMessageSize"] == "262144"
+    assert attributes["MaximumMessageSize"] == "1048576"
     assert attributes["ApproximateNumberOfMessages"] == "0"
     assert abs(int(attributes["CreatedTimestamp"]) - time.time()) < 60
     only = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]

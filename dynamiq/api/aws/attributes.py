@@ -25,6 +25,7 @@ __all__ = [
     "received_attributes",
     "rendered",
     "sent_attributes",
+    "typed_size",
     "valid_body",
 ]
 
@@ -70,6 +71,17 @@ def sent_attributes(given: object) -> tuple[dict[str, TypedValue], Attributes]:
         typed[name] = value = _value(name, data_type, spec)
         kept[name] = _kept(data_type, value[1])
     return typed, kept
+
+
+def typed_size(typed: Mapping[str, TypedValue]) -> int:
+    """The bytes attributes count toward a message's size, as SQS counts them: each
+    one's name, type and value."""
+    return sum(
+        len(name.encode())
+        + len(data_type)
+        + len(value if isinstance(value, bytes) else value.encode())
+        for name, (data_type, value) in typed.items()
+    )
 
 
 def _value(name: str, data_type: str, spec: dict[str, Any]) -> TypedValue:

@@ -11,7 +11,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dynamiq.api.aws.attributes import received_attributes, rendered, sent_attributes, valid_body
+from dynamiq.api.aws.attributes import (
+    received_attributes,
+    rendered,
+    sent_attributes,
+    typed_size,
+    valid_body,
+)
 from dynamiq.api.aws.call import Action, Call, Leasing
 from dynamiq.api.aws.digests import attributes_md5, body_md5
 from dynamiq.api.aws.errors import AwsError, sqs_error
@@ -23,7 +29,6 @@ from dynamiq.models import (
     Outgoing,
     QueueRecord,
     ReceiveRequest,
-    attributes_size,
 )
 
 __all__ = ["MESSAGE_ACTIONS"]
@@ -62,7 +67,7 @@ class _Sent:
             delay = None  # 0 at most: the queue's own delay applies
         encoded = body.encode()
         limit = call.node.message_limit(settings)
-        if len(encoded) + attributes_size(kept) > limit:
+        if len(encoded) + typed_size(typed) > limit:
             raise AwsError(
                 "InvalidParameterValue",
                 f"One or more parameters are invalid. Reason: Message must be shorter than "

@@ -14,8 +14,9 @@
 | Policy, RedriveAllowPolicy, KMS, SSE, FifoThroughputLimit | sqs_attributes (kept) |
 
 A queue created here gets SQS's defaults where Dynamiq's differ (messages
-kept four days, at most 256 KiB each); one created through another API keeps
-its own, and shows them here.
+kept four days); its messages may be as large as the node's
+``limits.maxmessagebytes`` (1 MiB, SQS's own limit) unless it says less.
+One created through another API keeps its own settings, and shows them here.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from dynamiq.service.reports import QueueStatsDetail
 __all__ = ["QUEUE_ACTIONS"]
 
 DEFAULT_RETENTION = 345_600
-DEFAULT_MAX_MESSAGE = 262_144
 FIFO_SUFFIX = ".fifo"
 QUEUE_NAME = re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$")
 READ_ONLY = frozenset(
@@ -229,7 +229,6 @@ async def create_queue(call: Call) -> dict[str, Any]:
         )
     changes = {
         "retention_seconds": DEFAULT_RETENTION,
-        "max_message_bytes": DEFAULT_MAX_MESSAGE,
         **settings_of(call, attributes, fifo, QueueSettings()),
         "fifo": fifo,
     }
