@@ -51,6 +51,9 @@ MAX_DELAY_SECONDS = 12 * 3600.0  # a node's limits.maxdelayseconds is at most th
 MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
 MAX_ATTRIBUTES = 16
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# An attribute's type as SQS labels it: String, Number or Binary, with an optional
+# custom part (``Number.java.lang.Long``, ``String.json``, ``Binary.gif``).
+ATTRIBUTE_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,250})?$")
 MAX_ROUTING_KEY = 255
 # A dedup id or a group: 1-128 printable ASCII characters, no spaces (as SQS takes them).
 TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")
@@ -404,6 +407,56 @@ def attributes_size(attributes: Attributes | None) -> int:
     return size
 
 
+def natural_type(value: AttributeValue) -> str:
+    """The SQS type an attribute's value says by itself."""
+    if isinstance(value, bytes):
+        return "Binary"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "Number"
+    return "String"
+
+
+def attribute_types_size(attributes: Attributes | None, types: dict[str, str] | None) -> int:
+    """Check the SQS types of attributes whose values do not say them; return their
+    size (the labels' bytes, which count toward the message's size).
+
+    A label names an attribute the message has, and agrees with its value: a
+    ``Binary`` one with bytes, a ``Number`` one with a number or a text that is
+    one (``1.50`` kept as written), a ``String`` one with text or a number.
+
+    Raises:
+        Invalid: a label that names no attribute, or disagrees with its value.
+    """
+    if not types:
+        return 0
+    size = 0
+    for name, label in types.items():
+        field = f"attribute_types.{name[:128]}"
+        if not isinstance(label, str) or not ATTRIBUTE_TYPE.fullmatch(label):
+            raise Invalid(f"{field}: a type is String, Number or Binary, then .custom", field)
+        if attributes is None or name not in attributes:
+            raise Invalid(f"{field}: names no attribute of the message", field)
+        value = attributes[name]
+        natural = natural_type(value)
+        fits = {
+            "Binary": natural == "Binary",
+            "Number": natural == "Number" or (natural == "String" and _is_number(value)),
+            "String": natural != "Binary",
+        }
+        if not fits[label.partition(".")[0]]:
+            raise Invalid(f"{field}: {label} does not fit a {natural} value", field)
+        size += len(label)
+    return size
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(str(value))
+    except ValueError:
+        return False
+    return True
+
+
 class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """A message as a consumer sees it.
 
@@ -412,8 +465,8 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ``receive_count`` counts its leases, this one included (0 in a peek of a
     message never received); ``first_received_ms`` is 0 until its first;
     ``expires_ms`` is 0 for a message without a time to live of its own.
-    ``attributes``, ``routing_key``, ``group``, ``dedup_id`` and ``trace`` are
-    what its producer attached.
+    ``attributes``, ``routing_key``, ``group``, ``dedup_id``, ``trace`` and
+    ``attribute_types`` are what its producer attached.
     """
 
     id: int
@@ -428,6 +481,7 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     group: str | None = None
     dedup_id: str | None = None
     trace: str | None = None
+    attribute_types: dict[str, str] | None = None
 
 
 class Outgoing(msgspec.Struct, frozen=True):
@@ -450,6 +504,8 @@ class Outgoing(msgspec.Struct, frozen=True):
     dedup_id: str | None = None
     group: str | None = None
     trace: str | None = None  # a tracing header (SQS's AWSTraceHeader), kept as given
+    # Per attribute whose value does not say it, its SQS type (``attribute_types``).
+    attribute_types: dict[str, str] | None = None
 
 
 T = TypeVar("T")

@@ -111,6 +111,7 @@ def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
         and message.routing_key is None
         and message.dedup_id is None
         and message.group is None
+        and message.attribute_types is None
     ):
         return body
     attributes = None
@@ -129,6 +130,7 @@ def outgoing(message: OutgoingMessage) -> bytes | Outgoing:
         message.routing_key,
         message.dedup_id,
         message.group,
+        attribute_types=message.attribute_types or None,
     )
 
 
@@ -175,6 +177,7 @@ def encode_message(
         _wire_attributes(message.attributes),
         message.routing_key,
         message.group,
+        message.attribute_types,
     )
 
 

@@ -13,6 +13,7 @@ import msgspec
 
 from dynamiq.models import (
     ATTRIBUTE_NAME,
+    ATTRIBUTE_TYPE,
     MAX_ATTRIBUTES,
     MAX_DEDUP_WINDOW_SECONDS,
     MAX_DELAY_SECONDS,
@@ -97,6 +98,15 @@ AttributesBody = Annotated[
         "their size counts toward limits.maxmessagebytes",
     ),
 ]
+AttributeTypes = Annotated[
+    dict[AttributeName, Annotated[str, msgspec.Meta(pattern=ATTRIBUTE_TYPE.pattern)]],
+    msgspec.Meta(
+        max_length=MAX_ATTRIBUTES,
+        description="per attribute whose value does not say it, its SQS type: a custom "
+        "one (Number.java.lang.Long, String.json, Binary.gif), or Number for a number "
+        "kept as written ('1.50')",
+    ),
+]
 Token = Annotated[str, msgspec.Meta(pattern=TOKEN.pattern, description=TOKEN_RULE)]
 RoutingKey = Annotated[
     str,
@@ -117,8 +127,9 @@ class OutgoingMessage(_Body):
     attributes: AttributesBody | None = None
     routing_key: RoutingKey | None = None
     dedup_id: Token | None = None
-    # Delivered one at a time per group and queue, in the order they are due.
+    # Delivered in the order they are due, a receive's worth at a time per group and queue.
     group: Token | None = None
+    attribute_types: AttributeTypes | None = None
 
 
 class PublishRequest(_Body):
@@ -181,6 +192,7 @@ class ReceivedMessage(msgspec.Struct, omit_defaults=True):
     attributes: AttributesBody | None = None
     routing_key: str | None = None
     group: str | None = None
+    attribute_types: AttributeTypes | None = None
 
 
 class ReceiveResponse(msgspec.Struct):

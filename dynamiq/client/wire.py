@@ -45,8 +45,9 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
     message carries one already.
     """
     dedup_id = group = None
+    types: dict[str, str] | None = None
     if isinstance(body, Outgoing):
-        dedup_id, group = body.dedup_id, body.group
+        dedup_id, group, types = body.dedup_id, body.group, body.attribute_types
         delay = extras.delay_seconds if body.delay_seconds is None else body.delay_seconds
         ttl = extras.ttl_seconds if body.ttl_seconds is None else body.ttl_seconds
         attributes = extras.attributes if body.attributes is None else body.attributes
@@ -70,6 +71,8 @@ def outgoing(body: Body | Outgoing, extras: Extras, trace: str | None) -> dict[s
         out["dedup_id"] = dedup_id
     if group is not None:
         out["group"] = group
+    if types:
+        out["attribute_types"] = types
     return out
 
 
@@ -159,6 +162,7 @@ def message(data: dict[str, Any]) -> Message:
         attributes=attributes_of(data.get("attributes")),
         routing_key=data.get("routing_key"),
         group=data.get("group"),
+        attribute_types=data.get("attribute_types"),
     )
 
 

@@ -56,6 +56,7 @@ class Meta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     group: str | None = None
     dedup_id: str | None = None
     trace: str | None = None
+    attribute_types: dict[str, str] | None = None
 
 
 NO_META = Meta()
@@ -137,6 +138,7 @@ def _message(message_id: int, record: bytes, received_ms: int) -> Message:
         meta.group,
         meta.dedup_id,
         meta.trace,
+        meta.attribute_types,
     )
 
 
@@ -151,6 +153,7 @@ def new_life(meta: Meta, expires_ms: int = 0, dead_letter: DeadLetter | None = N
         group=meta.group,
         dedup_id=meta.dedup_id,
         trace=meta.trace,
+        attribute_types=meta.attribute_types,
     )
 
 
@@ -166,6 +169,7 @@ def meta_of_message(message: Message) -> Meta:
         message.group,
         message.dedup_id,
         message.trace,
+        message.attribute_types,
     )
 
 

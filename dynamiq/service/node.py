@@ -29,6 +29,7 @@ from dynamiq.models import (
     QueueRecord,
     QueueSettings,
     ReceiveRequest,
+    attribute_types_size,
     attributes_size,
     check_token,
     validate_name,
@@ -418,7 +419,10 @@ class Node:
         fifo = queue is not None and queue.fifo
         for m in messages:
             body, extras = (m, None) if isinstance(m, bytes) else (m.body, m)
-            size = len(body) + (0 if extras is None else attributes_size(extras.attributes))
+            size = len(body)
+            if extras is not None:
+                size += attributes_size(extras.attributes)
+                size += attribute_types_size(extras.attributes, extras.attribute_types)
             if size > limit:
                 raise Invalid(
                     f"a message's body and attributes are larger than {what}", "attributes"

@@ -419,3 +419,24 @@ async def test_a_message_of_one_mebibyte_goes_through_a_queue_and_a_topic(
     for path in ("/v2/queues/big/messages", "/v2/topics/wide/messages"):
         refused = await call(http, spec, "POST", path, 422, over)
         assert "limits.maxmessagebytes" in refused["message"]
+
+
+async def test_attribute_types_travel_with_a_message(http: Http, spec: dict[str, Any]) -> None:
+    await call(http, spec, "PUT", "/v2/queues/typed", 201)
+    message = {
+        "body": "b",
+        "attributes": {"id": 9007199254740993, "price": "1.50", "gif": {"base64": "R0lG"}},
+        "attribute_types": {"id": "Number.java.lang.Long", "price": "Number", "gif": "Binary.gif"},
+    }
+    await call(http, spec, "POST", "/v2/queues/typed/messages", 200, {"messages": [message]})
+    (got,) = (await call(http, spec, "POST", "/v2/queues/typed/receive", 200, {}))["messages"]
+    assert got["attributes"] == message["attributes"]
+    assert got["attribute_types"] == message["attribute_types"]
+    for types, field in (
+        ({"absent": "String"}, "attribute_types.absent"),  # names no attribute
+        ({"gif": "Number"}, "attribute_types.gif"),  # bytes are Binary
+        ({"id": "Binary.x"}, "attribute_types.id"),
+    ):
+        bad = {"messages": [{**message, "attribute_types": types}]}
+        refused = await call(http, spec, "POST", "/v2/queues/typed/messages", 422, bad)
+        assert refused["error"] == "INVALID" and refused["message"].startswith(field)

@@ -45,11 +45,23 @@ def test_the_javascript_sdk_checks_every_digest_and_finds_them_right(node: str) 
     assert len(set(seen["sent"])) == 3
     assert seen["bodies"] == ["first ✓", "second", "third\r\nline"]
     assert seen["attributes"] == {
-        "first ✓": ["blob", "count", "custom", "text"],
+        "first ✓": ["blob", "count", "custom", "gif", "long", "price", "text"],
         "second": ["count"],
         "third\r\nline": [],
     }
     assert seen["receiveCounts"] == ["1", "1", "1"] and seen["deleted"] == 3
+    # Custom types come back as sent, and every attribute digest is AWS's
+    assert seen["types"]["first ✓"] == {
+        "text": "String",
+        "count": "Number",
+        "blob": "Binary",
+        "custom": "String.json",
+        "long": "Number.java.lang.Long",
+        "price": "Number",
+        "gif": "Binary.gif",
+    }
+    assert seen["sentDigestRight"] and seen["sameDigest"]
+    assert seen["receivedDigestsRight"] == [True, True]
 
 
 def aws(node: str, *args: str) -> Any:

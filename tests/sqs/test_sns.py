@@ -218,3 +218,28 @@ def test_a_message_of_one_mebibyte_fans_out_raw_and_in_the_envelope(
     (envelope,) = drain(sqs, wrapped, 1)
     notice = json.loads(envelope["Body"])
     assert notice["Message"] == body and notice["MessageId"] == sent["MessageId"]
+
+
+def test_custom_attribute_types_fan_out_as_they_were_published(
+    sns: Any, sqs: Any, new_queue: Any
+) -> None:
+    from tests.sqs.test_sqs import VECTOR_ATTRIBUTES, VECTOR_MD5
+
+    topic = new_topic(sns)
+    raw, wrapped = new_queue(), new_queue()
+    for url, attributes in ((raw, {"RawMessageDelivery": "true"}), (wrapped, {})):
+        sns.subscribe(
+            TopicArn=topic, Protocol="sqs", Endpoint=queue_arn(sqs, url), Attributes=attributes
+        )
+    sns.publish(TopicArn=topic, Message="typed", MessageAttributes=VECTOR_ATTRIBUTES)
+    (got,) = drain(sqs, raw, 1, attributes=True)
+    assert got["MessageAttributes"] == VECTOR_ATTRIBUTES
+    assert got["MD5OfMessageAttributes"] == VECTOR_MD5
+    (envelope,) = drain(sqs, wrapped, 1)
+    shown = json.loads(envelope["Body"])["MessageAttributes"]
+    assert {name: a["Type"] for name, a in shown.items()} == {
+        "attribName1": "String",
+        "customNumberTypeAttrib": "Number.float",
+        "binaryAttribute": "Binary",
+    }
+    assert shown["customNumberTypeAttrib"]["Value"] == "4563442423554324324264524243.32543234"

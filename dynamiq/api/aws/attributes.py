@@ -3,9 +3,11 @@
 ``String`` values are kept as text, ``Binary`` as bytes, and ``Number`` as a
 number when the text is its canonical form (``12``, ``-3.5``): so filter
 policies compare them as numbers. A number written otherwise (``1.50``,
-``1e3``, more digits than a double holds) is kept as its text, as is a custom
-type's value (``String.json``): those come back as ``String``. What a receive
-answers and its digest agree, whatever was sent.
+``1e3``, more digits than a double holds) is kept as its text. A type its
+kept value does not say (a number kept as text, a custom type such as
+``Number.java.lang.Long``, ``String.json``, ``Binary.gif``) is kept beside
+it (the message's ``attribute_types``): a receive answers every attribute
+with the type it was sent with, and its digest over that type, as SQS does.
 """
 
 from __future__ import annotations
@@ -14,18 +16,20 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from dynamiq.api.aws.digests import TypedValue
 from dynamiq.api.aws.errors import AwsError
-from dynamiq.models import Attributes
+from dynamiq.models import Attributes, natural_type
 
 __all__ = [
     "MAX_MESSAGE_ATTRIBUTES",
+    "SentAttributes",
     "received_attributes",
     "rendered",
     "sent_attributes",
     "typed_size",
+    "typed_value",
     "valid_body",
 ]
 
@@ -50,27 +54,37 @@ def valid_body(body: str) -> str:
     return body
 
 
-def sent_attributes(given: object) -> tuple[dict[str, TypedValue], Attributes]:
-    """A send's ``MessageAttributes``: as SQS typed them (for the digest), and as kept."""
+class SentAttributes(NamedTuple):
+    """A send's ``MessageAttributes``: as SQS typed them (for the digest), as kept, and
+    the types of those whose kept values do not say them (``attribute_types``)."""
+
+    typed: dict[str, TypedValue]
+    kept: Attributes
+    types: dict[str, str]
+
+
+def sent_attributes(given: object) -> SentAttributes:
+    """Read a send's ``MessageAttributes``."""
+    sent = SentAttributes({}, {}, {})
     if given is None:
-        return {}, {}
+        return sent
     if not isinstance(given, dict):
         raise _invalid("MessageAttributes must be an object")
     if len(given) > MAX_MESSAGE_ATTRIBUTES:
         raise _invalid(
             f"Number of message attributes [{len(given)}] exceeds the allowed maximum [10]."
         )
-    typed: dict[str, TypedValue] = {}
-    kept: Attributes = {}
     for name, spec in given.items():
         if not _NAME.match(name) or name.lower().startswith(("aws.", "amazon.")):
             raise _invalid(f"Message attribute name '{name}' is invalid.")
         data_type = spec.get("DataType") if isinstance(spec, dict) else None
         if not isinstance(data_type, str) or not _TYPE.match(data_type):
             raise _invalid(f"The message attribute '{name}' has an invalid message attribute type.")
-        typed[name] = value = _value(name, data_type, spec)
-        kept[name] = _kept(data_type, value[1])
-    return typed, kept
+        sent.typed[name] = value = _value(name, data_type, spec)
+        sent.kept[name] = kept = _kept(data_type, value[1])
+        if data_type != natural_type(kept):
+            sent.types[name] = data_type
+    return sent
 
 
 def typed_size(typed: Mapping[str, TypedValue]) -> int:
@@ -118,30 +132,34 @@ def _number(text: str) -> int | float | None:
 
 
 def _kept(data_type: str, value: str | bytes) -> Any:
-    if isinstance(value, bytes) or data_type != "Number":
+    if isinstance(value, bytes) or not data_type.startswith("Number"):
         return value
     number = _number(value)
     return number if str(number) == value else value
 
 
-def received_attributes(attributes: Attributes | None, wanted: list[str]) -> dict[str, TypedValue]:
-    """The attributes a receive asked for (``All``, ``.*``, names, ``prefix.*``), typed."""
+def received_attributes(
+    attributes: Attributes | None, wanted: list[str], types: dict[str, str] | None = None
+) -> dict[str, TypedValue]:
+    """The attributes a receive asked for (``All``, ``.*``, names, ``prefix.*``), typed
+    as they were sent."""
     if not attributes or not wanted:
         return {}
     every = "All" in wanted or ".*" in wanted
     prefixes = tuple(w[:-1] for w in wanted if w.endswith(".*"))
     chosen = {n: v for n, v in attributes.items() if every or n in wanted or n.startswith(prefixes)}
-    return {name: _typed(value) for name, value in chosen.items()}
+    labels = types or {}
+    return {name: typed_value(value, labels.get(name)) for name, value in chosen.items()}
 
 
-def _typed(value: Any) -> TypedValue:
+def typed_value(value: Any, label: str | None = None) -> TypedValue:
+    """An attribute's value as SQS types it: under its own label, or the one its
+    value says."""
     if isinstance(value, bytes):
-        return "Binary", value
+        return label or "Binary", value
     if isinstance(value, bool):
-        return "String", str(value).lower()
-    if isinstance(value, int | float):
-        return "Number", str(value)
-    return "String", str(value)
+        return label or "String", str(value).lower()
+    return label or natural_type(value), str(value)
 
 
 def rendered(typed: Mapping[str, TypedValue]) -> dict[str, dict[str, str]]:

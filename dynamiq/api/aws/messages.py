@@ -7,6 +7,7 @@ changes nothing once the message was received again, as SQS documents.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,8 +58,8 @@ class _Sent:
     def __init__(self, call: Call, record: QueueRecord, entry: Params) -> None:
         settings = record.settings
         body = valid_body(entry.text("MessageBody"))
-        typed, kept = sent_attributes(entry.data.get("MessageAttributes"))
-        system, _ = sent_attributes(entry.data.get("MessageSystemAttributes"))
+        attributes = sent_attributes(entry.data.get("MessageAttributes"))
+        system = sent_attributes(entry.data.get("MessageSystemAttributes")).typed
         delay = entry.integer("DelaySeconds", None, 0, 900)
         group = _token(entry, "MessageGroupId")
         dedup_id = _token(entry, "MessageDeduplicationId")
@@ -67,24 +68,29 @@ class _Sent:
             delay = None  # 0 at most: the queue's own delay applies
         encoded = body.encode()
         limit = call.node.message_limit(settings)
-        if len(encoded) + typed_size(typed) > limit:
+        if len(encoded) + typed_size(attributes.typed) > limit:
             raise AwsError(
                 "InvalidParameterValue",
                 f"One or more parameters are invalid. Reason: Message must be shorter than "
                 f"{limit} bytes.",
             )
+        if dedup_id is None and settings.content_dedup:
+            # SQS's content-based id: the body's SHA-256, attributes left out; kept and
+            # shown as the message's MessageDeduplicationId.
+            dedup_id = hashlib.sha256(encoded).hexdigest()
         trace = system.get("AWSTraceHeader")
         self.message = Outgoing(
             encoded,
             delay_seconds=delay,
-            attributes=kept or None,
+            attributes=attributes.kept or None,
             dedup_id=dedup_id,
             group=group,
             trace=None if trace is None else str(trace[1]),
+            attribute_types=attributes.types or None,
         )
         self.answer: dict[str, Any] = {"MD5OfMessageBody": body_md5(encoded)}
-        if typed:
-            self.answer["MD5OfMessageAttributes"] = attributes_md5(typed)
+        if attributes.typed:
+            self.answer["MD5OfMessageAttributes"] = attributes_md5(attributes.typed)
         if system:
             self.answer["MD5OfMessageSystemAttributes"] = attributes_md5(system)
 
@@ -212,7 +218,7 @@ def _received(
     if system:
         shown = _system_attributes(call, record, m)
         out["Attributes"] = {k: v for k, v in shown.items() if k in system}
-    typed = received_attributes(m.attributes, wanted)
+    typed = received_attributes(m.attributes, wanted, m.attribute_types)
     if typed:
         out["MessageAttributes"] = rendered(typed)
         out["MD5OfMessageAttributes"] = attributes_md5(typed)

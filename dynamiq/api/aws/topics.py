@@ -213,15 +213,16 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         if not isinstance(structured, dict) or not isinstance(structured.get("default"), str):
             raise _invalid("Message Structure - No default entry in JSON message body")
         body = str(structured.get("sqs", structured["default"]))
-    _, kept = sent_attributes(entry.data.get("MessageAttributes"))
+    attributes = sent_attributes(entry.data.get("MessageAttributes"))
     group = entry.optional_text("MessageGroupId")
     if topic.endswith(".fifo") and group is None:
         raise _invalid("The MessageGroupId parameter is required for FIFO topics")
     outgoing = Outgoing(
         body.encode(),
-        attributes=kept or None,
+        attributes=attributes.kept or None,
         dedup_id=entry.optional_text("MessageDeduplicationId"),
         group=group,
+        attribute_types=attributes.types or None,
     )
     return outgoing, Notice.new(entry.optional_text("Subject"))
 

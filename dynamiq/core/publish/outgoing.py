@@ -59,6 +59,7 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
             group=m.group,
             dedup_id=m.dedup_id,
             trace=m.trace,
+            attribute_types=m.attribute_types or None,
         )
         if m.group is not None:
             out.pinned[len(out.rows)] = group_stripe(m.group)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from dynamiq.core.clock import Clock
-from dynamiq.models import AttributeValue, Notice, Outgoing, topic_arn
+from dynamiq.models import AttributeValue, Notice, Outgoing, natural_type, topic_arn
 
 __all__ = ["Envelopes"]
 
@@ -48,16 +48,20 @@ class Envelopes:
         envelope["Message"] = outgoing.body.decode(errors="replace")
         envelope["Timestamp"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         if outgoing.attributes:
+            labels = outgoing.attribute_types or {}
             envelope["MessageAttributes"] = {
-                name: _typed(value) for name, value in outgoing.attributes.items()
+                name: _typed(value, labels.get(name)) for name, value in outgoing.attributes.items()
             }
         body = json.dumps(envelope, ensure_ascii=False).encode()
-        return msgspec.structs.replace(outgoing, body=body, attributes=None, routing_key=None)
+        return msgspec.structs.replace(
+            outgoing, body=body, attributes=None, routing_key=None, attribute_types=None
+        )
 
 
-def _typed(value: AttributeValue) -> dict[str, str]:
+def _typed(value: AttributeValue, label: str | None) -> dict[str, str]:
+    """An attribute as an envelope shows it: under the type it was sent with."""
     if isinstance(value, bytes):
-        return {"Type": "Binary", "Value": base64.b64encode(value).decode()}
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return {"Type": "String", "Value": str(value)}
-    return {"Type": "Number", "Value": str(value)}
+        return {"Type": label or "Binary", "Value": base64.b64encode(value).decode()}
+    if isinstance(value, bool):
+        return {"Type": label or "String", "Value": str(value).lower()}
+    return {"Type": label or natural_type(value), "Value": str(value)}
