@@ -52,8 +52,9 @@ MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
 MAX_ATTRIBUTES = 16
 ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 # An attribute's type as SQS labels it: String, Number or Binary, with an optional
-# custom part (``Number.java.lang.Long``, ``String.json``, ``Binary.gif``).
-ATTRIBUTE_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,250})?$")
+# custom part of printable characters (``Number.java.lang.Long``, ``String.json``,
+# ``Binary.gif``; SNS takes ``String.  spaced.``), 256 characters in all.
+ATTRIBUTE_TYPE = re.compile(r"^(String|Number|Binary)(\.[\x20-\x7e\u00a0-\uffff]{1,249})?$")
 MAX_ROUTING_KEY = 255
 # A dedup id or a group: 1-128 printable ASCII characters, no spaces (as SQS takes them).
 TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")

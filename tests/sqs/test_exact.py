@@ -153,3 +153,129 @@ def test_an_empty_attribute_is_refused_in_aws_s_words(sqs: Any, new_queue: NewQu
     assert refused.value.response["Error"]["Message"] == (
         "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'."
     )
+
+
+def _error(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
+    error = exc.value.response["Error"]
+    return error["Code"], error["Message"]
+
+
+def test_refusals_use_aws_s_words(sqs: Any, new_queue: NewQueue) -> None:
+    """Texts AWS sent (recorded answers), or, where none was recorded, its documented ones."""
+    url = new_queue()
+    refusals: list[tuple[Any, dict[str, Any], tuple[str, str]]] = [
+        (
+            sqs.create_queue,
+            {"QueueName": "bad name!"},
+            (
+                "InvalidParameterValue",
+                "Can only include alphanumeric characters, hyphens, or underscores. "
+                "1 to 80 in length",
+            ),
+        ),
+        (
+            sqs.create_queue,
+            {"QueueName": "plain", "Attributes": {"FifoQueue": "true"}},
+            (
+                "InvalidParameterValue",
+                "The name of a FIFO queue can only include alphanumeric characters, hyphens, "
+                "or underscores, must end with .fifo suffix and be 1 to 80 in length",
+            ),
+        ),
+        (
+            sqs.send_message_batch,
+            {"QueueUrl": url, "Entries": []},
+            (
+                "AWS.SimpleQueueService.EmptyBatchRequest",
+                "There should be at least one SendMessageBatchRequestEntry in the request.",
+            ),
+        ),
+        (
+            sqs.send_message_batch,
+            {
+                "QueueUrl": url,
+                "Entries": [{"Id": str(i), "MessageBody": "x"} for i in range(11)],
+            },
+            (
+                "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+                "Maximum number of entries per request are 10. You have sent 11.",
+            ),
+        ),
+        (
+            sqs.send_message_batch,
+            {"QueueUrl": url, "Entries": [{"Id": "no spaces", "MessageBody": "x"}]},
+            (
+                "AWS.SimpleQueueService.InvalidBatchEntryId",
+                "A batch entry id can only contain alphanumeric characters, hyphens and "
+                "underscores. It can be at most 80 letters long.",
+            ),
+        ),
+        (
+            sqs.delete_message,
+            {"QueueUrl": url, "ReceiptHandle": "garbage"},
+            (
+                "ReceiptHandleIsInvalid",
+                'The input receipt handle "garbage" is not a valid receipt handle.',
+            ),
+        ),
+        (
+            sqs.receive_message,
+            {"QueueUrl": url, "MaxNumberOfMessages": 11},
+            (
+                "InvalidParameterValue",
+                "Value 11 for parameter MaxNumberOfMessages is invalid. Reason: Must be between "
+                "1 and 10, if provided.",
+            ),
+        ),
+        (
+            sqs.receive_message,
+            {"QueueUrl": url, "WaitTimeSeconds": 21},
+            (
+                "InvalidParameterValue",
+                "Value 21 for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and "
+                "<= 20, if provided.",
+            ),
+        ),
+        (
+            sqs.get_queue_attributes,
+            {"QueueUrl": url, "AttributeNames": ["NoSuchAttribute"]},
+            ("InvalidAttributeName", "Unknown Attribute NoSuchAttribute."),
+        ),
+        (
+            sqs.send_message,
+            {
+                "QueueUrl": url,
+                "MessageBody": "x",
+                "MessageAttributes": {"a": {"DataType": "Text", "StringValue": "v"}},
+            },
+            (
+                "InvalidParameterValue",
+                "The message attribute 'a' has an invalid message attribute type, the set of "
+                "supported type prefixes is Binary, Number, and String.",
+            ),
+        ),
+        (
+            sqs.get_queue_url,
+            {"QueueName": "no-such-queue"},
+            ("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."),
+        ),
+    ]
+    for action, given, refusal in refusals:
+        with pytest.raises(ClientError) as refused:
+            action(**given)
+        assert _error(refused) == refusal, given
+
+
+def test_a_queue_created_again_differently_is_refused_naming_the_attribute(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    url = new_queue(DelaySeconds="5")
+    name = url.rsplit("/", 1)[1]
+    assert sqs.create_queue(QueueName=name, Attributes={"DelaySeconds": "5"})["QueueUrl"] == url
+    with pytest.raises(ClientError) as refused:
+        sqs.create_queue(QueueName=name, Attributes={"DelaySeconds": "1"})
+    assert _error(refused) == (
+        "QueueAlreadyExists",
+        "A queue already exists with the same name and a different value for attribute "
+        "DelaySeconds",
+    )

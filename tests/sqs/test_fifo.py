@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -173,3 +174,20 @@ def test_a_group_whose_message_is_dead_lettered_moves_on_at_once(
     assert _bodies(sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)) == ["second"]
     assert time.monotonic() - started < 0.8
     assert _bodies(sqs.receive_message(QueueUrl=dead, WaitTimeSeconds=1)) == ["first"]
+
+
+def test_content_deduplication_is_by_the_body_s_sha256_and_says_so(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    url = new_queue(".fifo", FifoQueue="true", ContentBasedDeduplication="true")
+    first = sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId="g")
+    other = {"note": {"DataType": "String", "StringValue": "attributes are not hashed"}}
+    again = sqs.send_message(
+        QueueUrl=url, MessageBody="same", MessageGroupId="g", MessageAttributes=other
+    )
+    assert again["MessageId"] == first["MessageId"]
+    (got,) = sqs.receive_message(
+        QueueUrl=url, AttributeNames=["MessageDeduplicationId"], WaitTimeSeconds=1
+    )["Messages"]
+    digest = hashlib.sha256(b"same").hexdigest()
+    assert got["Attributes"] == {"MessageDeduplicationId": digest}

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from dynamiq.api.aws.digests import TypedValue
 from dynamiq.api.aws.errors import AwsError
-from dynamiq.models import Attributes, natural_type
+from dynamiq.models import ATTRIBUTE_TYPE, Attributes, natural_type
 
 __all__ = [
     "MAX_MESSAGE_ATTRIBUTES",
@@ -35,7 +35,6 @@ __all__ = [
 
 MAX_MESSAGE_ATTRIBUTES = 10
 _NAME = re.compile(r"^(?!\.)(?!.*\.\.)(?!.*\.$)[A-Za-z0-9_.-]{1,256}$")
-_TYPE = re.compile(r"^(String|Number|Binary)(\.[^\s]{1,250})?$")
 # Characters SQS allows in a body: #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF
 _FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -78,8 +77,11 @@ def sent_attributes(given: object) -> SentAttributes:
         if not _NAME.match(name) or name.lower().startswith(("aws.", "amazon.")):
             raise _invalid(f"Message attribute name '{name}' is invalid.")
         data_type = spec.get("DataType") if isinstance(spec, dict) else None
-        if not isinstance(data_type, str) or not _TYPE.match(data_type):
-            raise _invalid(f"The message attribute '{name}' has an invalid message attribute type.")
+        if not isinstance(data_type, str) or not ATTRIBUTE_TYPE.fullmatch(data_type):
+            raise _invalid(
+                f"The message attribute '{name}' has an invalid message attribute type, the "
+                "set of supported type prefixes is Binary, Number, and String."
+            )
         sent.typed[name] = value = _value(name, data_type, spec)
         sent.kept[name] = kept = _kept(data_type, value[1])
         if data_type != natural_type(kept):

@@ -158,7 +158,7 @@ def _check_ids(group: object, dedup_id: object, content_dedup: bool, no_group: s
 
 async def send_message_batch(call: Call) -> dict[str, Any]:
     record = call.queue()
-    entries = batch_entries(call.params)
+    entries = batch_entries(call.params, "SendMessageBatchRequestEntry")
     if record.settings.fifo:
         _check_fifo_batch(entries, record.settings.content_dedup)
     total = sum(len(str(e.get("MessageBody", "")).encode()) for e in entries)  # bytes, as SQS
@@ -288,6 +288,7 @@ Delivery = tuple[int, int]  # (message id, receive count): what a receipt names
 
 async def _settle_batch(
     call: Call,
+    entry: str,
     read: Callable[[Params], float | None],
     settle: Callable[[str, list[tuple[Delivery, float | None]]], Awaitable[set[int] | None]],
 ) -> dict[str, Any]:
@@ -300,7 +301,7 @@ async def _settle_batch(
         handle = entry.text("ReceiptHandle")
         return handle, _receipt(record, handle).delivery, read(entry)
 
-    good, failed = checked_entries(batch_entries(call.params), check, sqs_error)
+    good, failed = checked_entries(batch_entries(call.params, entry), check, sqs_error)
     done = await settle(record.name, [(d, extra) for _, (_, d, extra) in good]) if good else None
     successful = []
     for entry_id, (handle, (message_id, _), _) in good:
@@ -315,7 +316,7 @@ async def delete_message_batch(call: Call) -> dict[str, Any]:
     async def delete(queue: str, deliveries: list[tuple[Delivery, float | None]]) -> None:
         await call.node.delete_delivered(queue, [d for d, _ in deliveries])
 
-    return await _settle_batch(call, lambda _: None, delete)
+    return await _settle_batch(call, "DeleteMessageBatchRequestEntry", lambda _: None, delete)
 
 
 async def change_message_visibility_batch(call: Call) -> dict[str, Any]:
@@ -328,7 +329,8 @@ async def change_message_visibility_batch(call: Call) -> dict[str, Any]:
             changed.update(await call.node.change_visibility(queue, ids, seconds))
         return changed
 
-    return await _settle_batch(call, _visibility, change)
+    entry = "ChangeMessageVisibilityBatchRequestEntry"
+    return await _settle_batch(call, entry, _visibility, change)
 
 
 def _visibility(params: Params) -> float:

@@ -46,10 +46,12 @@ class Params:
         if isinstance(value, str) and value.lstrip("-").isdigit():
             value = int(value)  # the query protocol sends every value as text
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            # AWS's words: "between 1 and 10" for a count, ">= 0 and <= 20" for seconds
+            bounds = f">= {lo} and <= {hi}" if lo == 0 else f"between {lo} and {hi}"
             raise AwsError(
                 "InvalidParameterValue",
-                f"Value {value!r} for parameter {name} is invalid. "
-                f"Reason: must be between {lo} and {hi}.",
+                f"Value {value} for parameter {name} is invalid. "
+                f"Reason: Must be {bounds}, if provided.",
             )
         return value
 
@@ -76,11 +78,12 @@ def invalid(name: str, value: object) -> AwsError:
     return AwsError("InvalidParameterValue", f"Value {value!r} for parameter {name} is invalid.")
 
 
-def batch_entries(params: Params, name: str = "Entries") -> list[dict[str, Any]]:
-    """A batch's entries: 1 to 10 objects with distinct, well-formed ``Id`` s."""
+def batch_entries(params: Params, entry: str, name: str = "Entries") -> list[dict[str, Any]]:
+    """A batch's entries: 1 to 10 objects with distinct, well-formed ``Id`` s (``entry``:
+    what the action's documentation calls one, ``SendMessageBatchRequestEntry``)."""
     entries = params.data.get(name)
     if entries is None or entries == []:
-        raise AwsError("EmptyBatchRequest", "There should be at least one entry in the request.")
+        raise AwsError("EmptyBatchRequest", f"There should be at least one {entry} in the request.")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise invalid(name, entries)
     if len(entries) > MAX_BATCH_ENTRIES:

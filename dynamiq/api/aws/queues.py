@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields
 from typing import Any
 
 from dynamiq.api.aws.call import Action, Call
@@ -221,12 +221,7 @@ async def create_queue(call: Call) -> dict[str, Any]:
     name = call.params.text("QueueName")
     attributes = call.params.mapping("Attributes")
     fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
-    if fifo != name.endswith(FIFO_SUFFIX) or not QUEUE_NAME.match(name):
-        raise AwsError(
-            "InvalidParameterValue",
-            "Can only include alphanumeric characters, hyphens, or underscores. "
-            "1 to 80 in length; a FIFO queue's name ends in .fifo, and only a FIFO queue's.",
-        )
+    _check_name(name, fifo)
     changes = {
         "retention_seconds": DEFAULT_RETENTION,
         **settings_of(call, attributes, fifo, QueueSettings()),
@@ -237,13 +232,51 @@ async def create_queue(call: Call) -> dict[str, Any]:
         await call.node.create_queue(name, {**changes, "tags": tags or None})
     except QueueExists:
         current = call.node.require_queue(name)  # its tags are not compared, as in SQS
-        if replace(current.settings, tags=None) != QueueSettings().updated(changes):
+        if differing := _differing(current.settings, QueueSettings().updated(changes)):
             raise AwsError(
-                "QueueNameExists", "A queue already exists with the same name and other attributes."
+                "QueueNameExists",
+                "A queue already exists with the same name and a different value for "
+                f"attribute {differing}",
             ) from None
     except Invalid as exc:
         raise AwsError("InvalidAttributeValue", exc.message) from None
     return {"QueueUrl": call.queue_url(name)}
+
+
+def _check_name(name: str, fifo: bool) -> None:
+    """Refuse a queue name SQS would, in its words (``.fifo`` counts toward the 80)."""
+    if fifo and not (name.endswith(FIFO_SUFFIX) and QUEUE_NAME.match(name)):
+        raise AwsError(
+            "InvalidParameterValue",
+            "The name of a FIFO queue can only include alphanumeric characters, hyphens, "
+            "or underscores, must end with .fifo suffix and be 1 to 80 in length",
+        )
+    if not fifo and (name.endswith(FIFO_SUFFIX) or not QUEUE_NAME.match(name)):
+        raise AwsError(
+            "InvalidParameterValue",
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length",
+        )
+
+
+def _differing(current: QueueSettings, wanted: QueueSettings) -> str | None:
+    """The first SQS attribute (else setting) in which two queues' settings differ; tags
+    are not compared, as in SQS."""
+    for attribute, (setting, _) in _SIMPLE.items():
+        if getattr(current, setting) != getattr(wanted, setting):
+            return attribute
+    if (current.dead_letter_queue, current.max_receives) != (
+        wanted.dead_letter_queue,
+        wanted.max_receives,
+    ):
+        return "RedrivePolicy"
+    kept, asked = current.sqs_attributes or {}, wanted.sqs_attributes or {}
+    for attribute in sorted(kept.keys() | asked.keys()):
+        if kept.get(attribute) != asked.get(attribute):
+            return attribute
+    for setting in (f.name for f in fields(QueueSettings) if f.name != "tags"):
+        if getattr(current, setting) != getattr(wanted, setting):
+            return setting
+    return None
 
 
 def _tags(given: dict[str, Any]) -> dict[str, str]:

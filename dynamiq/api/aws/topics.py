@@ -239,7 +239,7 @@ async def publish(call: Call) -> dict[str, Any]:
 
 async def publish_batch(call: Call) -> dict[str, Any]:
     topic = _topic(call)
-    entries = batch_entries(call.params, "PublishBatchRequestEntries")
+    entries = batch_entries(call.params, "PublishBatchRequestEntry", "PublishBatchRequestEntries")
     ok, failed = checked_entries(entries, lambda entry: _message(call, topic, entry), sns_error)
     if ok:
         messages = [message for _, (message, _) in ok]
