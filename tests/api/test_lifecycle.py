@@ -52,6 +52,8 @@ async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
         "fifo": False,
         "tags": None,
         "max_depth": None,
+        "dedup_scope": "queue",
+        "sqs_attributes": None,
         **settings,
     }
     off = {"max_receives": None, "retry_backoff": None, "retention_seconds": None}

@@ -14,16 +14,16 @@ from tests.conftest import NodeProcess
 from tests.servers import flush_redis, require_module
 
 
-def sqs_client(url: str, service: str = "sqs") -> Any:
+def sqs_client(url: str, service: str = "sqs", region: str = "us-east-1") -> Any:
     """A boto3 client of SQS (or SNS) on ``url``, configured as the AWS SDK guides say
-    for emulators."""
+    for emulators (signing for ``region``)."""
     import boto3
     from botocore.config import Config
 
     return boto3.client(
         service,
         endpoint_url=url,
-        region_name="us-east-1",
+        region_name=region,
         aws_access_key_id="key",
         aws_secret_access_key="secret",
         config=Config(read_timeout=30, retries={"mode": "standard", "max_attempts": 2}),

@@ -279,3 +279,23 @@ def test_a_queue_created_again_differently_is_refused_naming_the_attribute(
         "A queue already exists with the same name and a different value for attribute "
         "DelaySeconds",
     )
+
+
+def test_a_request_signed_for_another_region_is_refused(
+    sqs: Any, new_queue: NewQueue, node: str
+) -> None:
+    from tests.sqs.conftest import sqs_client
+
+    url = new_queue()
+    west = sqs_client(node, region="us-west-2")
+    with pytest.raises(ClientError) as refused:
+        west.send_message(QueueUrl=url, MessageBody="meant for us-west-2")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert _error(refused) == (
+        "SignatureDoesNotMatch",
+        "Credential should be scoped to a valid region, not 'us-west-2'.",
+    )
+    with pytest.raises(ClientError) as refused:
+        sqs_client(node, "sns", region="us-west-2").list_topics()
+    assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # nothing reached the queue

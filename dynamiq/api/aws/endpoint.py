@@ -151,6 +151,12 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
             raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
         name = name.removeprefix(TARGET_PREFIX)
         services = services_of(request)
+        region = _signed_region(request)
+        if region is not None and region != services.sqs.region:
+            raise AwsError(
+                "SignatureDoesNotMatch",
+                f"Credential should be scoped to a valid region, not '{region}'.",
+            )
         base = f"{request.scheme}://{request.host}"
         call = Call(services.node, services.sqs, base, Params(data))
         return await _answer(request, wire, name, await action(call), request_id)
@@ -159,6 +165,21 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
     except DynamiqError as exc:
         error = exc
     return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)
+
+
+def _signed_region(request: web.Request) -> str | None:
+    """The region a SigV4 signature is scoped to (``Credential=key/date/region/service/
+    aws4_request``, in the header or a presigned URL), or None for an unsigned request.
+
+    A node serves one region (``sqs.region``): a request signed for another is
+    refused as AWS refuses it, so that it never reaches a queue of the same
+    name that the client meant to be elsewhere.
+    """
+    header = request.headers.get("Authorization", "")
+    _, found, rest = header.partition("Credential=")
+    scope = rest.partition(",")[0] if found else request.query.get("X-Amz-Credential", "")
+    parts = scope.strip().split("/")
+    return parts[2] if len(parts) == 5 else None
 
 
 def _refusal(request: web.Request, error: DynamiqError) -> web.StreamResponse:

@@ -45,6 +45,7 @@ _CODES: dict[str, tuple[str, int]] = {
     "ServiceUnavailable": ("ServiceUnavailable", 503),
     "InvalidAction": ("InvalidAction", 400),
     "AccessDenied": ("AccessDenied", 403),
+    "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403),
 }
 # SQS's shapes SNS names alike.
 _SNS_SHARED = frozenset(
@@ -58,6 +59,7 @@ _SNS_SHARED = frozenset(
         "MalformedQueryString",
         "ServiceUnavailable",
         "AccessDenied",
+        "SignatureDoesNotMatch",
     }
 )
 # SNS's codes whose status is not 400.
@@ -65,6 +67,7 @@ _SNS_STATUS = {
     "NotFound": 404,
     "AuthorizationError": 403,
     "AccessDenied": 403,
+    "SignatureDoesNotMatch": 403,
     "InternalError": 500,
     "ServiceUnavailable": 503,
 }

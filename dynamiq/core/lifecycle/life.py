@@ -116,10 +116,11 @@ class Lifecycle:
         self, record: QueueRecord, state: QueueState, held: Sequence[Message]
     ) -> None:
         """Let groups move on whose front is gone without this node seeing it go (deleted
-        through a process that did not hold its lease): a front member not leased
-        is read, and released when it is not there."""
+        through a process that did not hold its lease, or a lease taken over from a
+        lease journal, which keeps a lease until it would have ended, deleted or
+        not): the fronts are read, and what is not there released."""
         heads = {h for m in held for h in state.groups.front_of(m)}
-        await self._release_gone(record, state, (h for h in heads if h not in state.leases))
+        await self._release_gone(record, state, heads)
 
     async def _release_gone(
         self, record: QueueRecord, state: QueueState, heads: Iterable[int]
