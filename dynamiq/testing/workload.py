@@ -61,9 +61,10 @@ class Ledger:
     failed_publishes: int = 0
     failed_calls: int = 0
     stored_as: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    # group -> the newest n delivered, and its id
-    last_in_group: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # group -> its last receive's first n, the newest n delivered, that receive, that id
+    last_in_group: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     order_violations: int = 0
+    several_of_a_group: int = 0  # receives that brought two or more messages of one group
     leased_until: dict[int, float] = field(default_factory=dict)  # id -> earliest lease end
     double_leases: int = 0
     # The first few failures of the order and lease checks, as lines to read beside
@@ -72,23 +73,31 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered_in_group(
-        self, group: str | None, expected: str, n: int, message_id: int = 0
+        self, group: str | None, expected: str, n: int, message_id: int = 0, receive: int = 0
     ) -> None:
         """Note that message ``n`` (id ``message_id``) of group ``expected`` arrived as
-        part of ``group``.
+        part of ``group``, in ``receive`` (a number per receive call).
 
-        Call with ``lock`` held, in the order the deliveries were seen.
+        A receive brings a group's messages in ascending order, starting no
+        earlier than the previous receive of the group started: the messages
+        of that one may come again (their leases lapsed), never one before
+        them. Call with ``lock`` held, in the order the deliveries were seen.
         """
-        last, last_id = self.last_in_group.get(expected, (-1, 0))
-        if group != expected or n < last:
+        first, last, seen_in, last_id = self.last_in_group.get(expected, (-1, -1, -1, 0))
+        same = receive == seen_in
+        if group != expected or (n <= last if same else n < first):
             self.order_violations += 1
             before = self.delivered[message_id] - 1
             self._example(
                 f"group {expected}: message {n} (id {message_id}, delivered {before} times "
                 f"before) after {last} (id {last_id}) (as part of {group})"
             )
+        elif same:
+            if first == last:
+                self.several_of_a_group += 1
+            self.last_in_group[expected] = (first, n, receive, message_id)
         else:
-            self.last_in_group[expected] = (n, message_id)
+            self.last_in_group[expected] = (n, n, receive, message_id)
 
     def leased(self, ids: Sequence[int], asked: float, answered: float, seconds: float) -> None:
         """Note deliveries of ``ids`` by a receive sent at ``asked`` and answered at
@@ -123,6 +132,7 @@ class Ledger:
                 in_both=len(self.deleted & set(self.dead)),
                 poison_astray=len(poison - set(self.dead)),
                 order_violations=self.order_violations,
+                several_of_a_group=self.several_of_a_group,
                 double_leases=self.double_leases,
                 stored_twice=sum(1 for ids in self.stored_as.values() if len(ids) > 1),
             )
@@ -143,6 +153,7 @@ class Report:
     in_both: int = 0
     poison_astray: int = 0
     order_violations: int = 0
+    several_of_a_group: int = 0
     double_leases: int = 0
     stored_twice: int = 0
 
@@ -160,6 +171,7 @@ class Report:
             f"deleted and dead-lettered   {self.in_both}",
             f"poison not dead-lettered    {self.poison_astray}",
             f"order violations in groups  {self.order_violations}",
+            f"receives of several of a group {self.several_of_a_group}",
             f"double leases               {self.double_leases}",
             f"dedup ids stored twice      {self.stored_twice}",
         ]
@@ -225,6 +237,7 @@ class Workload:
         self._delay = delay_seconds
         self._dead_letter_queue = dead_letter_queue
         self.ledger = Ledger()
+        self._receives = 0  # receive calls so far (under the ledger's lock)
         self._interval = batch * producers / rate
         self._batch = batch
         self._visibility = visibility
@@ -328,8 +341,9 @@ class Workload:
         with self.ledger.lock:
             self.ledger.leased([m.id for m in got], asked, answered, self._visibility)
             self.ledger.delivered.update(m.id for m in got)
+            self._receives += 1
             for m in got:
-                self._check(m)
+                self._check(m, self._receives)
         done = [m for m in got if not m.body.startswith(POISON.encode())]
         try:
             existed = set(client.delete(self.queue, [m.id for m in done])) if done else set()
@@ -341,7 +355,7 @@ class Workload:
                 self.ledger.deleted.update(m.body.decode() for m in done if m.id in existed)
         return len(got)
 
-    def _check(self, m: Message) -> None:
+    def _check(self, m: Message, receive: int) -> None:
         """Follow a delivery's group and what it was stored as (``lock`` held)."""
         body = m.body.decode()
         if self._dedup:
@@ -349,7 +363,7 @@ class Workload:
         expected = self._group_of(body)
         if expected is not None:
             n = int(body.rpartition("-")[2])
-            self.ledger.delivered_in_group(m.group, expected, n, m.id)
+            self.ledger.delivered_in_group(m.group, expected, n, m.id, receive)
 
     def drain(self, timeout: float = 60.0) -> bool:
         """Receive and delete until the store holds nothing; False if time ran out.
