@@ -9,6 +9,13 @@ import pytest
 
 from tests.api.documented import Http, call, depth
 
+# Three messages with one dedup id: two in different groups, one in none.
+ONE_ID_IN_TWO_GROUPS_AND_NONE = (
+    {"body": "a", "dedup_id": "d", "group": "g1"},
+    {"body": "b", "dedup_id": "d", "group": "g2"},
+    {"body": "c", "dedup_id": "d"},
+)
+
 
 async def _publish(http: Http, spec: dict[str, Any], path: str, *messages: Any) -> Any:
     return await call(http, spec, "POST", path, 200, {"messages": list(messages)})
@@ -45,14 +52,7 @@ async def test_a_dedup_id_holds_across_the_queue_s_groups_by_default(
     created = await call(http, spec, "PUT", "/v2/queues/q", 201)
     assert created["settings"]["dedup_scope"] == "queue"
     path = "/v2/queues/q/messages"
-    first = await _publish(
-        http,
-        spec,
-        path,
-        {"body": "a", "dedup_id": "d", "group": "g1"},
-        {"body": "b", "dedup_id": "d", "group": "g2"},
-        {"body": "c", "dedup_id": "d"},
-    )
+    first = await _publish(http, spec, path, *ONE_ID_IN_TWO_GROUPS_AND_NONE)
     assert first["duplicate"] == [False, True, True] and len(set(first["ids"])) == 1
     again = await _publish(http, spec, path, {"body": "d", "dedup_id": "d", "group": "g3"})
     assert again == {"ids": first["ids"][:1], "duplicate": [True]}
@@ -65,14 +65,7 @@ async def test_a_grouped_message_s_dedup_id_is_scoped_to_its_group_when_asked(
     created = await call(http, spec, "PUT", "/v2/queues/q", 201, {"dedup_scope": "group"})
     assert created["settings"]["dedup_scope"] == "group"
     path = "/v2/queues/q/messages"
-    first = await _publish(
-        http,
-        spec,
-        path,
-        {"body": "a", "dedup_id": "d", "group": "g1"},
-        {"body": "b", "dedup_id": "d", "group": "g2"},
-        {"body": "c", "dedup_id": "d"},
-    )
+    first = await _publish(http, spec, path, *ONE_ID_IN_TWO_GROUPS_AND_NONE)
     assert "duplicate" not in first and len(set(first["ids"])) == 3
     again = await _publish(
         http,

@@ -202,15 +202,21 @@ def test_a_fifo_topic_keeps_groups_in_order_into_a_fifo_queue(
     assert [m["Body"] for m in drain(sqs, url, 4)] == ["a0", "a1", "a2", "a3"]
 
 
-def test_a_message_of_one_mebibyte_fans_out_raw_and_in_the_envelope(
-    sns: Any, sqs: Any, new_queue: Any
-) -> None:
+def _raw_and_wrapped(sns: Any, sqs: Any, new_queue: Any) -> tuple[str, str, str]:
+    """A topic and two queues subscribed to it: one raw, one in SNS's envelope."""
     topic = new_topic(sns)
     raw, wrapped = new_queue(), new_queue()
     for url, attributes in ((raw, {"RawMessageDelivery": "true"}), (wrapped, {})):
         sns.subscribe(
             TopicArn=topic, Protocol="sqs", Endpoint=queue_arn(sqs, url), Attributes=attributes
         )
+    return topic, raw, wrapped
+
+
+def test_a_message_of_one_mebibyte_fans_out_raw_and_in_the_envelope(
+    sns: Any, sqs: Any, new_queue: Any
+) -> None:
+    topic, raw, wrapped = _raw_and_wrapped(sns, sqs, new_queue)
     body = "m" * (1 << 20)
     sent = sns.publish(TopicArn=topic, Message=body)
     (got,) = drain(sqs, raw, 1)
@@ -225,12 +231,7 @@ def test_custom_attribute_types_fan_out_as_they_were_published(
 ) -> None:
     from tests.sqs.test_sqs import VECTOR_ATTRIBUTES, VECTOR_MD5
 
-    topic = new_topic(sns)
-    raw, wrapped = new_queue(), new_queue()
-    for url, attributes in ((raw, {"RawMessageDelivery": "true"}), (wrapped, {})):
-        sns.subscribe(
-            TopicArn=topic, Protocol="sqs", Endpoint=queue_arn(sqs, url), Attributes=attributes
-        )
+    topic, raw, wrapped = _raw_and_wrapped(sns, sqs, new_queue)
     sns.publish(TopicArn=topic, Message="typed", MessageAttributes=VECTOR_ATTRIBUTES)
     (got,) = drain(sqs, raw, 1, attributes=True)
     assert got["MessageAttributes"] == VECTOR_ATTRIBUTES

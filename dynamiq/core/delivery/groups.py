@@ -120,9 +120,13 @@ class Groups:
     def _hold(self, group: str, m: Message, held: list[Message]) -> None:
         held.append(m)
         if self._group_of.get(m.id) != group:  # not a front member waiting its turn
-            self._behind.setdefault(group, set()).add(m.id)
-            self._behind_of[m.id] = group
-            self._blocked.add(m.id)
+            self._wait_behind(group, m.id)
+
+    def _wait_behind(self, group: str, message_id: int) -> None:
+        """Note a message met behind its group's front: walks pass it by."""
+        self._behind.setdefault(group, set()).add(message_id)
+        self._behind_of[message_id] = group
+        self._blocked.add(message_id)
 
     def front_of(self, message: Message) -> Sequence[int]:
         """Return the front of a message's group (empty if it has none)."""
@@ -149,9 +153,7 @@ class Groups:
         self._unsent.discard(unsent)
         del self._group_of[unsent]
         self._lead(group, message_id)
-        self._behind.setdefault(group, set()).add(unsent)
-        self._behind_of[unsent] = group
-        self._blocked.add(unsent)
+        self._wait_behind(group, unsent)
 
     def taken_over(self, group: str, message_id: int) -> None:
         """Note a lease on a message of ``group`` that another node made (a handoff, or
@@ -190,12 +192,15 @@ class Groups:
         (a walk that meets them first holds them again)."""
         again: list[int] = []
         for group in {g for i in ids if (g := self._group_of.get(i)) is not None}:
-            if any(h in leased for h in self._fronts[group]):
-                continue
-            waited = [mid for mid in self._behind.get(group, ()) if mid in self._blocked]
-            self._blocked.difference_update(waited)
-            again.extend(waited)
+            if not any(h in leased for h in self._fronts[group]):
+                again.extend(self._unblock(group))
         return sorted(again)
+
+    def _unblock(self, group: str) -> list[int]:
+        """Let walks meet again the messages waiting behind a group's front; return them."""
+        waited = [mid for mid in self._behind.get(group, ()) if mid in self._blocked]
+        self._blocked.difference_update(waited)
+        return waited
 
     def _next_front(self, group: str) -> list[int]:
         """Make the oldest message behind a group's gone front its front; return those
@@ -203,8 +208,7 @@ class Groups:
         behind = self._behind.get(group)
         if not behind:
             return []
-        waited = [mid for mid in behind if mid in self._blocked]
-        self._blocked.difference_update(waited)
+        waited = self._unblock(group)
         head = min(behind)
         self._lead(group, head)
         self._unsent.add(head)
