@@ -27,19 +27,25 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
-from dynamiq.storage.base import (
-    Claimed,
-    claim_record,
-    claim_value,
-    insert_claimed_in_steps,
-    move_in_steps,
+from dynamiq.storage.base import Claimed, move_in_steps
+from dynamiq.storage.redis_claims import ClaimedInserts
+from dynamiq.storage.redis_layout import (
+    SHARD_BITS,
+    SHARD_SHIFT,
+    Command,
+    by_bucket_shard,
+    by_shard,
+    member,
+    queued,
+    scatter,
+    shard_keys,
 )
-from dynamiq.storage.redis_scripts import CLAIM, DELETE, INSERT, INSERT_CLAIMED, MOVE, REPLACE
+from dynamiq.storage.redis_scripts import DELETE, INSERT, MOVE, REPLACE
 
 try:
     import redis.asyncio as aioredis
@@ -50,24 +56,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = ["RedisBackend"]
 
-T = TypeVar("T")
-SHARD_BITS = 8  # the top 8 bits: objects that claim one key share them (``insert_claimed``)
-SHARD_SHIFT = 63 - SHARD_BITS
 META = "dq:meta"
 WAIT_MS = 5000
 SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
-
-# One command for one server: (routing key, adds the command to a pipeline).
-Command = tuple[str, Callable[[Any], Awaitable[Any]]]
-
-
-def _member(key: int) -> str:
-    return f"{key:016x}"
-
-
-def _keys(bucket: str, shard: int) -> tuple[str, str]:
-    tag = f"{{{bucket}:{shard}}}"
-    return f"dq:{tag}:h", f"dq:{tag}:z"
 
 
 def _pool(host: str, port: int, db: int, size: int) -> aioredis.Redis:
@@ -162,8 +153,7 @@ class RedisBackend:
         self._script_delete = encoder.register_script(DELETE)
         self._script_replace = encoder.register_script(REPLACE)
         self._script_move = encoder.register_script(MOVE)
-        self._script_insert_claimed = encoder.register_script(INSERT_CLAIMED)
-        self._script_claim = encoder.register_script(CLAIM)
+        self._claimed = ClaimedInserts(encoder, self._run)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -219,42 +209,42 @@ class RedisBackend:
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
         """Create objects, never overwriting; per item, whether it was stored."""
-        groups = _by_bucket_shard(items)
+        groups = by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            keys = list(_keys(bucket, shard))
-            args = [v for i in idx for v in (_member(items[i][1]), items[i][2])]
+            keys = list(shard_keys(bucket, shard))
+            args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
             return keys[0], lambda pipe: self._script_insert(keys=keys, args=args, client=pipe)
 
         started = asyncio.get_running_loop().time()
         results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
         self._commits += 1
         self._commit_seconds += asyncio.get_running_loop().time() - started
-        return _scatter(len(items), groups.values(), results, bool)
+        return scatter(len(items), groups.values(), results, bool)
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return the value of each key, None where absent."""
-        groups = _by_shard(keys)
+        groups = by_shard(keys)
 
         def command(shard: int, idx: list[int]) -> Command:
-            h = _keys(bucket, shard)[0]
-            fields = [_member(keys[i]) for i in idx]
-            return h, lambda pipe: _queued(pipe.hmget(h, fields))
+            h = shard_keys(bucket, shard)[0]
+            fields = [member(keys[i]) for i in idx]
+            return h, lambda pipe: queued(pipe.hmget(h, fields))
 
         results = await self._run([command(s, idx) for s, idx in groups.items()])
-        return _scatter(len(keys), groups.values(), results, lambda v: cast("bytes | None", v))
+        return scatter(len(keys), groups.values(), results, lambda v: cast("bytes | None", v))
 
     async def delete(self, bucket: str, keys: Sequence[int]) -> list[bool]:
         """Delete keys; per key, whether it existed."""
-        groups = _by_shard(keys)
+        groups = by_shard(keys)
 
         def command(shard: int, idx: list[int]) -> Command:
-            pair = list(_keys(bucket, shard))
-            args = [_member(keys[i]) for i in idx]
+            pair = list(shard_keys(bucket, shard))
+            args = [member(keys[i]) for i in idx]
             return pair[0], lambda pipe: self._script_delete(keys=pair, args=args, client=pipe)
 
         results = await self._run([command(s, idx) for s, idx in groups.items()], True)
-        return _scatter(len(keys), groups.values(), results, bool)
+        return scatter(len(keys), groups.values(), results, bool)
 
     async def replace(self, bucket: str, items: Sequence[tuple[int, bytes]]) -> list[bool]:
         """Overwrite existing keys; per item, whether the key existed.
@@ -264,15 +254,15 @@ class RedisBackend:
         whose replica is gone still serves receives; a primary lost before
         replicating may forget the last increments of its messages' counts.
         """
-        groups = _by_shard([key for key, _ in items])
+        groups = by_shard([key for key, _ in items])
 
         def command(shard: int, idx: list[int]) -> Command:
-            pair = list(_keys(bucket, shard))
-            args = [v for i in idx for v in (_member(items[i][0]), items[i][1])]
+            pair = list(shard_keys(bucket, shard))
+            args = [v for i in idx for v in (member(items[i][0]), items[i][1])]
             return pair[0], lambda pipe: self._script_replace(keys=pair, args=args, client=pipe)
 
         results = await self._run([command(s, idx) for s, idx in groups.items()])
-        return _scatter(len(items), groups.values(), results, bool)
+        return scatter(len(items), groups.values(), results, bool)
 
     async def move(self, items: Sequence[tuple[str, int, str, int, bytes]]) -> list[bool | None]:
         """Move objects: one script per shard when source and target share it; else the
@@ -288,15 +278,13 @@ class RedisBackend:
         out: list[bool | None] = [None] * len(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            pair = list(_keys(bucket, shard))
-            args = [
-                v for i in idx for v in (_member(items[i][1]), _member(items[i][3]), items[i][4])
-            ]
+            pair = list(shard_keys(bucket, shard))
+            args = [v for i in idx for v in (member(items[i][1]), member(items[i][3]), items[i][4])]
             return pair[0], lambda pipe: self._script_move(keys=pair, args=args, client=pipe)
 
         if local:
             results = await self._run([command(b, s, idx) for (b, s), idx in local.items()], True)
-            moved = _scatter(len(items), local.values(), results, lambda v: int(v))
+            moved = scatter(len(items), local.values(), results, lambda v: int(v))
             for idx in local.values():
                 for i in idx:
                     out[i] = None if moved[i] < 0 else bool(moved[i])
@@ -307,58 +295,9 @@ class RedisBackend:
         return out
 
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
-        """Insert objects with their claims, one script per shard.
-
-        A claim lives in its home shard (``dq:{<bucket>:<home>}:c:<claim
-        key>``), so an object in that shard and its claim are one atomic
-        write, on one server and in a Cluster; an object elsewhere is
-        inserted, then claimed (``insert_claimed_in_steps``). The server
-        expires a claim after its window.
-        """
-        out: list[bool | bytes] = [False] * len(items)
-        across = [i for i, item in enumerate(items) if item[1] >> SHARD_SHIFT != item[6]]
-        beside = list(range(len(items)))
-        if across:
-            steps = await insert_claimed_in_steps(
-                self, self._claim, [items[i] for i in across], now_ms
-            )
-            for i, answer in zip(across, steps, strict=True):
-                out[i] = answer
-            beside = sorted(set(beside).difference(across))
-            items = [items[i] for i in beside]
-        groups = _by_bucket_shard(items)
-
-        def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            h, z = _keys(bucket, shard)
-            keys = [h, z, *(_claim_key(items[i]) for i in idx)]
-            args: list[bytes | int | str] = [now_ms]
-            for i in idx:
-                _, key, value, _, claimed_as, expires_ms, _ = items[i]
-                record = claim_record(claimed_as, expires_ms)
-                args += [_member(key), value, record, max(1, expires_ms - now_ms)]
-            return h, lambda pipe: self._script_insert_claimed(keys=keys, args=args, client=pipe)
-
-        results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
-        answers = _scatter(len(items), groups.values(), results, _claimed_answer)
-        for i, answer in zip(beside, answers, strict=True):
-            out[i] = answer
-        return out
-
-    async def _claim(self, items: Sequence[Claimed], now_ms: int) -> list[bytes | None]:
-        """Record the claims of items unless a live one holds their key; per item None
-        (recorded) or the value of the claim that holds it."""
-
-        def command(item: Claimed) -> Command:
-            key = _claim_key(item)
-            args: list[bytes | int] = [
-                now_ms,
-                claim_record(item[4], item[5]),
-                max(1, item[5] - now_ms),
-            ]
-            return key, lambda pipe: self._script_claim(keys=[key], args=args, client=pipe)
-
-        results = await self._run([command(item) for item in items], True)
-        return [None if answer == 1 else claim_value(answer) for answer in results]
+        """Insert objects with their claims (``redis_claims``): atomic where the object is
+        in its claim's home shard, hidden until claimed elsewhere."""
+        return await self._claimed.insert(items, now_ms)
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
@@ -370,8 +309,8 @@ class RedisBackend:
         for (lo, hi), n in zip(ranges, limits, strict=True):
             shards = range(lo >> SHARD_SHIFT, (hi >> SHARD_SHIFT) + 1) if n > 0 else range(0)
             for shard in shards:
-                z = _keys(bucket, shard)[1]
-                commands.append((z, _range_command(z, _member(lo), _member(hi), n)))
+                z = shard_keys(bucket, shard)[1]
+                commands.append((z, _range_command(z, member(lo), member(hi), n)))
             spans.append(len(shards))
         found = iter(await self._run(commands))
         # A range over several shards is cut to its limit after the fact.
@@ -384,7 +323,7 @@ class RedisBackend:
         """Return how many objects the bucket holds."""
         commands: list[Command] = []
         for shard in range(1 << SHARD_BITS):
-            h = _keys(bucket, shard)[0]
+            h = shard_keys(bucket, shard)[0]
             commands.append((h, _hlen_command(h)))
         return sum(await self._run(commands))
 
@@ -392,7 +331,7 @@ class RedisBackend:
         """Delete every object of a bucket."""
         commands: list[Command] = []
         for shard in range(1 << SHARD_BITS):
-            pair = _keys(bucket, shard)
+            pair = shard_keys(bucket, shard)
             commands.append((pair[0], _unlink_command(pair)))
         await self._run(commands, True)
 
@@ -400,19 +339,19 @@ class RedisBackend:
 
     async def meta_get(self, key: str) -> bytes | None:
         """Return a configuration value, None if absent."""
-        (value,) = await self._run([(META, lambda pipe: _queued(pipe.hget(META, key)))])
+        (value,) = await self._run([(META, lambda pipe: queued(pipe.hget(META, key)))])
         return cast("bytes | None", value)
 
     async def meta_scan(self, prefix: str) -> dict[str, bytes]:
         """Return every configuration entry whose key starts with ``prefix``."""
-        (entries,) = await self._run([(META, lambda pipe: _queued(pipe.hgetall(META)))])
+        (entries,) = await self._run([(META, lambda pipe: queued(pipe.hgetall(META)))])
         found = {k.decode(): v for k, v in cast("dict[bytes, bytes]", entries).items()}
         return {k: v for k, v in sorted(found.items()) if k.startswith(prefix)}
 
     async def meta_create(self, key: str, value: bytes) -> bool:
         """Store a configuration value only if the key is absent."""
         (created,) = await self._run(
-            [(META, lambda pipe: _queued(pipe.hsetnx(META, key, value)))], True
+            [(META, lambda pipe: queued(pipe.hsetnx(META, key, value)))], True
         )
         return bool(created)
 
@@ -420,13 +359,13 @@ class RedisBackend:
         """Store configuration values, overwriting."""
         if entries:
             mapping = cast("dict[Any, Any]", entries)
-            await self._run([(META, lambda pipe: _queued(pipe.hset(META, mapping=mapping)))], True)
+            await self._run([(META, lambda pipe: queued(pipe.hset(META, mapping=mapping)))], True)
 
     async def meta_delete(self, keys: Sequence[str]) -> int:
         """Delete configuration keys; return how many existed."""
         if not keys:
             return 0
-        (gone,) = await self._run([(META, lambda pipe: _queued(pipe.hdel(META, *keys)))], True)
+        (gone,) = await self._run([(META, lambda pipe: queued(pipe.hdel(META, *keys)))], True)
         return int(gone)
 
     def commit_stats(self) -> tuple[int, float]:
@@ -441,51 +380,13 @@ class RedisBackend:
         await self._router.close()
 
 
-async def _queued(result: Any) -> Any:
-    return result  # pipeline methods queue the command and return the pipeline
-
-
 def _range_command(z: str, lo: str, hi: str, n: int) -> Callable[[Any], Awaitable[Any]]:
-    return lambda pipe: _queued(pipe.zrangebylex(z, f"[{lo}", f"[{hi}", start=0, num=n))
+    return lambda pipe: queued(pipe.zrangebylex(z, f"[{lo}", f"[{hi}", start=0, num=n))
 
 
 def _hlen_command(h: str) -> Callable[[Any], Awaitable[Any]]:
-    return lambda pipe: _queued(pipe.hlen(h))
+    return lambda pipe: queued(pipe.hlen(h))
 
 
 def _unlink_command(pair: tuple[str, str]) -> Callable[[Any], Awaitable[Any]]:
-    return lambda pipe: _queued(pipe.unlink(*pair))
-
-
-def _by_bucket_shard(items: Sequence[tuple[Any, ...]]) -> dict[tuple[str, int], list[int]]:
-    """Group items that start ``(bucket, key, ...)`` by bucket and shard, in order."""
-    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for index, item in enumerate(items):
-        groups[item[0], item[1] >> SHARD_SHIFT].append(index)
-    return groups
-
-
-def _claim_key(item: Claimed) -> str:
-    """Where a claim lives: beside the objects of its home shard."""
-    return f"dq:{{{item[0]}:{item[6]}}}:c:{item[3]}"
-
-
-def _claimed_answer(answer: int | bytes) -> bool | bytes:
-    """Read the claimed insert script's answer for one object."""
-    return answer == 1 if isinstance(answer, int) else claim_value(answer)
-
-
-def _by_shard(keys: Sequence[int]) -> dict[int, list[int]]:
-    groups: dict[int, list[int]] = defaultdict(list)
-    for index, key in enumerate(keys):
-        groups[key >> SHARD_SHIFT].append(index)
-    return groups
-
-
-def _scatter(size: int, groups: Any, results: list[Any], convert: Callable[[Any], T]) -> list[T]:
-    """Put per-group result lists back in the order of the items they came from."""
-    out: list[Any] = [None] * size
-    for idx, values in zip(groups, results, strict=True):
-        for i, value in zip(idx, values, strict=True):
-            out[i] = convert(value)
-    return out
+    return lambda pipe: queued(pipe.unlink(*pair))

@@ -3,7 +3,7 @@ and its sorted set of ids, ``KEYS[1]`` and ``KEYS[2]``) in one step."""
 
 from __future__ import annotations
 
-__all__ = ["CLAIM", "DELETE", "INSERT", "INSERT_CLAIMED", "MOVE", "REPLACE"]
+__all__ = ["CLAIM", "DELETE", "HIDE", "INSERT", "INSERT_CLAIMED", "MOVE", "REPLACE", "SHOW"]
 
 INSERT = """
 local out = {}
@@ -59,21 +59,24 @@ end
 return out
 """
 
-# KEYS: the shard's hash and sorted set, then one claim per object. ARGV: the
-# caller's clock (epoch ms), then per object its member, value, claim record
+# KEYS: the shard's hash and sorted set, then per object its claim and the claim's
+# note (where a copy inserted in another shard lies, see ``redis_claims``). ARGV:
+# the caller's clock (epoch ms), then per object its member, value, claim record
 # (13-digit expiry, then value) and the claim's time to live (ms). Per object:
-# 1 stored and claimed, 0 its id taken, else the live claim's record.
+# 1 stored and claimed, 0 its id taken, else the live claim's record and note.
 INSERT_CLAIMED = """
 local out = {}
 local now = tonumber(ARGV[1])
-for i = 1, #KEYS - 2 do
+for i = 1, (#KEYS - 2) / 2 do
   local a = i * 4 - 2
-  local held = redis.call('GET', KEYS[i + 2])
+  local claim, note = KEYS[i * 2 + 1], KEYS[i * 2 + 2]
+  local held = redis.call('GET', claim)
   if held and tonumber(string.sub(held, 1, 13)) > now then
-    out[i] = held
+    out[i] = {held, redis.call('GET', note) or ''}
   elseif redis.call('HSETNX', KEYS[1], ARGV[a], ARGV[a + 1]) == 1 then
     redis.call('ZADD', KEYS[2], 0, ARGV[a])
-    redis.call('SET', KEYS[i + 2], ARGV[a + 2], 'PX', ARGV[a + 3])
+    redis.call('SET', claim, ARGV[a + 2], 'PX', ARGV[a + 3])
+    redis.call('DEL', note)
     out[i] = 1
   else
     out[i] = 0
@@ -82,12 +85,37 @@ end
 return out
 """
 
-# A claim alone (its object stored elsewhere): 1 recorded, else the live claim.
+# An object stored out of sight: in its shard's hash, not its sorted set. ARGV:
+# member, value pairs. Per object: 1 stored, 0 its id taken.
+HIDE = """
+local out = {}
+for i = 1, #ARGV, 2 do
+  out[#out + 1] = redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+return out
+"""
+
+# A claim for an object in another shard. KEYS: the claim and its note. ARGV: the
+# caller's clock, the claim record, its time to live (ms), and the note (where
+# the object lies: its bucket's shard and member). 1 recorded, else the live
+# claim's record and note.
 CLAIM = """
 local held = redis.call('GET', KEYS[1])
 if held and tonumber(string.sub(held, 1, 13)) > tonumber(ARGV[1]) then
-  return held
+  return {held, redis.call('GET', KEYS[2]) or ''}
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
 return 1
+"""
+
+# Objects hidden by a claimed insert shown to walks, those still there. ARGV: members.
+SHOW = """
+local shown = 0
+for i = 1, #ARGV do
+  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
+    shown = shown + redis.call('ZADD', KEYS[2], 0, ARGV[i])
+  end
+end
+return shown
 """

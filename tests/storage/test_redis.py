@@ -79,3 +79,32 @@ async def test_a_claim_is_a_key_the_server_expires_after_its_window(redis_url: s
     finally:
         await raw.aclose()
         await store.close()
+
+
+@pytest.mark.parametrize("second_in_home", [False, True])
+async def test_a_copy_claimed_across_shards_by_a_publisher_that_died_is_shown_not_lost(
+    redis_url: str, second_in_home: bool
+) -> None:
+    """A publisher died after claiming and before showing its object (what it leaves is
+    written here by hand): the next insert of that claim, across shards or beside
+    its home, answers the claim's value and shows the object for receives to meet."""
+    await flush_redis(redis_url)
+    store = RedisBackend(redis_url)
+    raw = aioredis.Redis.from_url(redis_url)
+    first = (9 << 55) | 1  # in shard 9; the claim's home is shard 5
+    now = int(time.time() * 1000)
+    try:
+        await raw.hset("dq:{q:9}:h", f"{first:016x}", b"first")  # hidden: in no sorted set
+        record = b"%013d" % (now + 60_000) + str(first).encode()
+        await raw.set("dq:{q:5}:c:q/d", record, px=60_000)
+        await raw.set("dq:{q:5}:n:q/d", f"{first:016x}", px=60_000)
+        assert await store.scan("q", [(9 << 55, (10 << 55) - 1)], 10) == [[]]
+        second = ((5 if second_in_home else 7) << 55) | 1
+        again = [("q", second, b"second", "q/d", str(second).encode(), now + 60_000, 5)]
+        assert await store.insert_claimed(again, now) == [str(first).encode()]
+        assert await store.scan("q", [(9 << 55, (10 << 55) - 1)], 10) == [[first]]
+        assert await store.get("q", [first, second]) == [b"first", None]
+        assert await store.count("q") == 1
+    finally:
+        await raw.aclose()
+        await store.close()

@@ -1,0 +1,71 @@
+"""Where the Redis store keeps things, and how an operation is cut by shard (pure).
+
+The id keyspace is cut into ``2^SHARD_BITS`` shards by the top bits of the
+id; each (bucket, shard) pair is a hash of records and a sorted set of
+fixed-width hex ids, both under the hash tag ``{<bucket>:<shard>}``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+__all__ = [
+    "SHARD_BITS",
+    "SHARD_SHIFT",
+    "Command",
+    "by_bucket_shard",
+    "by_shard",
+    "member",
+    "queued",
+    "scatter",
+    "shard_keys",
+]
+
+T = TypeVar("T")
+SHARD_BITS = 8  # the top 8 bits: one stripe of the queue engine
+SHARD_SHIFT = 63 - SHARD_BITS
+
+# One command for one server: (routing key, adds the command to a pipeline).
+Command = tuple[str, Callable[[Any], Awaitable[Any]]]
+
+
+def member(key: int) -> str:
+    """An id as its sorted set holds it: fixed-width hex, so that lexical order is id order."""
+    return f"{key:016x}"
+
+
+def shard_keys(bucket: str, shard: int) -> tuple[str, str]:
+    """The hash of records and the sorted set of ids of one bucket's shard."""
+    tag = f"{{{bucket}:{shard}}}"
+    return f"dq:{tag}:h", f"dq:{tag}:z"
+
+
+async def queued(result: Any) -> Any:
+    return result  # pipeline methods queue the command and return the pipeline
+
+
+def by_bucket_shard(items: Sequence[tuple[Any, ...]]) -> dict[tuple[str, int], list[int]]:
+    """Group items that start ``(bucket, key, ...)`` by bucket and shard, in order."""
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for index, item in enumerate(items):
+        groups[item[0], item[1] >> SHARD_SHIFT].append(index)
+    return groups
+
+
+def by_shard(keys: Sequence[int]) -> dict[int, list[int]]:
+    """Group keys by shard, in order."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for index, key in enumerate(keys):
+        groups[key >> SHARD_SHIFT].append(index)
+    return groups
+
+
+def scatter(size: int, groups: Any, results: list[Any], convert: Callable[[Any], T]) -> list[T]:
+    """Put per-group result lists back in the order of the items they came from."""
+    out: list[Any] = [None] * size
+    for idx, values in zip(groups, results, strict=True):
+        for i, value in zip(idx, values, strict=True):
+            out[i] = convert(value)
+    return out
