@@ -59,6 +59,9 @@ class Groups:
         # Fronts chosen when the one before went, not handed out yet (one message
         # each): an older message of the group met before they are takes their place.
         self._unsent: set[int] = set()
+        # Front members whose leases another node made (a handoff, a lease journal,
+        # which keeps a lease until it would have ended, deleted or not).
+        self._foreign: set[int] = set()
 
     def __contains__(self, message_id: object) -> bool:
         """Whether a message waits behind its group's front (a walk passes it by)."""
@@ -108,6 +111,7 @@ class Groups:
             else:
                 self._hold(group, m, held)
                 continue
+            self._foreign.discard(m.id)  # leased here now
             handed[group] = n + 1
             out.append(m)
         return out, held
@@ -131,6 +135,11 @@ class Groups:
     def front_of(self, message: Message) -> Sequence[int]:
         """Return the front of a message's group (empty if it has none)."""
         return () if message.group is None else self._fronts.get(message.group, ())
+
+    def foreign(self, message_id: int) -> bool:
+        """Whether a front member's lease was made by another node (its message may be
+        gone already: a lease journal keeps a lease until it would have ended)."""
+        return message_id in self._foreign
 
     def group_of(self, message_id: int) -> str | None:
         """Return the group of a front member, or None for a message in no front."""
@@ -160,6 +169,7 @@ class Groups:
         its lease journal): the message joins its group's front. A front chosen
         here and not handed out yet was passed over there: it is dropped."""
         front = self._fronts.get(group)
+        self._foreign.add(message_id)
         if front is None:
             self._lead(group, message_id)
         elif message_id not in front:
@@ -179,6 +189,7 @@ class Groups:
                 self._forget_behind(message_id)
                 continue
             self._unsent.discard(message_id)
+            self._foreign.discard(message_id)
             front = self._fronts[group]
             front.remove(message_id)
             if not front:
@@ -234,6 +245,7 @@ class Groups:
                 front.remove(head)
                 del self._group_of[head]
                 self._unsent.discard(head)
+                self._foreign.discard(head)
             if not front:
                 del self._fronts[group]
         for group in [g for g in self._behind if not owned(g)]:
@@ -249,3 +261,4 @@ class Groups:
         self._behind_of.clear()
         self._blocked.clear()
         self._unsent.clear()
+        self._foreign.clear()

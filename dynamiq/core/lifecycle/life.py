@@ -116,10 +116,13 @@ class Lifecycle:
         self, record: QueueRecord, state: QueueState, held: Sequence[Message]
     ) -> None:
         """Let groups move on whose front is gone without this node seeing it go (deleted
-        through a process that did not hold its lease, or a lease taken over from a
-        lease journal, which keeps a lease until it would have ended, deleted or
-        not): the fronts are read, and what is not there released."""
-        heads = {h for m in held for h in state.groups.front_of(m)}
+        through a process that did not hold its lease, or a lease another node made):
+        a front member not leased here, or leased by another node, is read, and
+        released when it is not there."""
+        groups, leases = state.groups, state.leases
+        heads = {
+            h for m in held for h in groups.front_of(m) if h not in leases or groups.foreign(h)
+        }
         await self._release_gone(record, state, heads)
 
     async def _release_gone(
