@@ -49,7 +49,7 @@ from dynamiq.service.parts import Cluster, Engine
 from dynamiq.service.reach import Reach
 from dynamiq.service.reports import live_nodes
 from dynamiq.storage.base import StorageBackend
-from dynamiq.storage.factory import disk_watch, open_store
+from dynamiq.storage.factory import open_store
 from dynamiq.tls import Certificates
 
 __all__ = ["CERTIFICATES", "STORE", "Seat", "create_app", "url_of"]
@@ -97,7 +97,7 @@ def create_app(
     clock = clock or MonotonicClock()
     seat = seat or _own_seat(settings, sock)
     certificates = Certificates(settings.tls) if settings.tls.enabled else None
-    store = open_store(settings)
+    store, space = open_store(settings)
     metrics, prometheus = open_metrics(settings.stats)
     signer = PeerSigner(seat.secret) if seat else None  # signs and checks members' calls
     reach = _reach(settings, sock, seat, signer, certificates)
@@ -106,7 +106,7 @@ def create_app(
     counted = seat is not None and seat.quorum  # a node alone's workers count no majority
     quorum = Quorum(reach.me(), settings.cluster.suspecttimeout) if counted else None
     cluster = Cluster.build(reach, quorum, engine.queues, engine.janitor)
-    node = Node(engine, cluster, settings.limits, disk_watch(settings))
+    node = Node(engine, cluster, settings.limits, space)
     reporter = Reporter(
         engine.queues,
         store,

@@ -49,13 +49,11 @@ from dynamiq.service.reports import (
     queue_detail,
     totals,
 )
-from dynamiq.storage.diskspace import FreeSpace
+from dynamiq.storage.diskspace import DISK_RETRY_SECONDS, FreeSpace
 
 __all__ = ["Node"]
 
 log = logging.getLogger("dynamiq.service")
-
-DISK_RETRY_SECONDS = 5  # what a publish refused for want of disk is told to wait
 
 
 class Node:
@@ -316,7 +314,7 @@ class Node:
         if self.space is not None and self.space.low:
             free = self.space.free or 0
             raise DiskLow(
-                f"{free >> 20} MiB free on the data directory's disk, below "
+                f"{free >> 20} MiB of room for the store on the data directory's disk, below "
                 f"limits.diskfreelimit ({self.space.limit >> 20} MiB): publishes wait "
                 "until consumers make room",
                 retry_after=DISK_RETRY_SECONDS,

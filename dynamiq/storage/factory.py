@@ -1,4 +1,4 @@
-"""The store a node's settings name: opened, described, and its disk watched.
+"""The store a node's settings name: opened (with the room on its disk), described.
 
 The one place that chooses between the backends; each is imported only
 when chosen (its client library is an optional dependency).
@@ -12,23 +12,27 @@ from dynamiq.config import Settings
 from dynamiq.storage.base import StorageBackend
 from dynamiq.storage.diskspace import FreeSpace
 
-__all__ = ["describe", "disk_watch", "open_store"]
+__all__ = ["describe", "open_store"]
 
 
-def open_store(settings: Settings) -> StorageBackend:
-    """Open the configured store with the node's connection pool."""
+def open_store(settings: Settings) -> tuple[StorageBackend, FreeSpace | None]:
+    """Open the configured store with the node's connection pool; with the room on its
+    disk where the node keeps it (the embedded store; other stores keep their own)."""
     storage, pool = settings.storage, settings.core.backendconnectionpool
     if storage.backend == "riak":
         from dynamiq.storage.riak import RiakBackend
 
-        return RiakBackend(settings.core.riak_nodes(), pool, timeout=storage.timeout)
+        return RiakBackend(settings.core.riak_nodes(), pool, timeout=storage.timeout), None
     if storage.backend == "redis":
         from dynamiq.storage.redis import RedisBackend
 
-        return RedisBackend(storage.url, storage.waitreplicas, pool)
+        return RedisBackend(storage.url, storage.waitreplicas, pool), None
     from dynamiq.storage.lmdb import LmdbBackend
 
-    return LmdbBackend(Path(storage.path).resolve(), map_size=storage.mapsize)
+    path = Path(storage.path).resolve()
+    limits = settings.limits
+    space = FreeSpace(path, limits.diskfreelimit, limits.diskreserve)
+    return LmdbBackend(path, map_size=storage.mapsize, space=space), space
 
 
 def describe(settings: Settings) -> str:
@@ -39,10 +43,3 @@ def describe(settings: Settings) -> str:
     if storage.backend == "redis":
         return f"redis store at {storage.url}"
     return f"lmdb data in {Path(storage.path).resolve()}"
-
-
-def disk_watch(settings: Settings) -> FreeSpace | None:
-    """The embedded store's disk is the node's to watch; other stores watch their own."""
-    if settings.storage.backend != "lmdb":
-        return None
-    return FreeSpace(Path(settings.storage.path), settings.limits.diskfreelimit)

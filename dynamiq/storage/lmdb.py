@@ -10,23 +10,21 @@ Several processes may open one directory; LMDB serialises their writers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import logging
-import queue
 import struct
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
 
-from dynamiq.errors import BackendUnavailable, ServerError
+from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
 from dynamiq.storage.base import Claimed, claim_record, held_claim
+from dynamiq.storage.diskspace import FreeSpace
+from dynamiq.storage.lmdb_writer import Gate, GroupWriter, need
 
 __all__ = ["LmdbBackend"]
 
@@ -35,53 +33,9 @@ log = logging.getLogger("dynamiq.storage")
 T = TypeVar("T")
 _KEY = struct.Struct(">Q")
 _COUNT = struct.Struct(">q")
-MAX_OPS_PER_COMMIT = 4096
 _MADV_DONTNEED = 4
 DROP_CHUNK = 10_000
 CLAIMS_SWEPT = 10_000  # claims looked at per housekeeping round, at most
-
-
-class _Gate:
-    """Many transactions at once, or one map resize alone (LMDB requires it)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._active = 0
-        self._resizing = False
-
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            while self._resizing:
-                self._cond.wait()
-            self._active += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._active -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            while self._resizing or self._active:
-                self._cond.wait()
-            self._resizing = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._resizing = False
-                self._cond.notify_all()
-
-
-class _Op:
-    __slots__ = ("apply", "future")
-
-    def __init__(self, apply: Callable[[Any], Any], future: asyncio.Future[Any]) -> None:
-        self.apply = apply
-        self.future = future
 
 
 def _prefix(bucket: str) -> bytes:
@@ -92,7 +46,9 @@ def _prefix(bucket: str) -> bytes:
 class LmdbBackend:
     """``StorageBackend`` on an LMDB environment in ``path``."""
 
-    def __init__(self, path: str | Path, map_size: int = 64 << 30) -> None:
+    def __init__(
+        self, path: str | Path, map_size: int = 64 << 30, space: FreeSpace | None = None
+    ) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         try:
             self._env = lmdb.open(
@@ -114,13 +70,12 @@ class LmdbBackend:
         except lmdb.Error as exc:
             raise BackendUnavailable(f"cannot open LMDB store at {path}: {exc}") from exc
         self.path = Path(path)
-        self._gate = _Gate()
-        self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
-        self._writer = threading.Thread(target=self._writer_loop, name="lmdb-writer", daemon=True)
-        self._writer.start()
+        self.space = space
+        if space is not None:
+            space.store_free = self.free_bytes
+        self._gate = Gate()
+        self._writer = GroupWriter(self._env, self._gate, space)
         self._closed = False
-        self.commits = 0
-        self._commit_seconds = 0.0
         self._swept_to = b""  # where the next sweep of expired claims starts
 
     # -- messages ------------------------------------------------------------
@@ -141,7 +96,7 @@ class LmdbBackend:
                 self._add_count(txn, prefixes[bucket], n)
             return stored
 
-        return await self._write(apply)
+        return await self._write(apply, need(sum(len(v) for _, v in rows), len(rows)))
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return the value of each key, None where absent."""
@@ -223,7 +178,7 @@ class LmdbBackend:
                     out.append(True)
             return out
 
-        return await self._write(apply)
+        return await self._write(apply, need(sum(len(r[2]) + len(r[4]) for r in rows), len(rows)))
 
     async def scan(
         self, bucket: str, ranges: Sequence[KeyRange], limit: int | Sequence[int]
@@ -331,9 +286,29 @@ class LmdbBackend:
         rows = [k.encode() for k in keys]
         return await self._write(lambda txn: sum(txn.delete(k, db=self._meta) for k in rows))
 
+    @property
+    def commits(self) -> int:
+        """Commits since the store opened."""
+        return self._writer.commits
+
     def commit_stats(self) -> tuple[int, float]:
         """Return (commits, seconds spent applying and committing) since the store opened."""
-        return self.commits, self._commit_seconds
+        return self._writer.commits, self._writer.commit_seconds
+
+    def free_bytes(self) -> int:
+        """Bytes the store's file holds free for reuse: its pages that no tree uses
+        (deletes free them; LMDB never gives them back to the file system)."""
+
+        def read(txn: Any) -> int:
+            stat = self._env.stat()
+            used = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+            for db in (self._messages, self._counts, self._meta, self._claims):
+                tree = txn.stat(db)
+                used += tree["branch_pages"] + tree["leaf_pages"] + tree["overflow_pages"]
+            pages = self._env.info()["last_pgno"] + 1 - 2  # two meta pages
+            return max(0, pages - used) * stat["psize"]
+
+        return self._read(read)
 
     async def maintain(self) -> None:
         """Clear reader slots of dead processes; unmap pages this process touched;
@@ -374,8 +349,7 @@ class LmdbBackend:
         if self._closed:
             return
         self._closed = True
-        self._ops.put(None)
-        await asyncio.to_thread(self._writer.join)
+        await asyncio.to_thread(self._writer.stop)
         self._env.close()
 
     # -- machinery -----------------------------------------------------------
@@ -394,85 +368,18 @@ class LmdbBackend:
                 with self._gate.shared(), self._env.begin(buffers=False) as txn:
                     return fn(txn)
             except lmdb.MapResizedError:
-                self._adopt_map_size()
+                self._writer.adopt_map_size()
             except lmdb.Error as exc:
                 raise BackendUnavailable(f"LMDB read failed: {exc}") from exc
         raise BackendUnavailable("LMDB map kept resizing under this read")
 
-    async def _write(self, apply: Callable[[Any], T]) -> T:
+    async def _write(self, apply: Callable[[Any], T], adds: int = 0) -> T:
+        """Apply a write in the writer's next commit (``adds``: what it may need on disk,
+        for a write that stores messages)."""
         if self._closed:
             raise BackendUnavailable("the store is closed")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._ops.put(_Op(apply, future))
-        return await future
-
-    def _writer_loop(self) -> None:
-        stop = False
-        while not stop:
-            first = self._ops.get()
-            if first is None:
-                break
-            batch = [first]
-            while len(batch) < MAX_OPS_PER_COMMIT:
-                try:
-                    op = self._ops.get_nowait()
-                except queue.Empty:
-                    break
-                if op is None:
-                    stop = True
-                    break
-                batch.append(op)
-            self._commit(batch)
-
-    def _commit(self, batch: list[_Op]) -> None:
-        outcome: list[Any] | BaseException
-        started = time.perf_counter()
-        for _ in range(20):
-            try:
-                with self._gate.shared(), self._env.begin(write=True) as txn:
-                    outcome = [op.apply(txn) for op in batch]
-                self.commits += 1
-                self._commit_seconds += time.perf_counter() - started
-                break
-            except lmdb.MapFullError:
-                if not self._grow_map():
-                    outcome = BackendUnavailable("the LMDB map is full", retry_after=5)
-                    break
-            except lmdb.MapResizedError:
-                self._adopt_map_size()
-            except lmdb.Error as exc:
-                log.error("LMDB commit failed: %s", exc)
-                outcome = BackendUnavailable(f"LMDB write failed: {exc}")
-                break
-            except Exception as exc:  # a bug in an op must not kill the writer
-                log.exception("LMDB commit crashed")
-                outcome = ServerError(f"storage write crashed: {exc!r}")
-                break
-        else:
-            outcome = BackendUnavailable("LMDB commit kept failing")
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
-        for index, op in enumerate(batch):
-            result = outcome if isinstance(outcome, BaseException) else outcome[index]
-            by_loop.setdefault(op.future.get_loop(), []).append((op.future, result))
-        for loop, settled in by_loop.items():
-            # A closed loop raises RuntimeError: nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, settled)
-
-    def _grow_map(self) -> bool:
-        with self._gate.exclusive():
-            size = self._env.info()["map_size"]
-            try:
-                self._env.set_mapsize(size * 2)
-            except lmdb.Error as exc:
-                log.error("cannot grow the LMDB map beyond %d bytes: %s", size, exc)
-                return False
-        log.warning("LMDB map grown to %d bytes", size * 2)
-        return True
-
-    def _adopt_map_size(self) -> None:
-        with self._gate.exclusive():
-            self._env.set_mapsize(0)
+        result: T = await self._writer.submit(apply, adds)
+        return result
 
 
 def _drop_mapped_pages(data_file: Path) -> None:
@@ -488,13 +395,3 @@ def _drop_mapped_pages(data_file: Path) -> None:
         if len(fields) == 6 and fields[5] == target and fields[1].startswith("r"):
             start, end = (int(x, 16) for x in fields[0].split("-"))
             madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
-
-
-def _settle(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
-    for future, result in settled:
-        if future.done():
-            continue
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)

@@ -50,7 +50,7 @@ from dynamiq.storage.redis_scripts import DELETE, INSERT, MOVE, REPLACE
 try:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
-    from redis.exceptions import RedisError
+    from redis.exceptions import OutOfMemoryError, RedisError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
 
@@ -59,6 +59,7 @@ __all__ = ["RedisBackend"]
 META = "dq:meta"
 WAIT_MS = 5000
 SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
+FULL_RETRY_SECONDS = 5  # what a write refused by a full server is told to wait
 
 
 def _pool(host: str, port: int, db: int, size: int) -> aioredis.Redis:
@@ -175,12 +176,12 @@ class RedisBackend:
             )
         except (RedisError, OSError) as exc:
             await self._refresh_quietly()
-            raise BackendUnavailable(f"Redis: {exc}") from exc
+            raise _unavailable(exc) from exc
         for idx, answer in zip(by_server.values(), answers, strict=True):
             for i, result in zip(idx, answer, strict=True):
                 if isinstance(result, Exception):  # e.g. MOVED after a failover
                     await self._refresh_quietly()
-                    raise BackendUnavailable(f"Redis: {result}") from result
+                    raise _unavailable(result) from result
                 results[i] = result
         return results
 
@@ -378,6 +379,19 @@ class RedisBackend:
     async def close(self) -> None:
         """Close every connection pool; idempotent."""
         await self._router.close()
+
+
+def _unavailable(exc: BaseException) -> BackendUnavailable:
+    """A Redis error as the 503 it is: a server out of memory (``maxmemory`` with
+    ``noeviction``) or unable to persist (``MISCONF``: its disk) refuses writes that
+    add data until consumers make room; it is told to wait longer than a failover."""
+    text = str(exc)
+    if isinstance(exc, OutOfMemoryError) or text.startswith(("OOM", "MISCONF")):
+        return BackendUnavailable(
+            f"the Redis store is full, publishes wait until consumers make room: {text}",
+            retry_after=FULL_RETRY_SECONDS,
+        )
+    return BackendUnavailable(f"Redis: {text}")
 
 
 def _range_command(z: str, lo: str, hi: str, n: int) -> Callable[[Any], Awaitable[Any]]:
