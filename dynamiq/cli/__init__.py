@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from dynamiq import __version__
-from dynamiq.cli import admin, keys, messages, serve
+from dynamiq.cli import admin, backup, keys, messages, serve
 from dynamiq.cli.output import Output
 from dynamiq.cli.usage import UsageError
 from dynamiq.client import AsyncClient
@@ -68,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
         )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.register(sub)
+    backup.register(sub)
     admin.register(sub, common)
     keys.register(sub, common)
     messages.register(sub, common)
@@ -80,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = parser().parse_args(argv)
-    if hasattr(args, "main"):  # serve, cluster, completion: no client
+    if hasattr(args, "main"):  # serve, cluster, backup, completion: no client
         status: int = args.main(args)
         return status
     out = Output(args.json)
