@@ -49,7 +49,8 @@ from dynamiq.service.parts import Cluster, Engine
 from dynamiq.service.reach import Reach
 from dynamiq.service.reports import live_nodes
 from dynamiq.storage.base import StorageBackend
-from dynamiq.storage.factory import open_store
+from dynamiq.storage.factory import describe, open_store
+from dynamiq.storage.version import claim_format
 from dynamiq.tls import Certificates
 
 __all__ = ["CERTIFICATES", "STORE", "Seat", "create_app", "url_of"]
@@ -133,7 +134,7 @@ def create_app(
     app[STORE] = store
     if certificates is not None:
         app[CERTIFICATES] = certificates
-    _run(app, node, engine, cluster, reporter, keys, on_fatal or _log_fatal)
+    _run(app, node, engine, cluster, reporter, keys, on_fatal or _log_fatal, describe(settings))
     return app
 
 
@@ -145,8 +146,10 @@ def _run(
     reporter: Reporter,
     keys: KeyRing | None,
     on_fatal: FatalHandler,
+    where: str,
 ) -> None:
-    """Start the node's parts with the app, and stop them with it, in one order."""
+    """Start the node's parts with the app, and stop them with it, in one order (``where``:
+    the store, as a refusal of its format names it)."""
     store, membership, space = app[STORE], cluster.reach.membership, node.space
     client = cluster.reach.client
 
@@ -157,6 +160,7 @@ def _run(
     app.cleanup_ctx.extend(
         [
             _owned(None, store.close),  # exits last
+            _owned(lambda: claim_format(store, where), None),  # before a byte is read
             _owned(space.check if space else None, None),
             _owned(engine.catalog.reload, None),
             _owned(keys.reload if keys else None, None),

@@ -187,9 +187,10 @@ class NodeFactory(Protocol):
 class NodeProcess:
     """A ``dynamiq serve`` child process on an OS-chosen port."""
 
-    def __init__(self, data: Path, *extra: str) -> None:
+    def __init__(self, data: Path, *extra: str, checkout: Path | None = None) -> None:
         self.data = data
         self.extra = extra
+        self.checkout = checkout  # run another checkout's package (same interpreter)
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.log: list[str] = []
@@ -214,6 +215,7 @@ class NodeProcess:
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
+            cwd=self.checkout,
         )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
@@ -222,7 +224,9 @@ class NodeProcess:
                 # Keep reading so a chatty node never blocks on a full pipe.
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
-        raise RuntimeError(f"node did not start: exit {self.proc.wait(10)}")
+            self.log.append(line)
+        said = "".join(self.log[-5:])
+        raise RuntimeError(f"node did not start: exit {self.proc.wait(10)}: {said}")
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

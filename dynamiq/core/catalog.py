@@ -49,10 +49,14 @@ def _encode_queue(record: QueueRecord) -> bytes:
 
 def _decode_queue(name: str, raw: bytes) -> QueueRecord:
     data: dict[str, Any] = json.loads(raw)
+    settings = data["settings"]
+    # A queue kept before deduplication scopes were settings deduplicated a grouped
+    # message's id within its group, and claimed it so: it goes on doing so.
+    settings.setdefault("dedup_scope", "group")
     return QueueRecord(
         name,
         data["uid"],
-        QueueSettings(**data["settings"]),
+        QueueSettings(**settings),
         data.get("created_ms", 0),
         data.get("modified_ms", 0),
     )
