@@ -6,6 +6,7 @@
     python -m bench.chaos --rounds 100 --partitions   # network faults too (root, Linux)
     python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
     python -m bench.chaos --rounds 20 --workers 2   # nodes of 2 workers; kills single ones too
+    python -m bench.chaos --rolling --rounds 3   # rolling restarts: every node in turn, 3 times
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
@@ -186,6 +187,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--workers", type=int, default=1, help="worker processes per node (default 1)"
     )
+    parser.add_argument(
+        "--rolling",
+        action="store_true",
+        help="each round restarts every node in turn (SIGTERM, start, back in service), "
+        "as an upgrade rolls through a cluster",
+    )
     return parser
 
 
@@ -310,6 +317,8 @@ def _rounds(
         *(STORE_FAULTS if redis else ()),
     ]
     times: dict[str, list[float]] = {}
+    if args.rolling:
+        return _rolls(cluster, args.rounds, watch)
     for number in range(1, args.rounds + 1):
         time.sleep(random.uniform(1.0, 3.0))
         fault = random.choice(faults)
@@ -333,6 +342,24 @@ def _rounds(
             f"settled {settled:.1f} s after recovery"
         )
     return times
+
+
+def _rolls(cluster: LocalCluster, rolls: int, watch: CoverageWatch) -> dict[str, list[float]]:
+    """Restart every node in turn, each back in service before the next, ``rolls``
+    times; return the seconds each took to settle after its restart."""
+    took: list[float] = []
+    for number in range(1, rolls + 1):
+        for node in list(cluster.nodes.values()):
+            time.sleep(1.0)
+            began = time.monotonic()
+            _fault(cluster, watch, node, "SIGTERM")  # stopped, then started again
+            settled = cluster.wait_converged(60)
+            took.append(settled)
+            print(
+                f"roll {number:2}: {node.name} stopped at {began:.2f}, back in service, "
+                f"settled {settled:.1f} s after its start"
+            )
+    return {"rolling restart: settled": took}
 
 
 def _drained(loads: dict[str, Workload]) -> bool:
