@@ -125,6 +125,9 @@ class Client:
     peek_oldest = _blocking(AsyncClient.peek_oldest)
     stats = _blocking(AsyncClient.stats)
     status = _blocking(AsyncClient.status)
+    create_key = _blocking(AsyncClient.create_key)
+    keys = _blocking(AsyncClient.keys)
+    revoke_key = _blocking(AsyncClient.revoke_key)
     flush_spool = _blocking(AsyncClient.flush_spool)
 
     @property
