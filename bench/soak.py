@@ -186,7 +186,7 @@ class Load:
                     client.publish(name, [b"short-lived"] * 10)
                     client.delete_queue(name)
                     key = client.create_key(f"soak{n}", "produce")
-                    client.revoke_key(key["id"])
+                    client.revoke_key(key["key_id"])
                 except DynamiqError as exc:
                     self._failed(exc)
 

@@ -14,6 +14,12 @@ from tests.conftest import NodeFactory
 from tests.waiting import until
 
 
+def _backup(dest: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``dynamiq backup DEST ARGS`` as an operator would."""
+    command = [sys.executable, "-m", "dynamiq", "backup", str(dest), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
 def test_a_backup_under_load_restores_every_message_acknowledged_before_it(
     node_factory: NodeFactory, tmp_path: Path
 ) -> None:
@@ -42,22 +48,7 @@ def test_a_backup_under_load_restores_every_message_acknowledged_before_it(
     try:
         until(lambda: len(acknowledged) >= 2000, 30.0)
         before = [b"leased", *acknowledged]  # acknowledged before the backup began
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "dynamiq",
-                "backup",
-                str(tmp_path / "copy"),
-                "--path",
-                str(data),
-                "--json",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = _backup(tmp_path / "copy", "--path", str(data), "--json")
         until(lambda: len(acknowledged) >= len(before) + 500, 30.0)  # it served meanwhile
     finally:
         stop.set()
@@ -83,19 +74,5 @@ def test_a_backup_under_load_restores_every_message_acknowledged_before_it(
 def test_a_backup_refuses_a_directory_that_holds_a_store(tmp_path: Path) -> None:
     (tmp_path / "copy").mkdir()
     (tmp_path / "copy" / "data.mdb").write_bytes(b"")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dynamiq",
-            "backup",
-            str(tmp_path / "copy"),
-            "--path",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _backup(tmp_path / "copy", "--path", str(tmp_path))
     assert done.returncode == 2 and "exists already" in done.stderr
