@@ -7,6 +7,7 @@
     python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
     python -m bench.chaos --rounds 20 --workers 2   # nodes of 2 workers; kills single ones too
     python -m bench.chaos --rolling --rounds 3   # rolling restarts: every node in turn, 3 times
+    python -m bench.chaos --rolling --rounds 1 --upgrade-from ../previous   # a rolling upgrade
 
 Each round picks a node and one fault: ``kill -9`` then a restart, ``SIGSTOP``
 for a few seconds then ``SIGCONT``, or ``SIGTERM`` then a restart; it waits
@@ -193,6 +194,13 @@ def _parser() -> argparse.ArgumentParser:
         help="each round restarts every node in turn (SIGTERM, start, back in service), "
         "as an upgrade rolls through a cluster",
     )
+    parser.add_argument(
+        "--upgrade-from",
+        type=Path,
+        metavar="CHECKOUT",
+        help="with --rolling: the nodes start on this checkout of another release, and each "
+        "restarts on this one (a rolling upgrade)",
+    )
     return parser
 
 
@@ -201,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
+    if args.upgrade_from is not None and not args.rolling:
+        parser.error("--upgrade-from needs --rolling")
     if args.partitions and (why := available()) is not None:
         parser.error(f"--partitions: {why}")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -218,7 +228,12 @@ def main(argv: list[str] | None = None) -> int:
             stack.callback(network.down)
         extra = _node_flags(args, redis.url if redis else args.redis_url)
         cluster = LocalCluster(
-            Path(tmp), args.nodes, extra=extra, network=network, workers=args.workers
+            Path(tmp),
+            args.nodes,
+            extra=extra,
+            network=network,
+            workers=args.workers,
+            checkout=args.upgrade_from,
         )
         try:
             return _run(cluster, args, seed, redis if args.store_faults else None)
@@ -352,6 +367,7 @@ def _rolls(cluster: LocalCluster, rolls: int, watch: CoverageWatch) -> dict[str,
         for node in list(cluster.nodes.values()):
             time.sleep(1.0)
             began = time.monotonic()
+            node.cwd = None  # started again on this checkout (an upgrade, with --upgrade-from)
             _fault(cluster, watch, node, "SIGTERM")  # stopped, then started again
             settled = cluster.wait_converged(60)
             took.append(settled)

@@ -244,6 +244,14 @@ class RedriveRunning(ClientError):
         self.task = task
 
 
+class ProtocolMismatch(ClientError):
+    """Raised for a peer call from a node that speaks another cluster protocol (another
+    release, mid-way through a rolling restart)."""
+
+    code = "PROTOCOL_MISMATCH"
+    status = 409
+
+
 class ServerError(DynamiqError):
     """Raised when Dynamiq itself fails; the request may succeed later."""
 

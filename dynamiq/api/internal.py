@@ -1,11 +1,15 @@
 """Routes nodes call on each other (``/internal/v1``, msgpack, members only).
 
 A request not signed by a member just now (``cluster.wire.PeerSigner``) gets
-403; on a node without gossip every internal route is 403.
+403; on a node without gossip every internal route is 403. A request from a
+member that speaks another cluster protocol (``cluster.wire.PROTOCOL``) gets
+409 ``PROTOCOL_MISMATCH``, and the refusal is logged once per member.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import TypeVar
 
 import msgspec
@@ -14,8 +18,10 @@ from aiohttp import web
 from dynamiq.access.roles import Access
 from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
+from dynamiq.cluster.base import PROTOCOL, protocol_of
 from dynamiq.cluster.wire import (
     PEER_HEADER,
+    PROTOCOL_HEADER,
     Handoff,
     HandoffLeases,
     Heartbeat,
@@ -31,12 +37,13 @@ from dynamiq.cluster.wire import (
     PeerVisibility,
     QueueNames,
 )
-from dynamiq.errors import BadRequest, Forbidden
+from dynamiq.errors import BadRequest, Forbidden, ProtocolMismatch
 from dynamiq.service.node import Node
 
 __all__ = ["ROUTES", "routes"]
 
 T = TypeVar("T")
+log = logging.getLogger("dynamiq.api")
 
 _encode = msgspec.msgpack.Encoder().encode
 
@@ -45,6 +52,13 @@ async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
     svc = services_of(request)
     if svc.peers is None:
         raise Forbidden("internal routes are for cluster members (this node does not gossip)")
+    theirs = protocol_of(request.headers.get(PROTOCOL_HEADER))
+    if theirs != PROTOCOL:
+        _refuse_once(request.remote or "?", theirs)
+        raise ProtocolMismatch(
+            f"this node speaks cluster protocol {PROTOCOL}, the caller {theirs}: run one "
+            "release across the cluster (a rolling restart ends when every node runs it)"
+        )
     body = await request.read()
     refused = svc.peers.verify(request.headers.get(PEER_HEADER, ""), request.path, body)
     if refused is not None:
@@ -53,6 +67,18 @@ async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
         return svc.node, msgspec.msgpack.decode(body, type=kind)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise BadRequest(f"bad internal request: {exc}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _refuse_once(caller: str, theirs: int) -> None:
+    """Log, once per caller and protocol, that its peer calls are refused."""
+    log.warning(
+        "refusing peer calls from %s: it speaks cluster protocol %d, this node %d "
+        "(another release: finish the rolling restart)",
+        caller,
+        theirs,
+        PROTOCOL,
+    )
 
 
 def _msgpack(body: object) -> web.Response:

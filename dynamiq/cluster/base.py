@@ -10,13 +10,32 @@ from dynamiq.errors import DynamiqError
 from dynamiq.keyspace import KeyRange, slices
 
 __all__ = [
+    "PROTOCOL",
     "FatalHandler",
     "Member",
     "MemberState",
     "Membership",
     "StaticMembership",
     "ViewListener",
+    "protocol_of",
 ]
+
+
+# What the members of a cluster say to each other, by version: bumped whenever a
+# peer call's body changes in a way the other side cannot read (2: messages carry
+# their deduplication id, trace header and attribute types). Said in gossip and
+# in every peer call; a release from before versions were said speaks 1.
+PROTOCOL = 2
+
+
+def protocol_of(said: str | bytes | None) -> int:
+    """The protocol a member said it speaks (in a header, or its gossip metadata)."""
+    if not said:
+        return 1
+    try:
+        return int(said)
+    except ValueError:
+        return 0  # nothing this node speaks
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +46,7 @@ class Member:
     host: str
     http: str  # base URL of its HTTP API
     boot: str = ""  # random per process start: tells a restarted node from its past self
+    protocol: int = PROTOCOL  # the cluster protocol it speaks
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ from typing import TypeVar
 import aiohttp
 import msgspec
 
-from dynamiq.cluster.base import Member
+from dynamiq.cluster.base import PROTOCOL, Member
 from dynamiq.cluster.wire import (
     PEER_HEADER,
+    PROTOCOL_HEADER,
     Handoff,
     HandoffLeases,
     Heartbeat,
@@ -180,7 +181,11 @@ class PeerClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         path = f"/internal/v1/{path}"
         data = self._encoder.encode(body)
-        headers = {PEER_HEADER: self._signer.sign(path, data), "Content-Type": MSGPACK}
+        headers = {
+            PEER_HEADER: self._signer.sign(path, data),
+            PROTOCOL_HEADER: str(PROTOCOL),
+            "Content-Type": MSGPACK,
+        }
         limit = self._timeout if seconds is None else aiohttp.ClientTimeout(total=seconds)
         tls = self._tls() if self._tls else True
         try:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import socket
@@ -42,7 +43,14 @@ from swimprotocol.udp.config import UdpConfig
 from swimprotocol.udp.pack import UdpPack
 from swimprotocol.worker import Worker
 
-from dynamiq.cluster.base import FatalHandler, Member, MemberState, ViewListener
+from dynamiq.cluster.base import (
+    PROTOCOL,
+    FatalHandler,
+    Member,
+    MemberState,
+    ViewListener,
+    protocol_of,
+)
 from dynamiq.errors import ConfigError, DynamiqError, ServerError
 from dynamiq.keyspace import KeyRange, slices
 
@@ -244,6 +252,7 @@ class SwimMembership:
                 "http": self._local.http.encode(),
                 "boot": self._boot.encode(),
                 "started": str(self._started_ms).encode(),
+                "protocol": str(PROTOCOL).encode(),
             },
             ping_interval=self._ping_interval,
             ping_timeout=min(0.1, self._ping_interval / 2),
@@ -364,12 +373,28 @@ class SwimMembership:
         meta = m.metadata
         if "http" not in meta or "name" not in meta:
             return None  # its metadata has not arrived yet
-        return Member(
+        member = Member(
             meta["name"].decode(),
             m.name.rpartition(":")[0],
             meta["http"].decode(),
             meta.get("boot", b"").decode(),
+            protocol_of(meta.get("protocol")),
         )
+        if member.protocol != PROTOCOL:
+            _another_release(member.name, member.protocol)
+        return member
+
+
+@functools.lru_cache(maxsize=64)
+def _another_release(name: str, protocol: int) -> None:
+    """Log, once per member and protocol, that a member runs another release."""
+    log.warning(
+        "member %s speaks cluster protocol %d, this node %d: the two refuse each other's "
+        "peer calls until every node runs one release",
+        name,
+        protocol,
+        PROTOCOL,
+    )
 
 
 def _raise(error: DynamiqError) -> None:

@@ -21,6 +21,7 @@ from dynamiq.models import HeldLease, LocalQueueStats, Message
 
 __all__ = [
     "PEER_HEADER",
+    "PROTOCOL_HEADER",
     "Handoff",
     "HandoffLeases",
     "Heartbeat",
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 PEER_HEADER = "X-Dynamiq-Peer"
+PROTOCOL_HEADER = "X-Dynamiq-Protocol"  # the cluster protocol the caller speaks
+
+
 # How far a request's time may be from the receiver's clock (nodes' clocks are
 # kept by NTP; on one machine they are the same clock).
 SIGNATURE_SECONDS = 30.0

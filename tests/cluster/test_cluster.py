@@ -26,7 +26,8 @@ import msgspec
 import pytest
 
 from dynamiq.client import Client
-from dynamiq.cluster.wire import PEER_HEADER, PeerSigner, QueueNames
+from dynamiq.cluster.base import PROTOCOL
+from dynamiq.cluster.wire import PEER_HEADER, PROTOCOL_HEADER, PeerSigner, QueueNames
 from dynamiq.errors import NoMajority, QueueFull, QueueNotFound, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.models import Outgoing
@@ -410,10 +411,12 @@ def test_internal_routes_take_only_requests_a_member_signed_just_now(
     url = f"{cluster.nodes['n1'].url}/internal/v1/stats"
     path, body = "/internal/v1/stats", msgspec.msgpack.encode(QueueNames([]))
 
-    def post(header: str | None) -> int:
+    def post(header: str | None, protocol: str | None = str(PROTOCOL)) -> int:
         headers = {"Content-Type": "application/msgpack"}
         if header is not None:
             headers[PEER_HEADER] = header
+        if protocol is not None:
+            headers[PROTOCOL_HEADER] = protocol
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=5) as r:
@@ -429,6 +432,12 @@ def test_internal_routes_take_only_requests_a_member_signed_just_now(
     assert post(signed) == 403  # seen on the wire: not again
     stale = PeerSigner(cluster.secret, now=lambda: time.time() - 60).sign(path, body)
     assert post(stale) == 403
+    # A member of another release (its protocol said, or none: the release before
+    # protocols were said) is refused plainly, and told once in the log
+    for protocol in (None, "1", str(PROTOCOL + 1)):
+        assert post(PeerSigner(cluster.secret).sign(path, body), protocol) == 409
+    logged = cluster.nodes["n1"].log_path.read_text()
+    assert "refusing peer calls from" in logged and "speaks cluster protocol 1" in logged
 
 
 def _receive_body(client: Client, queue: str, body: bytes, timeout: float) -> Any:
