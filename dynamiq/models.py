@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import uuid
 from collections.abc import Iterable
@@ -11,11 +10,24 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from dynamiq.attributes import (
+    ATTRIBUTE_NAME,
+    ATTRIBUTE_TYPE,
+    MAX_ATTRIBUTES,
+    Attributes,
+    AttributeValue,
+    attribute_types_size,
+    attributes_size,
+    natural_type,
+)
 from dynamiq.errors import Invalid
 from dynamiq.keyspace import ID_MAX
 
 __all__ = [
     "APPLICATION_PATTERN",
+    "ATTRIBUTE_NAME",
+    "ATTRIBUTE_TYPE",
+    "MAX_ATTRIBUTES",
     "NAME_PATTERN",
     "AttributeValue",
     "Attributes",
@@ -29,8 +41,10 @@ __all__ = [
     "QueueRecord",
     "QueueSettings",
     "RetryBackoff",
+    "attribute_types_size",
     "attributes_size",
     "check_token",
+    "natural_type",
     "parse_id",
     "topic_arn",
     "validate_name",
@@ -49,12 +63,6 @@ MAX_RECEIVES_LIMIT = 1000
 MAX_DEPTH_LIMIT = 1_000_000_000  # the largest max_depth a queue may have
 MAX_DELAY_SECONDS = 12 * 3600.0  # a node's limits.maxdelayseconds is at most this
 MAX_RETENTION_SECONDS = 10 * 365 * 86400.0
-MAX_ATTRIBUTES = 16
-ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-# An attribute's type as SQS labels it: String, Number or Binary, with an optional
-# custom part of printable characters (``Number.java.lang.Long``, ``String.json``,
-# ``Binary.gif``; SNS takes ``String.  spaced.``), 256 characters in all.
-ATTRIBUTE_TYPE = re.compile(r"^(String|Number|Binary)(\.[\x20-\x7e\u00a0-\uffff]{1,249})?$")
 MAX_ROUTING_KEY = 255
 # A dedup id or a group: 1-128 printable ASCII characters, no spaces (as SQS takes them).
 TOKEN = re.compile(r"^[\x21-\x7e]{1,128}$")
@@ -366,96 +374,6 @@ class DeadLetter(msgspec.Struct, frozen=True, array_like=True):
     reason: DeadLetterReason
     receive_count: int
     dead_lettered_ms: int
-
-
-# What a producer attaches to a message: text, numbers, or bytes (base64 on the wire).
-AttributeValue = str | int | float | bytes
-# Stored and carried as msgpack, which tells text from bytes itself (a typed
-# decoder cannot: it takes one string-like type per union).
-Attributes = dict[str, Any]
-
-
-def attributes_size(attributes: Attributes | None) -> int:
-    """Check a message's attributes; return their size (names and values, in bytes),
-    which counts toward the message's size.
-
-    Raises:
-        Invalid: more than ``MAX_ATTRIBUTES``, a bad name, or a value that is
-            not text, a finite number or bytes.
-    """
-    if not attributes:
-        return 0
-    if len(attributes) > MAX_ATTRIBUTES:
-        raise Invalid(f"at most {MAX_ATTRIBUTES} attributes per message", "attributes")
-    size = 0
-    for name, value in attributes.items():
-        field = f"attributes.{name[:128]}"
-        if not ATTRIBUTE_NAME.fullmatch(name):
-            rule = "attribute names are 1-128 characters of A-Z, a-z, 0-9, '_', '.', '-'"
-            raise Invalid(f"{field}: {rule}", field)
-        if isinstance(value, str):
-            size += len(value.encode())
-        elif isinstance(value, bytes):
-            size += len(value)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise Invalid(f"{field}: attribute numbers must be finite", field)
-            size += len(repr(value))
-        else:
-            rule = 'attribute values are strings, numbers or {"base64": "..."}'
-            raise Invalid(f"{field}: {rule}", field)
-        size += len(name)
-    return size
-
-
-def natural_type(value: AttributeValue) -> str:
-    """The SQS type an attribute's value says by itself."""
-    if isinstance(value, bytes):
-        return "Binary"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return "Number"
-    return "String"
-
-
-def attribute_types_size(attributes: Attributes | None, types: dict[str, str] | None) -> int:
-    """Check the SQS types of attributes whose values do not say them; return their
-    size (the labels' bytes, which count toward the message's size).
-
-    A label names an attribute the message has, and agrees with its value: a
-    ``Binary`` one with bytes, a ``Number`` one with a number or a text that is
-    one (``1.50`` kept as written), a ``String`` one with text or a number.
-
-    Raises:
-        Invalid: a label that names no attribute, or disagrees with its value.
-    """
-    if not types:
-        return 0
-    size = 0
-    for name, label in types.items():
-        field = f"attribute_types.{name[:128]}"
-        if not isinstance(label, str) or not ATTRIBUTE_TYPE.fullmatch(label):
-            raise Invalid(f"{field}: a type is String, Number or Binary, then .custom", field)
-        if attributes is None or name not in attributes:
-            raise Invalid(f"{field}: names no attribute of the message", field)
-        value = attributes[name]
-        natural = natural_type(value)
-        fits = {
-            "Binary": natural == "Binary",
-            "Number": natural == "Number" or (natural == "String" and _is_number(value)),
-            "String": natural != "Binary",
-        }
-        if not fits[label.partition(".")[0]]:
-            raise Invalid(f"{field}: {label} does not fit a {natural} value", field)
-        size += len(label)
-    return size
-
-
-def _is_number(value: object) -> bool:
-    try:
-        float(str(value))
-    except ValueError:
-        return False
-    return True
 
 
 class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
