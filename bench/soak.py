@@ -25,7 +25,6 @@ first's, nothing lost), and writes the series as CSV and as a PNG plot.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import itertools
 import os
@@ -37,11 +36,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import lmdb
-
 from bench.procs import cpu_seconds, memory_mib, processes
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
+from dynamiq.storage.lmdb_backup import held_in
 from dynamiq.testing.cluster import LocalCluster
 
 BATCH = 20
@@ -203,23 +201,6 @@ def _body(batch: int, k: int) -> bytes:
     return (b"soak %d %d " % (batch, k)).ljust(BODY, b".")
 
 
-def _store_pages(data: Path) -> tuple[int, int]:
-    """The LMDB file's bytes, and the bytes of its pages no tree uses (free for reuse)."""
-    env = lmdb.open(str(data), readonly=True, max_dbs=8, subdir=True, lock=True)
-    try:
-        info, stat = env.info(), env.stat()
-        used = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
-        with env.begin() as txn:
-            for name in (b"messages", b"counts", b"meta", b"claims"):
-                with contextlib.suppress(lmdb.NotFoundError):
-                    tree = txn.stat(env.open_db(name, txn=txn, create=False))
-                    used += tree["branch_pages"] + tree["leaf_pages"] + tree["overflow_pages"]
-        pages = info["last_pgno"] + 1
-        return (data / "data.mdb").stat().st_size, max(0, pages - 2 - used) * stat["psize"]
-    finally:
-        env.close()
-
-
 def _fds(pid: int) -> int:
     return sum(len(os.listdir(f"/proc/{p}/fd")) for p in processes(pid))
 
@@ -230,14 +211,14 @@ def _sample(
     pids = [n.proc.pid for n in cluster.running() if n.proc is not None]
     with ledger.lock:
         latencies, ledger.latencies = ledger.latencies, []
-    size, free = _store_pages(data)
+    held = held_in(data)
     ordered = sorted(latencies) or [0.0]
     return {
         "anon_mib": sum(memory_mib(p, "RssAnon") for p in pids),
         "fds": sum(_fds(p) for p in pids),
         "cpu_s": sum(cpu_seconds(p) for p in pids) - cpu_before,
-        "file_mib": size / (1 << 20),
-        "free_mib": free / (1 << 20),
+        "file_mib": held.bytes / (1 << 20),
+        "free_mib": held.free / (1 << 20),
         "p50_ms": 1000 * ordered[len(ordered) // 2],
         "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
         "probes": len(latencies),

@@ -14,7 +14,7 @@ import ctypes
 import logging
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from dynamiq.storage.base import Claimed, claim_record, held_claim
 from dynamiq.storage.diskspace import FreeSpace
 from dynamiq.storage.lmdb_writer import Gate, GroupWriter, need
 
-__all__ = ["LmdbBackend"]
+__all__ = ["LmdbBackend", "unused_bytes"]
 
 log = logging.getLogger("dynamiq.storage")
 
@@ -300,13 +300,9 @@ class LmdbBackend:
         (deletes free them; LMDB never gives them back to the file system)."""
 
         def read(txn: Any) -> int:
-            stat = self._env.stat()
-            used = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
-            for db in (self._messages, self._counts, self._meta, self._claims):
-                tree = txn.stat(db)
-                used += tree["branch_pages"] + tree["leaf_pages"] + tree["overflow_pages"]
-            pages = self._env.info()["last_pgno"] + 1 - 2  # two meta pages
-            return max(0, pages - used) * stat["psize"]
+            return unused_bytes(
+                self._env, txn, (self._messages, self._counts, self._meta, self._claims)
+            )
 
         return self._read(read)
 
@@ -380,6 +376,18 @@ class LmdbBackend:
             raise BackendUnavailable("the store is closed")
         result: T = await self._writer.submit(apply, adds)
         return result
+
+
+def unused_bytes(env: Any, txn: Any, dbs: Iterable[Any]) -> int:
+    """Bytes of the pages of ``env``'s file that no tree uses (the named ``dbs``' nor the
+    main one's): free for reuse, as deletes leave them."""
+    stat: dict[str, int] = env.stat()
+    used = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+    for db in dbs:
+        tree = txn.stat(db)
+        used += tree["branch_pages"] + tree["leaf_pages"] + tree["overflow_pages"]
+    pages: int = env.info()["last_pgno"] + 1 - 2  # two meta pages
+    return max(0, pages - used) * stat["psize"]
 
 
 def _drop_mapped_pages(data_file: Path) -> None:

@@ -19,22 +19,26 @@ from pathlib import Path
 import lmdb
 
 from dynamiq.errors import ConfigError
+from dynamiq.storage.lmdb import unused_bytes
 
 __all__ = ["Held", "backup", "held_in"]
 
 DATA_FILE = "data.mdb"
 _COUNT = struct.Struct(">q")
 _QUEUE_PREFIX = b"q/"
+_DBS = (b"messages", b"counts", b"meta", b"claims")
 PROGRESS_SECONDS = 0.2
 
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """What a store holds: its queues, their messages, and its data file's bytes."""
+    """What a store holds: its queues, their messages, its data file's bytes, and the
+    bytes of that file's pages free for reuse."""
 
     queues: int
     messages: int
     bytes: int
+    free: int = 0
 
 
 def _open(path: Path) -> lmdb.Environment:
@@ -52,21 +56,21 @@ def held_in(path: Path) -> Held:
     try:
         with env.begin() as txn:
             try:
-                meta = env.open_db(b"meta", txn=txn, create=False)
-                counts = env.open_db(b"counts", txn=txn, create=False)
+                dbs = {name: env.open_db(name, txn=txn, create=False) for name in _DBS}
             except lmdb.NotFoundError:  # a store no node has written to yet
                 return Held(0, 0, (path / DATA_FILE).stat().st_size)
             queues = 0
-            cursor = txn.cursor(db=meta)
+            cursor = txn.cursor(db=dbs[b"meta"])
             if cursor.set_range(_QUEUE_PREFIX):
                 for key in cursor.iternext(values=False):
                     if not key.startswith(_QUEUE_PREFIX):
                         break
                     queues += 1
-            messages = sum(_COUNT.unpack(v)[0] for _, v in txn.cursor(db=counts))
+            messages = sum(_COUNT.unpack(v)[0] for _, v in txn.cursor(db=dbs[b"counts"]))
+            free = unused_bytes(env, txn, dbs.values())
     finally:
         env.close()
-    return Held(queues, messages, (path / DATA_FILE).stat().st_size)
+    return Held(queues, messages, (path / DATA_FILE).stat().st_size, free)
 
 
 def backup(source: Path, dest: Path, progress: Callable[[int, int], None] | None = None) -> Held:

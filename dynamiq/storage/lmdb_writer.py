@@ -148,31 +148,34 @@ class GroupWriter:
         """Commit ``batch``, but for the writes that would take the disk past its limit;
         return each write with its result or error."""
         done: list[tuple[_Op, Any]] = []
-        adding = [op for op in batch if op.adds]
-        if adding and self._space is not None and not self._has_room(adding):
-            done += [(op, _disk_low()) for op in adding]
-            batch = [op for op in batch if not op.adds]
+        if self._space is not None and not self._has_room([op for op in batch if op.adds]):
+            batch = _refuse_adding(batch, done)
         if not batch:
             return done
         outcome = self._commit(batch)
         if isinstance(outcome, _DiskFull):
-            adding = [op for op in batch if op.adds]
-            done += [(op, _disk_low()) for op in adding]
-            batch = [op for op in batch if not op.adds]
-            if not batch:
-                return done
-            if adding:
-                outcome = self._commit(batch)
-            if isinstance(outcome, _DiskFull) and self._space and self._space.release_reserve():
-                outcome = self._commit(batch)
+            kept = _refuse_adding(batch, done)
+            if kept and len(kept) < len(batch):
+                outcome = self._commit(kept)
+            if (
+                kept
+                and isinstance(outcome, _DiskFull)
+                and self._space
+                and self._space.release_reserve()
+            ):
+                outcome = self._commit(kept)
             if isinstance(outcome, _DiskFull):
                 outcome = BackendUnavailable(str(outcome), retry_after=DISK_RETRY_SECONDS)
+            batch = kept
         if isinstance(outcome, BaseException):
             return done + [(op, outcome) for op in batch]
         return done + list(zip(batch, outcome, strict=True))
 
     def _has_room(self, adding: list[_Op]) -> bool:
+        """Whether what the ``adding`` writes may need leaves the disk's limit free."""
         assert self._space is not None
+        if not adding:
+            return True
         try:
             return self._space.has_room(sum(op.adds for op in adding))
         except OSError as exc:  # the disk cannot be read: let LMDB say what it can do
@@ -224,6 +227,13 @@ class GroupWriter:
             # A closed loop raises RuntimeError: nobody is waiting any more.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_set_results, settled)
+
+
+def _refuse_adding(batch: list[_Op], done: list[tuple[_Op, Any]]) -> list[_Op]:
+    """Fail the writes of ``batch`` that add data with ``DiskLow`` (into ``done``); return
+    the others."""
+    done += [(op, _disk_low()) for op in batch if op.adds]
+    return [op for op in batch if not op.adds]
 
 
 class _DiskFull(Exception):

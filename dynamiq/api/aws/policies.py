@@ -85,14 +85,19 @@ def _one_or_many(values: list[str]) -> str | list[str]:
     return values[0] if len(values) == 1 else values
 
 
+def _statements(policy: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A stored policy (checked when it was set; None: none yet) and its statements, a
+    list whether it holds one or several."""
+    document: dict[str, Any] = json.loads(policy) if policy else {}
+    statements = document.get("Statement", [])
+    return document, [statements] if isinstance(statements, dict) else statements
+
+
 def with_permission(
     policy: str | None, arn: str, label: str, accounts: list[str], actions: list[str]
 ) -> str:
     """``policy`` (None: none yet) with a statement allowing ``accounts`` ``actions``."""
-    document = json.loads(policy) if policy else {}
-    statements = document.get("Statement", [])
-    if isinstance(statements, dict):
-        statements = [statements]
+    document, statements = _statements(policy)
     if any(s.get("Sid") == label for s in statements):
         raise AwsError(
             "InvalidParameterValue",
@@ -116,10 +121,7 @@ def with_permission(
 
 def without_permission(policy: str | None, label: str) -> str | None:
     """``policy`` without the statement labelled ``label`` (None: none is left)."""
-    document = json.loads(policy) if policy else {}
-    statements = document.get("Statement", [])
-    if isinstance(statements, dict):
-        statements = [statements]
+    document, statements = _statements(policy)
     kept = [s for s in statements if s.get("Sid") != label]
     if len(kept) == len(statements):
         raise AwsError(
