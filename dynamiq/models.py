@@ -410,9 +410,9 @@ class Outgoing(msgspec.Struct, frozen=True):
     None means it does not expire (its queue's retention still applies).
     ``attributes`` travel with it; a topic routes it by ``routing_key`` and
     its attributes. A second message with its ``dedup_id`` within its queue's
-    ``dedup_window_seconds`` is not stored. Messages of one ``group`` are
-    delivered one at a time, in the order they are due (published, plus any
-    delay).
+    ``dedup_window_seconds`` is not stored (in the queue, or in its group with
+    ``dedup_scope`` "group"). Messages of one ``group`` are delivered in the
+    order they are due (published, plus any delay), a receive's worth at a time.
     """
 
     body: bytes

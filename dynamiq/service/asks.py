@@ -28,8 +28,8 @@ log = logging.getLogger("dynamiq.service")
 # by this node for that queue for this long: receives of a queue the peers
 # hold nothing of do not pay a round trip to every peer each time. One that
 # gave some, if fewer than asked, is asked again by the next receive: an
-# ordered group's next message is there as soon as the one before is
-# deleted, and a receive takes one per group.
+# ordered group's next messages are there as soon as those before are
+# deleted, and a group may give fewer than a receive asked.
 PEER_DRY_SECONDS = 0.25
 
 # How a receive that has to wait is run: awaited, or as the HTTP layer watches it.

@@ -312,9 +312,9 @@ class Node:
     def _check_space(self) -> None:
         """Raise ``DiskLow`` while the store's disk is below ``limits.diskfreelimit``."""
         if self.space is not None and self.space.low:
-            free = self.space.free or 0
+            room = self.space.last_room or 0
             raise DiskLow(
-                f"{free >> 20} MiB of room for the store on the data directory's disk, below "
+                f"{room >> 20} MiB of room for the store on the data directory's disk, below "
                 f"limits.diskfreelimit ({self.space.limit >> 20} MiB): publishes wait "
                 "until consumers make room",
                 retry_after=DISK_RETRY_SECONDS,

@@ -51,7 +51,7 @@ class FreeSpace:
         self.reserve = reserve
         self.interval = interval
         self.store_free: Callable[[], int] = lambda: 0
-        self.free: int | None = None  # room at the last check; None before the first
+        self.last_room: int | None = None  # room at the last check; None before the first
         self.low = False
 
     @property
@@ -106,9 +106,9 @@ class FreeSpace:
         return self.room()
 
     async def check(self) -> None:
-        """Look now: ``free`` and ``low`` say what was found."""
+        """Look now: ``last_room`` and ``low`` say what was found."""
         room = await asyncio.to_thread(self._sample)
-        self.free = room
+        self.last_room = room
         low = room < self.limit
         if low != self.low:
             log.warning(

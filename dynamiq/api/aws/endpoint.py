@@ -193,8 +193,10 @@ def _refusal(request: web.Request, error: DynamiqError) -> web.StreamResponse:
 
 
 def _too_large(request: web.Request) -> AwsError:
-    """What SQS answers a request larger than it takes: a batch's size, or a message's."""
-    most, sent = request.client_max_size, request.content_length
+    """What SQS answers a request larger than the node takes (``limits.maxbodybytes``): a
+    batch too long, or a message, each named by SQS's own limit on them (the node's
+    ``limits.maxmessagebytes``)."""
+    most, sent = services_of(request).node.limits.maxmessagebytes, request.content_length
     if request.headers.get("X-Amz-Target", "").endswith("Batch"):
         return AwsError(
             "BatchRequestTooLong",
