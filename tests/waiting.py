@@ -22,14 +22,20 @@ T = TypeVar("T")
 
 
 def until(
-    check: Callable[[], T | None], timeout: float = 10.0, step: float = 0.02, what: str = ""
+    check: Callable[[], T | None],
+    timeout: float = 10.0,
+    step: float = 0.02,
+    what: str = "",
+    explain: Callable[[], str] | None = None,
 ) -> T:
     """Call ``check`` until it returns something true; return that. Fails the test
-    after ``timeout`` seconds, naming ``what`` was awaited."""
+    after ``timeout`` seconds, naming ``what`` was awaited and adding what
+    ``explain()`` tells of the state it was left in."""
     deadline = time.monotonic() + timeout
     while not (found := check()):
         if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what or check}", pytrace=False)
+            said = f"not within {timeout} s: {what or check}"
+            pytest.fail(f"{said}\n{explain()}" if explain else said, pytrace=False)
         time.sleep(step)
     return found
 

@@ -119,7 +119,7 @@ class StorageBackend(Protocol):
         ...
 
     async def count(self, bucket: str) -> int:
-        """Return how many objects the bucket holds."""
+        """Return how many objects of the bucket a scan can reach."""
         ...
 
     async def drop(self, bucket: str) -> None:

@@ -321,11 +321,12 @@ class RedisBackend:
         ]
 
     async def count(self, bucket: str) -> int:
-        """Return how many objects the bucket holds."""
+        """Return how many objects of the bucket walks can reach (the sorted sets: an
+        object hidden until its claim is made elsewhere is not counted)."""
         commands: list[Command] = []
         for shard in range(1 << SHARD_BITS):
-            h = shard_keys(bucket, shard)[0]
-            commands.append((h, _hlen_command(h)))
+            z = shard_keys(bucket, shard)[1]
+            commands.append((z, _zcard_command(z)))
         return sum(await self._run(commands))
 
     async def drop(self, bucket: str) -> None:
@@ -398,8 +399,8 @@ def _range_command(z: str, lo: str, hi: str, n: int) -> Callable[[Any], Awaitabl
     return lambda pipe: queued(pipe.zrangebylex(z, f"[{lo}", f"[{hi}", start=0, num=n))
 
 
-def _hlen_command(h: str) -> Callable[[Any], Awaitable[Any]]:
-    return lambda pipe: queued(pipe.hlen(h))
+def _zcard_command(z: str) -> Callable[[Any], Awaitable[Any]]:
+    return lambda pipe: queued(pipe.zcard(z))
 
 
 def _unlink_command(pair: tuple[str, str]) -> Callable[[Any], Awaitable[Any]]:

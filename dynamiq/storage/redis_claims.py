@@ -16,9 +16,10 @@ A publisher that dies between its claim and the showing leaves its object
 hidden: the next publish of that claim, finding it held, shows the object
 the note names before it answers with the claim's value, so the first copy
 is delivered, not lost (both ways to insert do this). One that dies between
-hiding and claiming leaves a hidden object that nothing claims: counted in
-the depth, never delivered, gone with its bucket; its publish was not
-acknowledged, and its retry stores the message again.
+hiding and claiming leaves a hidden object that nothing claims: never
+delivered nor counted in the depth (``count`` reads the sorted sets), gone
+with its bucket; its publish was not acknowledged, and its retry stores the
+message again.
 """
 
 from __future__ import annotations

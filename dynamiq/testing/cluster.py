@@ -326,6 +326,22 @@ class LocalCluster:
                 return False
         return True
 
+    def describe(self, names: Sequence[str] | None = None, lines: int = 12) -> str:
+        """Say what each node (every one by default) sees now: the members and their
+        gossip states, what it serves, and its log's last ``lines`` lines."""
+        said = []
+        for name in names if names is not None else list(self.nodes):
+            node = self.nodes[name]
+            st = node.status()
+            if st is None:
+                seen = "no status within 1 s"
+            else:
+                members = ", ".join(f"{m['name']} {m['state']}" for m in st["members"])
+                seen = f"members {members}; serving {st['serving']}"
+            tail = node.log_path.read_text(errors="replace").splitlines()[-lines:]
+            said.append("\n".join([f"{name}: {seen}", *(f"  | {line}" for line in tail)]))
+        return "\n".join(said)
+
     def wait_converged(self, timeout: float = 30.0, expected: Sequence[str] | None = None) -> float:
         """Wait until ``converged``; return the seconds it took.
 

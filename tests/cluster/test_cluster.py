@@ -328,7 +328,13 @@ def pause_and_resume(cluster: LocalCluster, name: str) -> None:
     victim = cluster.nodes[name]
     others = [n for n in cluster.nodes if n != name]
     victim.signal(signal.SIGSTOP)
-    until(lambda: covered_by(cluster, others), 10.0, step=0.05)
+    until(
+        lambda: covered_by(cluster, others),
+        30.0,
+        step=0.05,
+        what=f"{' and '.join(others)} serve the whole keyspace with {name} paused",
+        explain=lambda: cluster.describe(),
+    )
     time.sleep(1.0)
     victim.signal(signal.SIGCONT)
     cluster.wait_converged(30)

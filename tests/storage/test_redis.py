@@ -99,6 +99,7 @@ async def test_a_copy_claimed_across_shards_by_a_publisher_that_died_is_shown_no
         await raw.set("dq:{q:5}:c:q/d", record, px=60_000)
         await raw.set("dq:{q:5}:n:q/d", f"{first:016x}", px=60_000)
         assert await store.scan("q", [(9 << 55, (10 << 55) - 1)], 10) == [[]]
+        assert await store.count("q") == 0  # the depth counts what receives can meet
         second = ((5 if second_in_home else 7) << 55) | 1
         again = [("q", second, b"second", "q/d", str(second).encode(), now + 60_000, 5)]
         assert await store.insert_claimed(again, now) == [str(first).encode()]
