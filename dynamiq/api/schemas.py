@@ -348,11 +348,13 @@ class QueueList(msgspec.Struct):
 
 class SubscriptionBody(_Body):
     """What a subscription takes of its topic's messages: those whose routing key fits
-    ``pattern`` (AMQP topic rules: ``*`` one word, ``#`` zero or more) and whose
-    attributes pass ``filter`` (an SNS-style filter policy). Neither: everything."""
+    ``pattern`` (AMQP topic rules: ``*`` one word, ``#`` zero or more) and that pass
+    ``filter`` (SNS's filter policy language) on their attributes, or on their JSON
+    body with ``filter_scope`` "body". Neither: everything."""
 
     pattern: RoutingKey | None = None
     filter: dict[str, Any] | None = None
+    filter_scope: Literal["attributes", "body"] = "attributes"
 
 
 class SubscriptionInfo(msgspec.Struct, omit_defaults=True):
@@ -362,6 +364,7 @@ class SubscriptionInfo(msgspec.Struct, omit_defaults=True):
     pattern: str | None = None
     filter: dict[str, Any] | None = None
     envelope: bool = False  # SNS notifications (a subscription made through SNS)
+    filter_scope: str = "attributes"  # what the filter looks at: attributes, or the body
 
 
 class TopicInfo(msgspec.Struct):

@@ -19,6 +19,7 @@ from dynamiq.api.routes import (
     topic_name,
     who,
 )
+from dynamiq.errors import Invalid
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service.reports import QueueView, RedriveView, SubscriptionView
 
@@ -249,7 +250,9 @@ async def list_topics(request: web.Request) -> web.Response:
 
 def _topic(name: str, subscriptions: list[SubscriptionView], caller: Principal) -> s.TopicInfo:
     listed = [
-        s.SubscriptionInfo(caller.shown(sub.queue), sub.pattern, sub.filter, sub.envelope)
+        s.SubscriptionInfo(
+            caller.shown(sub.queue), sub.pattern, sub.filter, sub.envelope, sub.filter_scope
+        )
         for sub in subscriptions
     ]
     return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed)
@@ -280,7 +283,14 @@ async def subscribe(request: web.Request) -> web.Response:
     node(request).require_topic(topic)  # 404s before the body is read
     queue = queue_param(request)
     body = await read_json(request, s.SubscriptionBody, optional=True)
-    subscriptions = await node(request).subscribe(topic, queue, body.pattern, body.filter)
+    try:
+        subscriptions = await node(request).subscribe(
+            topic, queue, body.pattern, body.filter, filter_scope=body.filter_scope
+        )
+    except Invalid as refused:
+        if refused.field not in ("filter", "filter_scope"):
+            raise
+        raise Invalid(f"{refused.field}: {refused}", refused.field) from None
     return json_response(_topic(topic, subscriptions, who(request)))
 
 

@@ -46,7 +46,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         ts, common, "subscribe", topic_subscribe, "subscribe a queue", "topic", "queue"
     )
     subscribe.add_argument("--pattern", help="routing-key pattern (* one word, # any)")
-    subscribe.add_argument("--filter", type=json.loads, help="filter policy on attributes (JSON)")
+    subscribe.add_argument("--filter", type=json.loads, help="filter policy (JSON)")
+    subscribe.add_argument(
+        "--filter-scope",
+        choices=("attributes", "body"),
+        help="what the filter looks at: the attributes (the default) or the JSON body",
+    )
     _action(ts, common, "unsubscribe", topic_unsubscribe, "unsubscribe a queue", "topic", "queue")
 
     stats = sub.add_parser(
@@ -191,7 +196,11 @@ async def topic_delete(args: argparse.Namespace, client: AsyncClient, out: Outpu
 
 async def topic_subscribe(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
     queues = await client.subscribe(
-        args.topic, args.queue, pattern=args.pattern, filter_policy=args.filter
+        args.topic,
+        args.queue,
+        pattern=args.pattern,
+        filter_policy=args.filter,
+        filter_scope=args.filter_scope,
     )
     out.result({"topic": args.topic, "queues": queues})
     return 0

@@ -218,13 +218,16 @@ class AsyncClient:
         *,
         pattern: str | None = None,
         filter_policy: dict[str, Any] | None = None,
+        filter_scope: str | None = None,
     ) -> list[str]:
         """Subscribe a queue to a topic, or change what it takes: the messages whose
         routing key fits ``pattern`` (``*`` one word, ``#`` any) and whose
-        attributes pass ``filter_policy`` (everything without them). Returns the
-        subscribed queues."""
+        attributes (or JSON body, with ``filter_scope`` "body") pass
+        ``filter_policy`` (everything without them). Returns the subscribed
+        queues."""
         path = f"/v2/topics/{topic}/subscriptions/{queue}"
-        body = {k: v for k, v in (("pattern", pattern), ("filter", filter_policy)) if v is not None}
+        given = (("pattern", pattern), ("filter", filter_policy), ("filter_scope", filter_scope))
+        body = {k: v for k, v in given if v is not None}
         return list((await self._call("PUT", path, body or None))["queues"])
 
     async def subscriptions(self, topic: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.core.clock import Clock, MonotonicClock
+from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
@@ -290,13 +291,18 @@ class Catalog:
         pattern: object = None,
         filter_policy: object = None,
         envelope: object = False,
+        filter_scope: FilterScope = "attributes",
+        strict: bool = False,
     ) -> Topic:
         """Subscribe a queue to a topic, or change what it takes (a routing-key
-        ``pattern``, an attribute ``filter_policy``) and how (``envelope``: as SNS
+        ``pattern``, a ``filter_policy`` on the attributes or, by ``filter_scope``,
+        the body; ``strict``: only in SNS's shape) and how (``envelope``: as SNS
         notifications); return the topic."""
         current = self.topic(topic)
         self.queue(queue)
-        subscription = Subscription.parse(queue, pattern, filter_policy, envelope)
+        subscription = Subscription.parse(
+            queue, pattern, filter_policy, envelope, filter_scope, lenient=not strict
+        )
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
         self._topics[topic] = current.with_subscription(subscription)
         return self._topics[topic]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
+from dynamiq.core.routing.filters import Subject
 from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Notice, Outgoing, Published
@@ -48,7 +49,9 @@ class TopicService:
         subscribed = self._catalog.topic(topic)
         routes = subscribed.route_all(
             [
-                (m.routing_key, m.attributes) if isinstance(m, Outgoing) else (None, None)
+                (m.routing_key, Subject(m.attributes, m.attribute_types, m.body))
+                if isinstance(m, Outgoing)
+                else (None, Subject(body=m))
                 for m in messages
             ]
         )

@@ -16,6 +16,7 @@ from typing import Any
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.lifecycle.redrive import RedriveTask
+from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
 from dynamiq.keyspace import node_of
@@ -206,16 +207,21 @@ class Node:
         filter_policy: dict[str, Any] | None = None,
         keep: bool = False,
         envelope: bool = False,
+        filter_scope: FilterScope = "attributes",
+        strict: bool = False,
     ) -> list[SubscriptionView]:
         """Subscribe a queue to a topic, taking what ``pattern`` and ``filter_policy``
-        let through (everything without them), as SNS notifications with ``envelope``;
-        return the subscriptions.
+        (on the attributes, or the body by ``filter_scope``) let through (everything
+        without them), as SNS notifications with ``envelope``; return the
+        subscriptions. A ``strict`` filter is held to SNS's shape (no bare values).
 
         With ``keep``, a queue already subscribed keeps what it takes.
         """
         if keep and queue in self._catalog.topic(topic).subscriptions:
             return self.subscriptions(topic)
-        changed = await self._catalog.subscribe(topic, queue, pattern, filter_policy, envelope)
+        changed = await self._catalog.subscribe(
+            topic, queue, pattern, filter_policy, envelope, filter_scope, strict
+        )
         return _views(changed)
 
     async def unsubscribe(self, topic: str, queue: str) -> list[SubscriptionView]:

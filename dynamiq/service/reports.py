@@ -14,6 +14,7 @@ import msgspec
 
 from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.delivery.state import QueueStats
+from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
@@ -57,13 +58,21 @@ class SubscriptionView(msgspec.Struct, frozen=True):
     pattern: str | None = None
     filter: dict[str, Any] | None = None
     envelope: bool = False
+    filter_scope: FilterScope = "attributes"
 
     @classmethod
     def of(cls, subscription: Subscription) -> SubscriptionView:
         """Return the view of a subscription the catalog holds."""
         policy = subscription.filter
-        spec = None if policy is None else policy.spec
-        return cls(subscription.queue, subscription.pattern, spec, subscription.envelope)
+        if policy is None:
+            return cls(subscription.queue, subscription.pattern, None, subscription.envelope)
+        return cls(
+            subscription.queue,
+            subscription.pattern,
+            policy.spec,
+            subscription.envelope,
+            policy.scope,
+        )
 
 
 class RedriveView(msgspec.Struct):

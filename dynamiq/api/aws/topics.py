@@ -2,8 +2,9 @@
 
 A topic's ARN is ``arn:aws:sns:<region>:<account>:<topic>``; a queue has one
 subscription per topic, so its subscription's ARN is the topic's ARN and the
-queue's name. ``FilterPolicy`` is Dynamiq's filter policy (the same
-language); without ``RawMessageDelivery`` the queue gets each message in
+queue's name. ``FilterPolicy`` is held to SNS's rules and limits (with
+``FilterPolicyScope`` ``MessageAttributes`` or ``MessageBody``) and refused
+in SNS's words; without ``RawMessageDelivery`` the queue gets each message in
 SNS's JSON envelope (``core.notifications``), with it the bare body and its
 attributes. Publishing answers SNS's message id, the one the envelopes carry.
 """
@@ -18,7 +19,7 @@ from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries
-from dynamiq.errors import TopicExists, TopicNotFound
+from dynamiq.errors import Invalid, TopicExists, TopicNotFound
 from dynamiq.models import Notice, Outgoing
 from dynamiq.service.reports import SubscriptionView
 
@@ -26,6 +27,8 @@ __all__ = ["TOPIC_ACTIONS"]
 
 PAGE = 100
 SUBSCRIPTION_ATTRIBUTES = frozenset({"FilterPolicy", "FilterPolicyScope", "RawMessageDelivery"})
+SCOPES = {"MessageAttributes": "attributes", "MessageBody": "body"}
+SCOPE_NAMES = {scope: name for name, scope in SCOPES.items()}
 
 
 def _invalid(what: str) -> SnsError:
@@ -105,8 +108,23 @@ async def subscribe(call: Call) -> dict[str, Any]:
     for name in set(given) - SUBSCRIPTION_ATTRIBUTES:
         raise _invalid(f"Attributes Reason: Unknown attribute {name}")
     settings = _subscription_settings(given, None)
-    await call.node.subscribe(topic, queue, **settings)
+    await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue}"}
+
+
+async def _subscribe(
+    call: Call, topic: str, queue: str, settings: dict[str, Any], said: str = ""
+) -> None:
+    """Subscribe, a filter policy held to SNS's shape; a refused one in SNS's words
+    (``Subscribe``'s say ``said`` first)."""
+    try:
+        await call.node.subscribe(topic, queue, strict=True, **settings)
+    except Invalid as refused:
+        if refused.field == "filter_scope":  # nesting where the scope has none
+            raise _invalid(f"{said}{refused}") from None
+        if refused.field == "filter":
+            raise _invalid(f"{said}FilterPolicy: {refused}") from None
+        raise
 
 
 def _subscription_settings(
@@ -114,16 +132,23 @@ def _subscription_settings(
 ) -> dict[str, Any]:
     """What ``Node.subscribe`` is given for SNS's subscription attributes."""
     policy: object = None if current is None else current.filter
+    scope: str = "attributes" if current is None else current.filter_scope
+    if "FilterPolicyScope" in given:
+        named = given["FilterPolicyScope"]
+        if named not in SCOPES:
+            raise _invalid(
+                f"FilterPolicyScope: Invalid value [{named}]. "
+                "Please use either MessageBody or MessageAttributes"
+            )
+        scope = SCOPES[named]
     if "FilterPolicy" in given:
         text = given["FilterPolicy"]
         try:
             policy = json.loads(text) if text else None
         except (TypeError, ValueError):
             raise _invalid("FilterPolicy: failed to parse JSON") from None
-        if policy is not None and not isinstance(policy, dict):
-            raise _invalid("FilterPolicy: the policy must be a JSON object")
-    if given.get("FilterPolicyScope", "MessageAttributes") != "MessageAttributes":
-        raise _invalid("FilterPolicyScope: only MessageAttributes is supported")
+        if policy == {}:
+            policy = None  # an empty policy takes everything
     raw = given.get("RawMessageDelivery")
     if raw is None:
         envelope = True if current is None else current.envelope
@@ -132,7 +157,12 @@ def _subscription_settings(
     else:
         raise _invalid("RawMessageDelivery: must be true or false")
     pattern = None if current is None else current.pattern
-    return {"pattern": pattern, "filter_policy": policy, "envelope": envelope}
+    return {
+        "pattern": pattern,
+        "filter_policy": policy,
+        "filter_scope": scope,
+        "envelope": envelope,
+    }
 
 
 async def unsubscribe(call: Call) -> dict[str, Any]:
@@ -152,7 +182,7 @@ async def get_subscription_attributes(call: Call) -> dict[str, Any]:
     }
     if found.filter is not None:
         attributes["FilterPolicy"] = json.dumps(found.filter)
-        attributes["FilterPolicyScope"] = "MessageAttributes"
+        attributes["FilterPolicyScope"] = SCOPE_NAMES[found.filter_scope]
     return {"Attributes": attributes}
 
 
@@ -163,7 +193,7 @@ async def set_subscription_attributes(call: Call) -> dict[str, Any]:
         raise _invalid(f"AttributeName: {name}")
     value = call.params.optional_text("AttributeValue") or ""
     settings = _subscription_settings({name: value}, found)
-    await call.node.subscribe(topic, found.queue, **settings)
+    await _subscribe(call, topic, found.queue, settings)
     return {}
 
 

@@ -1,149 +1,258 @@
-"""Filter policies on message attributes, as SNS subscriptions have them (pure).
+"""Filter policies, as SNS subscriptions have them: one language for SNS and v2 (pure).
 
-A policy maps attribute names to conditions; a message matches when every
-name's conditions match (AND), and a name's conditions match when any one
-does (OR). A name takes one condition or a list of them:
+A policy is a JSON object whose keys name a message's attributes (scope
+``attributes``, SNS's ``MessageAttributes``) or the properties of its JSON
+body (scope ``body``, ``MessageBody``), where an object nests keys:
+``{"a": {"b": [...]}}`` tests the body's ``a.b``, as ``{"a.b": [...]}`` does.
+A message passes when every key passes (AND), a key when one of its match
+values matches (OR, ``filter_rules``), and ``{"$or": [{...}, {...}]}`` when
+one of its policies does.
 
-- ``"text"`` or ``12.5``: the attribute is that string, or that number
-  (a string never equals a number);
-- ``{"prefix": "eu-"}``: a string attribute starting so;
-- ``{"anything-but": [...]}`` (or one value): the attribute is there and is
-  none of those;
-- ``{"numeric": [">=", 10, "<", 20]}``: a number attribute within the
-  bounds (``=``, or one or two of ``>``/``>=`` then ``<``/``<=``);
-- ``{"exists": true}`` / ``{"exists": false}``: the attribute is there, or not.
+What a message holds at a key (``Subject``): an attribute's value (each
+element of a ``String.Array`` or ``Number.Array`` one; a binary one is
+absent), or every value at that path of the body, through its arrays. A
+body that is not a JSON object passes no body policy.
 
-Bytes attributes take no part in filtering: to a policy they are absent.
+SNS's limits: at most five keys at the top (nested ones not counted), at
+most 150 combinations (the product, over the policy's lists, of each list's
+length times its depth; a ``$or`` adds up its branches'), 256 KB of JSON.
+v2 also takes a bare match value where SNS wants a list (``lenient``). A
+policy read back from the store is compiled without the limits
+(``limits=False``): it was held to the ones of its day.
 """
 
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Callable, Mapping
-from typing import Any, TypeGuard
+from typing import Any, Literal
 
-from dynamiq.errors import Invalid
+from dynamiq.core.routing.filter_rules import Check, Value, compile_values, is_number, refuse
 from dynamiq.models import AttributeValue
 
-__all__ = ["MAX_CONDITIONS", "MAX_FILTER_KEYS", "FilterPolicy"]
+__all__ = [
+    "FILTER_SCOPES",
+    "MAX_FILTER_BYTES",
+    "MAX_FILTER_KEYS",
+    "FilterPolicy",
+    "FilterScope",
+    "Subject",
+]
 
-MAX_FILTER_KEYS = 16
-MAX_CONDITIONS = 100
-_MISSING = object()
+FilterScope = Literal["attributes", "body"]
+FILTER_SCOPES: tuple[FilterScope, ...] = ("attributes", "body")
+MAX_FILTER_KEYS = 5
+MAX_COMBINATIONS = 150
+MAX_FILTER_BYTES = 256 * 1024
+NESTED_ATTRIBUTES = "Filter policy scope MessageAttributes does not support nested filter policy"
+_OPERATORS = frozenset(
+    {"prefix", "suffix", "equals-ignore-case", "anything-but", "numeric", "exists", "cidr"}
+)
 
-Condition = Callable[[object], bool]  # given the attribute's value, or _MISSING
-
-_LOWER = {">": operator.gt, ">=": operator.ge}
-_UPPER = {"<": operator.lt, "<=": operator.le}
+Branch = list[tuple[str, Check]]  # keys that must all pass
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+class Subject:
+    """A message as filters look at it: its attributes with their SQS types, and its
+    body (read as JSON on the first body policy's look, once)."""
+
+    def __init__(
+        self,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        types: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> None:
+        self.attributes = attributes or {}
+        self._types = types or {}
+        self._body = body
+        self._paths: dict[str, list[Value]] | Literal[False] | None = None  # False: no object
+
+    def attribute(self, name: str) -> list[Value]:
+        """The values an attribute holds for filtering (none: absent, or binary)."""
+        value = self.attributes.get(name)
+        if value is None or isinstance(value, bytes):
+            return []
+        label = self._types.get(name, "")
+        if label.endswith(".Array") and isinstance(value, str):
+            return _array(value)
+        if label.startswith("Number") and isinstance(value, str):
+            try:
+                return [float(value)]
+            except ValueError:
+                return []
+        return [value]
+
+    def at(self, path: str) -> list[Value]:
+        """Every value the body holds at a dotted ``path``."""
+        return self._read().get(path, []) if self._paths is not False else []
+
+    def has_object_body(self) -> bool:
+        """Whether the body is a JSON object (the only kind body policies pass)."""
+        self._read()
+        return self._paths is not False
+
+    def _read(self) -> dict[str, list[Value]]:
+        if self._paths is None:
+            try:
+                parsed = json.loads(self._body or b"")
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                self._paths = False
+                return {}
+            self._paths = {}
+            _flatten(parsed, "", self._paths)
+        return self._paths or {}
 
 
-def _equal(expected: str | float) -> Condition:
-    if isinstance(expected, str):
-        return lambda v: isinstance(v, str) and v == expected
-    return lambda v: _is_number(v) and v == expected
+def _array(text: str) -> list[Value]:
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(items, list):
+        return []
+    return [v for v in items if isinstance(v, str | bool) or v is None or is_number(v)]
+
+
+def _flatten(node: Any, path: str, into: dict[str, list[Value]]) -> None:
+    """Gather the body's scalars by dotted path; an array's items share its path."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _flatten(value, f"{path}.{key}" if path else key, into)
+    elif isinstance(node, list):
+        for item in node:
+            _flatten(item, path, into)
+    else:
+        into.setdefault(path, []).append(node)
 
 
 class FilterPolicy:
-    """A compiled filter policy; ``spec`` is the JSON it came from."""
+    """A compiled filter policy; ``spec`` is the JSON it came from, ``scope`` what it
+    looks at.
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    Raises:
+        Invalid: the policy is refused (the reason in SNS's words).
+    """
+
+    def __init__(
+        self,
+        spec: object,
+        scope: FilterScope = "attributes",
+        *,
+        lenient: bool = False,
+        limits: bool = True,
+    ) -> None:
         if not isinstance(spec, dict) or not spec:
-            raise Invalid("filter must be an object naming at least one attribute", "filter")
-        if len(spec) > MAX_FILTER_KEYS:
-            raise Invalid(f"filter names at most {MAX_FILTER_KEYS} attributes", "filter")
-        self.spec = spec
-        self._keys = [(name, _conditions(name, given)) for name, given in spec.items()]
+            raise refuse("Filter policy must be an object naming at least one key")
+        if scope not in FILTER_SCOPES:
+            raise refuse('the filter scope is "attributes" or "body"', "filter_scope")
+        self.spec: dict[str, Any] = spec
+        self.scope: FilterScope = scope
+        self._lenient = lenient
+        if limits:
+            _check_limits(spec)
+        self._branches = self._compile(spec, "", 1)
+        self._anchor = _anchor(spec) if scope == "attributes" else None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, FilterPolicy) and other.spec == self.spec
+        return (
+            isinstance(other, FilterPolicy)
+            and other.spec == self.spec
+            and other.scope == self.scope
+        )
 
     def __hash__(self) -> int:
-        return hash(json.dumps(self.spec, sort_keys=True))
+        return hash((json.dumps(self.spec, sort_keys=True), self.scope))
 
-    def anchor(self) -> tuple[str, list[str | int | float]] | None:
-        """An attribute whose conditions are all exact values, with those values:
-        a message passes only if it carries one of them there, so a topic can
-        index its filters by them. None when no attribute is tested that way."""
-        for name, given in self.spec.items():
-            values = given if isinstance(given, list) else [given]
-            if all(isinstance(v, str) or _is_number(v) for v in values):
-                return name, values
+    def anchor(self) -> tuple[str, list[str]] | None:
+        """An attribute whose match values are all texts, with those texts: a message
+        passes only if it holds one of them there, so a topic can index its policies
+        by them. None when no attribute is tested that way."""
+        return self._anchor
+
+    def matches(self, subject: Subject) -> bool:
+        """Whether the message ``subject`` shows passes."""
+        look: Callable[[str], list[Value]]
+        if self.scope == "attributes":
+            look = subject.attribute
+        elif subject.has_object_body():
+            look = subject.at
+        else:
+            return False
+        return any(all(check(look(path)) for path, check in branch) for branch in self._branches)
+
+    def _compile(self, node: dict[str, Any], prefix: str, depth: int) -> list[Branch]:
+        """The policy as alternatives (one per choice of its ``$or``s), each a list of
+        keys that must all pass."""
+        branches: list[Branch] = [[]]
+        for key, given in node.items():
+            if key == "$or":
+                policies = _or_branches(given)
+                options = [b for p in policies for b in self._compile(p, prefix, depth)]
+                branches = [b + option for b in branches for option in options]
+                continue
+            path = f"{prefix}.{key}" if prefix else key
+            if self._lenient and self.scope == "attributes" and not isinstance(given, list):
+                given = _bare(key, given)
+            if isinstance(given, dict):
+                if self.scope == "attributes":
+                    raise refuse(NESTED_ATTRIBUTES, "filter_scope")
+                nested = self._compile(given, path, depth + 1)
+                branches = [b + more for b in branches for more in nested]
+            elif isinstance(given, list):
+                if not given:
+                    raise refuse("Empty arrays are not allowed")
+                branches = [[*b, (path, compile_values(given))] for b in branches]
+            else:
+                raise refuse(f'"{key}" must be an object or an array')
+        return branches
+
+
+def _anchor(spec: dict[str, Any]) -> tuple[str, list[str]] | None:
+    if "$or" in spec:
         return None
-
-    def matches(self, attributes: Mapping[str, AttributeValue] | None) -> bool:
-        """Whether a message with ``attributes`` passes."""
-        found = attributes or {}
-        for name, conditions in self._keys:
-            value = found.get(name, _MISSING)
-            if isinstance(value, bytes):
-                value = _MISSING
-            if not any(condition(value) for condition in conditions):
-                return False
-        return True
+    for key, given in spec.items():
+        listed = given if isinstance(given, list) else [given]
+        if all(isinstance(v, str) for v in listed):
+            return key, listed
+    return None
 
 
-def _conditions(name: str, given: object) -> list[Condition]:
-    field = f"filter.{name}"
-    listed = given if isinstance(given, list) else [given]
-    if not listed or len(listed) > MAX_CONDITIONS:
-        raise Invalid(f"{field} takes 1 to {MAX_CONDITIONS} conditions", field)
-    return [_condition(field, one) for one in listed]
+def _or_branches(given: object) -> list[dict[str, Any]]:
+    if not isinstance(given, list) or not given or not all(isinstance(p, dict) for p in given):
+        raise refuse('"$or" must be an array of objects')
+    return given
 
 
-def _condition(field: str, given: object) -> Condition:
-    if isinstance(given, str) or _is_number(given):
-        return _equal(given)
-    if not isinstance(given, dict) or len(given) != 1:
-        raise Invalid(
-            f"{field}: a condition is a string, a number, or an object with one of "
-            "prefix, anything-but, numeric, exists",
-            field,
-        )
-    ((kind, arg),) = given.items()
-    if kind == "prefix" and isinstance(arg, str):
-        return lambda v: isinstance(v, str) and v.startswith(arg)
-    if kind == "exists" and isinstance(arg, bool):
-        return (lambda v: v is not _MISSING) if arg else (lambda v: v is _MISSING)
-    if kind == "anything-but":
-        return _anything_but(field, arg)
-    if kind == "numeric":
-        return _numeric(field, arg)
-    raise Invalid(
-        f"{field}: {kind!r} is not a condition here (prefix takes text, exists true or "
-        "false, anything-but values, numeric comparisons)",
-        field,
-    )
+def _bare(key: str, given: object) -> object:
+    """A v2 key's bare match value as a list of one (a bare object is one match
+    expression when its key is an operator)."""
+    if isinstance(given, dict):
+        return [given] if len(given) == 1 and next(iter(given)) in _OPERATORS else given
+    if isinstance(given, str) or is_number(given):
+        return [given]
+    raise refuse(f'"{key}" must be an object or an array')
 
 
-def _anything_but(field: str, arg: object) -> Condition:
-    values: list[object] = arg if isinstance(arg, list) else [arg]
-    plain = [v for v in values if isinstance(v, str) or _is_number(v)]
-    if not values or len(plain) < len(values):
-        raise Invalid(f"{field}: anything-but takes strings and numbers", field)
-    excluded = [_equal(v) for v in plain]
-    return lambda v: v is not _MISSING and not any(e(v) for e in excluded)
+def _check_limits(spec: dict[str, Any]) -> None:
+    if len(spec) > MAX_FILTER_KEYS:
+        raise refuse(f"Filter policy can not have more than {MAX_FILTER_KEYS} keys")
+    if len(json.dumps(spec).encode()) > MAX_FILTER_BYTES:
+        raise refuse(f"Filter policy is larger than {MAX_FILTER_BYTES} bytes")
+    if _combinations(spec, 1) > MAX_COMBINATIONS:
+        raise refuse("Filter policy is too complex")
 
 
-def _numeric(field: str, arg: object) -> Condition:
-    rule = (
-        f'{field}: numeric takes ["=", n], or [">" or ">=", n], ["<" or "<=", n], '
-        "or a lower then an upper bound"
-    )
-    if not isinstance(arg, list) or len(arg) not in (2, 4):
-        raise Invalid(rule, field)
-    pairs: list[tuple[object, object]] = [(arg[i], arg[i + 1]) for i in range(0, len(arg), 2)]
-    (op, bound), *_ = pairs
-    if len(pairs) == 1 and op == "=" and _is_number(bound):
-        return _equal(bound)
-    allowed = [{**_LOWER, **_UPPER}] if len(pairs) == 1 else [_LOWER, _UPPER]
-    checks: list[tuple[Callable[[Any, Any], bool], float]] = []
-    for (op, bound), ops in zip(pairs, allowed, strict=True):
-        if not (isinstance(op, str) and op in ops and _is_number(bound)):
-            raise Invalid(rule, field)
-        checks.append((ops[op], bound))
-    return lambda v: _is_number(v) and all(compare(v, b) for compare, b in checks)
+def _combinations(node: dict[str, Any], depth: int) -> int:
+    total = 1
+    for key, given in node.items():
+        if key == "$or" and isinstance(given, list):
+            total *= sum(_combinations(p, depth) for p in given if isinstance(p, dict))
+        elif isinstance(given, dict) and not (len(given) == 1 and next(iter(given)) in _OPERATORS):
+            total *= _combinations(given, depth + 1)
+        elif isinstance(given, list):
+            total *= len(given) * depth
+        else:
+            total *= depth
+    return total

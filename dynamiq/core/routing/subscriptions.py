@@ -1,7 +1,8 @@
 """A topic's subscriptions and the routing of a published message through them (pure).
 
-A subscription may carry a routing-key ``pattern`` (``patterns``) and an
-attribute ``filter`` (``filters``); one with neither takes every message.
+A subscription may carry a routing-key ``pattern`` (``patterns``) and a
+``filter`` policy on the message's attributes or body (``filters``); one
+with neither takes every message.
 A ``Topic`` is immutable: the catalog replaces it on each change, and its
 router (the patterns' trie) is built once per version, on first use.
 """
@@ -14,10 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dynamiq.core.routing.filters import FilterPolicy
+from dynamiq.core.routing.filters import FilterPolicy, FilterScope, Subject
 from dynamiq.core.routing.patterns import PatternTrie, check_pattern
 from dynamiq.errors import Invalid
-from dynamiq.models import AttributeValue
 
 __all__ = ["Subscription", "Topic"]
 
@@ -33,15 +33,25 @@ class Subscription:
 
     @classmethod
     def parse(
-        cls, queue: str, pattern: object = None, spec: object = None, envelope: object = False
+        cls,
+        queue: str,
+        pattern: object = None,
+        spec: object = None,
+        envelope: object = False,
+        scope: FilterScope = "attributes",
+        stored: bool = False,
+        lenient: bool = True,
     ) -> Subscription:
-        """Return a validated subscription (``Invalid`` naming the field otherwise)."""
+        """Return a validated subscription (``Invalid`` naming the field otherwise); a
+        ``stored`` one's filter is not held to today's limits again, and only a
+        ``lenient`` one takes bare match values (v2's)."""
         checked = None if pattern is None else check_pattern(pattern)
-        if spec is not None and not isinstance(spec, dict):
-            raise Invalid("filter must be an object", "filter")
         if not isinstance(envelope, bool):
             raise Invalid("envelope must be true or false", "envelope")
-        return cls(queue, checked, None if spec is None else FilterPolicy(spec), envelope)
+        policy = None
+        if spec is not None:
+            policy = FilterPolicy(spec, scope, lenient=lenient, limits=not stored)
+        return cls(queue, checked, policy, envelope)
 
     @staticmethod
     def decode(queue: str, raw: bytes) -> Subscription:
@@ -65,6 +75,8 @@ class Subscription:
             out["pattern"] = self.pattern
         if self.filter is not None:
             out["filter"] = self.filter.spec
+            if self.filter.scope != "attributes":
+                out["filter_scope"] = self.filter.scope
         if self.envelope:
             out["envelope"] = True
         return out
@@ -76,7 +88,12 @@ def _decoded(queue: str, raw: bytes) -> Subscription:
         return Subscription(queue)
     data: dict[str, Any] = json.loads(raw)
     return Subscription.parse(
-        queue, data.get("pattern"), data.get("filter"), data.get("envelope", False)
+        queue,
+        data.get("pattern"),
+        data.get("filter"),
+        data.get("envelope", False),
+        data.get("filter_scope", "attributes"),
+        stored=True,
     )
 
 
@@ -108,24 +125,23 @@ class Topic:
         """Return this topic without the subscription of ``queue``."""
         return Topic(s for q, s in self.subscriptions.items() if q != queue)
 
-    def route(self, key: str | None, attributes: Mapping[str, AttributeValue] | None) -> list[str]:
-        """Return the queues (sorted) that take a message with this key and attributes."""
-        return self.route_all([(key, attributes)])[0]
+    def route(self, key: str | None, subject: Subject | None = None) -> list[str]:
+        """Return the queues (sorted) that take a message with this key, as filters see
+        it (``subject``: no attributes and no body by default)."""
+        return self.route_all([(key, subject or Subject())])[0]
 
-    def route_all(
-        self, messages: Sequence[tuple[str | None, Mapping[str, AttributeValue] | None]]
-    ) -> list[list[str]]:
-        """Route each ``(key, attributes)`` (a batch's messages often share their key).
+    def route_all(self, messages: Sequence[tuple[str | None, Subject]]) -> list[list[str]]:
+        """Route each ``(key, subject)`` (a batch's messages often share their key).
 
         A message's routing key picks the subscriptions by pattern (the trie,
-        once per distinct key); of those with a filter, only the ones its
-        attributes may pass are tested: the filters indexed by an exact value
-        the message carries, and those that cannot be indexed.
+        once per distinct key); of those with a filter, only the ones it may
+        pass are tested: the filters indexed by an exact text one of its
+        attributes holds, and those that cannot be indexed.
         """
         router = self._router
         by_key: dict[str | None, tuple[frozenset[str], frozenset[str]]] = {}
         out = []
-        for key, attributes in messages:
+        for key, subject in messages:
             taken = by_key.get(key)
             if taken is None:
                 every = router.every | router.trie.match(key) if router.trie else router.every
@@ -134,8 +150,8 @@ class Topic:
             if router.filters:
                 passed = {
                     q
-                    for q in router.candidates(attributes)
-                    if q in reached and router.filters[q].matches(attributes)
+                    for q in router.candidates(subject)
+                    if q in reached and router.filters[q].matches(subject)
                 }
                 out.append(sorted(plain | passed))
             else:
@@ -156,7 +172,7 @@ class _Router:
         patterned = [(s.pattern, s.queue) for s in subs if s.pattern is not None]
         self.trie = PatternTrie(patterned) if patterned else None
         self.filters = {s.queue: s.filter for s in subs if s.filter is not None}
-        self.by_value: dict[str, dict[object, set[str]]] = {}
+        self.by_value: dict[str, dict[str, set[str]]] = {}
         unindexed: set[str] = set()
         for queue, policy in self.filters.items():
             anchor = policy.anchor()
@@ -168,12 +184,12 @@ class _Router:
                 self.by_value.setdefault(name, {}).setdefault(value, set()).add(queue)
         self.unindexed = frozenset(unindexed)
 
-    def candidates(self, attributes: Mapping[str, AttributeValue] | None) -> set[str]:
-        """The filtered subscriptions a message with ``attributes`` may pass."""
+    def candidates(self, subject: Subject) -> set[str]:
+        """The filtered subscriptions the message ``subject`` shows may pass."""
         found = set(self.unindexed)
-        if attributes:
+        if subject.attributes:
             for name, index in self.by_value.items():
-                value = attributes.get(name)
-                if value is not None and not isinstance(value, bytes):
-                    found |= index.get(value, set())
+                for value in subject.attribute(name):
+                    if isinstance(value, str):
+                        found |= index.get(value, set())
         return found
