@@ -31,6 +31,7 @@ from dynamiq.errors import (
 )
 from dynamiq.models import QueueRecord, QueueSettings, validate_name
 from dynamiq.storage.base import StorageBackend
+from dynamiq.topic_settings import TopicSettings
 
 __all__ = ["Catalog"]
 
@@ -174,12 +175,14 @@ class Catalog:
             return False
         queues: dict[str, QueueRecord] = {}
         topics: dict[str, list[Subscription]] = {}
+        settings: dict[str, TopicSettings] = {}
         for key, raw in entries.items():
             kind, _, rest = key.partition("/")
             if kind == "q":
                 queues[rest] = _decode_queue(rest, raw)
             elif kind == "t":
                 topics.setdefault(rest, [])
+                settings[rest] = TopicSettings.decode(raw)
         for key, raw in entries.items():
             kind, _, rest = key.partition("/")
             topic, _, queue = rest.partition("/")
@@ -187,7 +190,9 @@ class Catalog:
                 topics[topic].append(Subscription.decode(queue, raw))
         self._queues = queues
         known = self._topics
-        self._topics = {t: known.get(t, Topic()).kept_if_same(subs) for t, subs in topics.items()}
+        self._topics = {
+            t: known.get(t, Topic()).kept_if_same(subs, settings[t]) for t, subs in topics.items()
+        }
         return True
 
     async def pending_drops(self, now_ms: int) -> list[str]:
@@ -269,12 +274,20 @@ class Catalog:
     # -- topics --------------------------------------------------------------
 
     @_change
-    async def create_topic(self, name: str) -> None:
+    async def create_topic(self, name: str, settings: TopicSettings | None = None) -> None:
         """Create a topic; raise ``TopicExists`` if the name is taken."""
         validate_name("topic", name)
-        if not await self._store.meta_create(f"t/{name}", b"{}"):
+        settings = settings or TopicSettings()
+        if not await self._store.meta_create(f"t/{name}", settings.encode()):
             raise TopicExists(name)
-        self._topics[name] = Topic()
+        self._topics[name] = Topic(settings=settings)
+
+    @_change
+    async def configure_topic(self, name: str, settings: TopicSettings) -> None:
+        """Replace a topic's settings (its subscriptions stay)."""
+        current = self.topic(name)
+        await self._store.meta_put({f"t/{name}": settings.encode()})
+        self._topics[name] = current.with_settings(settings)
 
     @_change
     async def delete_topic(self, name: str) -> None:

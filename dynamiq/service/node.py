@@ -51,6 +51,7 @@ from dynamiq.service.reports import (
     totals,
 )
 from dynamiq.storage.diskspace import DISK_RETRY_SECONDS, FreeSpace
+from dynamiq.topic_settings import TopicSettings
 
 __all__ = ["Node"]
 
@@ -191,9 +192,17 @@ class Node:
         """Return a topic's subscriptions by queue, or raise ``TopicNotFound``."""
         return _views(self._catalog.topic(topic))
 
-    async def create_topic(self, name: str) -> None:
+    async def create_topic(self, name: str, settings: TopicSettings | None = None) -> None:
         """Create a topic."""
-        await self._catalog.create_topic(name)
+        await self._catalog.create_topic(name, settings)
+
+    def topic_settings(self, name: str) -> TopicSettings:
+        """Return a topic's settings, or raise ``TopicNotFound``."""
+        return self._catalog.topic(name).settings
+
+    async def configure_topic(self, name: str, settings: TopicSettings) -> None:
+        """Replace a topic's settings."""
+        await self._catalog.configure_topic(name, settings)
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic (its queues stay)."""

@@ -129,7 +129,7 @@ async def test_a_body_filter_routes_json_bodies(http: Http, spec: dict[str, Any]
     paid = {"filter": {"order": {"state": ["paid"]}}, "filter_scope": "body"}
     described = await call(http, spec, "PUT", "/v2/topics/orders/subscriptions/paid", 200, paid)
     assert described["subscriptions"] == [{"queue": "paid", **paid}]
-    batch = [
+    batch: list[dict[str, Any]] = [
         {"body": '{"order": {"state": "paid", "total": 3}}'},
         {"body": '{"order": {"state": "open"}}'},
         {"body": "not json", "attributes": {"order": "paid"}},

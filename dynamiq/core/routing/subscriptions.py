@@ -18,6 +18,7 @@ from typing import Any
 from dynamiq.core.routing.filters import FilterPolicy, FilterScope, Subject
 from dynamiq.core.routing.patterns import PatternTrie, check_pattern
 from dynamiq.errors import Invalid
+from dynamiq.topic_settings import TopicSettings
 
 __all__ = ["Subscription", "Topic"]
 
@@ -98,10 +99,14 @@ def _decoded(queue: str, raw: bytes) -> Subscription:
 
 
 class Topic:
-    """The subscriptions of one topic, by queue; routes messages to them."""
+    """The subscriptions of one topic, by queue, and its settings; routes messages to
+    the subscriptions."""
 
-    def __init__(self, subscriptions: Iterable[Subscription] = ()) -> None:
+    def __init__(
+        self, subscriptions: Iterable[Subscription] = (), settings: TopicSettings | None = None
+    ) -> None:
         self.subscriptions: Mapping[str, Subscription] = {s.queue: s for s in subscriptions}
+        self.settings = settings or TopicSettings()
 
     def queues(self) -> list[str]:
         """Return the subscribed queues, sorted."""
@@ -111,19 +116,24 @@ class Topic:
         """Return the subscriptions, sorted by queue."""
         return [self.subscriptions[q] for q in self.queues()]
 
-    def kept_if_same(self, subscriptions: Iterable[Subscription]) -> Topic:
-        """This topic when it has exactly ``subscriptions`` (its compiled router with it),
-        else a new topic of them."""
-        fresh = Topic(subscriptions)
-        return self if fresh.subscriptions == self.subscriptions else fresh
+    def kept_if_same(self, subscriptions: Iterable[Subscription], settings: TopicSettings) -> Topic:
+        """This topic when it has exactly ``subscriptions`` and ``settings`` (its
+        compiled router with it), else a new topic of them."""
+        fresh = Topic(subscriptions, settings)
+        same = fresh.subscriptions == self.subscriptions and fresh.settings == self.settings
+        return self if same else fresh
 
     def with_subscription(self, subscription: Subscription) -> Topic:
         """Return this topic with ``subscription`` added or replaced."""
-        return Topic([*self.subscriptions.values(), subscription])
+        return Topic([*self.subscriptions.values(), subscription], self.settings)
 
     def without(self, queue: str) -> Topic:
         """Return this topic without the subscription of ``queue``."""
-        return Topic(s for q, s in self.subscriptions.items() if q != queue)
+        return Topic((s for q, s in self.subscriptions.items() if q != queue), self.settings)
+
+    def with_settings(self, settings: TopicSettings) -> Topic:
+        """Return this topic with other settings (the same subscriptions)."""
+        return Topic(self.subscriptions.values(), settings)
 
     def route(self, key: str | None, subject: Subject | None = None) -> list[str]:
         """Return the queues (sorted) that take a message with this key, as filters see
