@@ -29,6 +29,7 @@ __all__ = [
     "ATTRIBUTE_TYPE",
     "MAX_ATTRIBUTES",
     "NAME_PATTERN",
+    "TOPIC_NAME_PATTERN",
     "AttributeValue",
     "Attributes",
     "DeadLetter",
@@ -56,6 +57,8 @@ APPLICATION_PATTERN = re.compile(APPLICATION)
 # 1-80 characters of A-Z a-z 0-9 _ . -, but not "." or ".." (a URL path cannot carry
 # them), after the application's name and ":" for a name in an application.
 NAME_PATTERN = re.compile(rf"^(?:{APPLICATION}:)?(?!\.\.?$)[A-Za-z0-9_.-]{{1,80}}$")
+# A topic's name may be as long as SNS's: 256 characters and ".fifo".
+TOPIC_NAME_PATTERN = re.compile(rf"^(?:{APPLICATION}:)?(?!\.\.?$)[A-Za-z0-9_.-]{{1,261}}$")
 MAX_VISIBILITY_TIMEOUT = 12 * 3600.0
 MAX_PARTITIONS_LIMIT = 256
 MAX_PARTITION_AGE = float(10**9)
@@ -100,9 +103,10 @@ def validate_name(kind: str, name: str, field: str = "name") -> str:
 
     ``.`` and ``..`` are refused: a URL path cannot carry them as a segment.
     """
-    if not NAME_PATTERN.fullmatch(name):
+    pattern, longest = (TOPIC_NAME_PATTERN, 261) if kind == "topic" else (NAME_PATTERN, 80)
+    if not pattern.fullmatch(name):
         rule = (
-            f"{kind} names are 1-80 characters of A-Z, a-z, 0-9, '_', '.', '-' "
+            f"{kind} names are 1-{longest} characters of A-Z, a-z, 0-9, '_', '.', '-' "
             "(not '.' or '..'), after 'application:' in an application"
         )
         raise Invalid(rule if field == "name" else f"{field}: {rule}", field=field)

@@ -19,7 +19,7 @@ from dynamiq.access.roles import Access
 from dynamiq.api import schemas as s
 from dynamiq.api.routes import Link, Param, Route
 from dynamiq.config import LimitsSettings
-from dynamiq.models import ID_PATTERN, NAME_PATTERN
+from dynamiq.models import ID_PATTERN, NAME_PATTERN, TOPIC_NAME_PATTERN
 
 __all__ = ["openapi_document"]
 
@@ -29,7 +29,7 @@ BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=
 
 _PATH_PARAMS = {
     "queue": {"type": "string", "pattern": NAME_PATTERN.pattern},
-    "topic": {"type": "string", "pattern": NAME_PATTERN.pattern},
+    "topic": {"type": "string", "pattern": TOPIC_NAME_PATTERN.pattern},
     "id": {"type": "string", "pattern": ID_PATTERN},
     "key_id": {"type": "string", "pattern": f"^{KEY_ID.pattern}$"},
 }

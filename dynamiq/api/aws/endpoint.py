@@ -31,6 +31,7 @@ from dynamiq.api.aws.moves import MOVE_ACTIONS
 from dynamiq.api.aws.params import Params
 from dynamiq.api.aws.policies import POLICY_ACTIONS
 from dynamiq.api.aws.queues import QUEUE_ACTIONS
+from dynamiq.api.aws.topic_settings import TOPIC_SETTING_ACTIONS
 from dynamiq.api.aws.topics import TOPIC_ACTIONS
 from dynamiq.api.context import services_of
 from dynamiq.api.delivery import deliver
@@ -49,7 +50,7 @@ SQS_ACTIONS: dict[str, Action] = {
     **MOVE_ACTIONS,
     **POLICY_ACTIONS,
 }
-SNS_ACTIONS: dict[str, Action] = TOPIC_ACTIONS
+SNS_ACTIONS: dict[str, Action] = {**TOPIC_ACTIONS, **TOPIC_SETTING_ACTIONS}
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 # Request ids look like AWS's (UUIDs): this process's random prefix and a count.

@@ -65,6 +65,7 @@ _SNS_SHARED = frozenset(
 # SNS's codes whose status is not 400.
 _SNS_STATUS = {
     "NotFound": 404,
+    "ResourceNotFound": 404,
     "AuthorizationError": 403,
     "AccessDenied": 403,
     "SignatureDoesNotMatch": 403,

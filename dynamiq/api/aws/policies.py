@@ -16,7 +16,14 @@ from typing import Any
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError
 
-__all__ = ["POLICY_ACTIONS", "bad_value", "policy_document", "redrive_allow_policy"]
+__all__ = [
+    "POLICY_ACTIONS",
+    "bad_value",
+    "one_or_many",
+    "policy_document",
+    "redrive_allow_policy",
+    "statements_of",
+]
 
 _EFFECTS = ("Allow", "Deny")
 _REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
@@ -80,12 +87,12 @@ def redrive_allow_policy(name: str, value: object) -> str:
     return str(value)
 
 
-def _one_or_many(values: list[str]) -> str | list[str]:
+def one_or_many(values: list[str]) -> str | list[str]:
     """One value as itself, several as a list (as SQS writes a statement)."""
     return values[0] if len(values) == 1 else values
 
 
-def _statements(policy: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def statements_of(policy: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A stored policy (checked when it was set; None: none yet) and its statements, a
     list whether it holds one or several."""
     document: dict[str, Any] = json.loads(policy) if policy else {}
@@ -97,7 +104,7 @@ def with_permission(
     policy: str | None, arn: str, label: str, accounts: list[str], actions: list[str]
 ) -> str:
     """``policy`` (None: none yet) with a statement allowing ``accounts`` ``actions``."""
-    document, statements = _statements(policy)
+    document, statements = statements_of(policy)
     if any(s.get("Sid") == label for s in statements):
         raise AwsError(
             "InvalidParameterValue",
@@ -106,8 +113,8 @@ def with_permission(
     statement = {
         "Sid": label,
         "Effect": "Allow",
-        "Principal": {"AWS": _one_or_many([f"arn:aws:iam::{a}:root" for a in accounts])},
-        "Action": _one_or_many([f"SQS:{a}" for a in actions]),
+        "Principal": {"AWS": one_or_many([f"arn:aws:iam::{a}:root" for a in accounts])},
+        "Action": one_or_many([f"SQS:{a}" for a in actions]),
         "Resource": arn,
     }
     document = {
@@ -121,7 +128,7 @@ def with_permission(
 
 def without_permission(policy: str | None, label: str) -> str | None:
     """``policy`` without the statement labelled ``label`` (None: none is left)."""
-    document, statements = _statements(policy)
+    document, statements = statements_of(policy)
     kept = [s for s in statements if s.get("Sid") != label]
     if len(kept) == len(statements):
         raise AwsError(

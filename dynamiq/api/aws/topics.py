@@ -19,11 +19,11 @@ from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries
-from dynamiq.errors import Invalid, TopicExists, TopicNotFound
+from dynamiq.errors import Invalid, TopicNotFound
 from dynamiq.models import Notice, Outgoing
 from dynamiq.service.reports import SubscriptionView
 
-__all__ = ["TOPIC_ACTIONS"]
+__all__ = ["TOPIC_ACTIONS", "invalid_parameter", "named_topic"]
 
 PAGE = 100
 SUBSCRIPTION_ATTRIBUTES = frozenset({"FilterPolicy", "FilterPolicyScope", "RawMessageDelivery"})
@@ -31,11 +31,11 @@ SCOPES = {"MessageAttributes": "attributes", "MessageBody": "body"}
 SCOPE_NAMES = {scope: name for name, scope in SCOPES.items()}
 
 
-def _invalid(what: str) -> SnsError:
+def invalid_parameter(what: str) -> SnsError:
     return SnsError("InvalidParameter", f"Invalid parameter: {what}")
 
 
-def _topic(call: Call, param: str = "TopicArn") -> str:
+def named_topic(call: Call, param: str = "TopicArn") -> str:
     name = call.name_of_arn(call.params.text(param), param, "sns")
     call.node.require_topic(name)
     return name
@@ -55,19 +55,9 @@ def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     return topic, found
 
 
-async def create_topic(call: Call) -> dict[str, Any]:
-    name = call.params.text("Name")
-    fifo = call.params.mapping("Attributes").get("FifoTopic", "false") == "true"
-    if fifo != name.endswith(".fifo"):
-        raise _invalid("Fifo Topic names must end with .fifo and Standard Topic cannot")
-    with contextlib.suppress(TopicExists):  # SNS answers the same ARN
-        await call.node.create_topic(name)
-    return {"TopicArn": call.topic_arn(name)}
-
-
 async def delete_topic(call: Call) -> dict[str, Any]:
     with contextlib.suppress(TopicNotFound):  # deleting no topic is no error
-        await call.node.delete_topic(_topic(call))
+        await call.node.delete_topic(named_topic(call))
     return {}
 
 
@@ -83,30 +73,15 @@ def _page(names: list[str], after: str | None) -> tuple[list[str], dict[str, str
     return page, {"NextToken": page[-1]} if len(rest) > PAGE else {}
 
 
-async def get_topic_attributes(call: Call) -> dict[str, Any]:
-    topic = _topic(call)
-    return {
-        "Attributes": {
-            "TopicArn": call.topic_arn(topic),
-            "Owner": call.settings.account,
-            "DisplayName": "",
-            "SubscriptionsConfirmed": str(len(call.node.subscriptions(topic))),
-            "SubscriptionsPending": "0",
-            "SubscriptionsDeleted": "0",
-            "FifoTopic": str(topic.endswith(".fifo")).lower(),
-        }
-    }
-
-
 async def subscribe(call: Call) -> dict[str, Any]:
-    topic = _topic(call)
+    topic = named_topic(call)
     if call.params.text("Protocol") != "sqs":
-        raise _invalid("Protocol: only sqs endpoints are delivered to")
+        raise invalid_parameter("Protocol: only sqs endpoints are delivered to")
     queue = call.name_of_arn(call.params.text("Endpoint"), "Endpoint")
     call.node.require_queue(queue)
     given = call.params.mapping("Attributes")
     for name in set(given) - SUBSCRIPTION_ATTRIBUTES:
-        raise _invalid(f"Attributes Reason: Unknown attribute {name}")
+        raise invalid_parameter(f"Attributes Reason: Unknown attribute {name}")
     settings = _subscription_settings(given, None)
     await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue}"}
@@ -121,9 +96,9 @@ async def _subscribe(
         await call.node.subscribe(topic, queue, strict=True, **settings)
     except Invalid as refused:
         if refused.field == "filter_scope":  # nesting where the scope has none
-            raise _invalid(f"{said}{refused}") from None
+            raise invalid_parameter(f"{said}{refused}") from None
         if refused.field == "filter":
-            raise _invalid(f"{said}FilterPolicy: {refused}") from None
+            raise invalid_parameter(f"{said}FilterPolicy: {refused}") from None
         raise
 
 
@@ -136,7 +111,7 @@ def _subscription_settings(
     if "FilterPolicyScope" in given:
         named = given["FilterPolicyScope"]
         if named not in SCOPES:
-            raise _invalid(
+            raise invalid_parameter(
                 f"FilterPolicyScope: Invalid value [{named}]. "
                 "Please use either MessageBody or MessageAttributes"
             )
@@ -146,7 +121,7 @@ def _subscription_settings(
         try:
             policy = json.loads(text) if text else None
         except (TypeError, ValueError):
-            raise _invalid("FilterPolicy: failed to parse JSON") from None
+            raise invalid_parameter("FilterPolicy: failed to parse JSON") from None
         if policy == {}:
             policy = None  # an empty policy takes everything
     raw = given.get("RawMessageDelivery")
@@ -155,7 +130,7 @@ def _subscription_settings(
     elif raw in ("true", "false"):
         envelope = raw == "false"
     else:
-        raise _invalid("RawMessageDelivery: must be true or false")
+        raise invalid_parameter("RawMessageDelivery: must be true or false")
     pattern = None if current is None else current.pattern
     return {
         "pattern": pattern,
@@ -190,7 +165,7 @@ async def set_subscription_attributes(call: Call) -> dict[str, Any]:
     topic, found = _subscription(call)
     name = call.params.text("AttributeName")
     if name not in SUBSCRIPTION_ATTRIBUTES:
-        raise _invalid(f"AttributeName: {name}")
+        raise invalid_parameter(f"AttributeName: {name}")
     value = call.params.optional_text("AttributeValue") or ""
     settings = _subscription_settings({name: value}, found)
     await _subscribe(call, topic, found.queue, settings)
@@ -216,7 +191,7 @@ async def list_subscriptions(call: Call) -> dict[str, Any]:
 
 
 async def list_subscriptions_by_topic(call: Call) -> dict[str, Any]:
-    topic = _topic(call)
+    topic = named_topic(call)
     every = [(s.queue, topic, s) for s in call.node.subscriptions(topic)]
     return _subscriptions_page(call, every)
 
@@ -241,12 +216,12 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         except ValueError:
             structured = None
         if not isinstance(structured, dict) or not isinstance(structured.get("default"), str):
-            raise _invalid("Message Structure - No default entry in JSON message body")
+            raise invalid_parameter("Message Structure - No default entry in JSON message body")
         body = str(structured.get("sqs", structured["default"]))
     attributes = sent_attributes(entry.data.get("MessageAttributes"))
     group = entry.optional_text("MessageGroupId")
     if topic.endswith(".fifo") and group is None:
-        raise _invalid("The MessageGroupId parameter is required for FIFO topics")
+        raise invalid_parameter("The MessageGroupId parameter is required for FIFO topics")
     outgoing = Outgoing(
         body.encode(),
         attributes=attributes.kept or None,
@@ -260,7 +235,7 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
 async def publish(call: Call) -> dict[str, Any]:
     arn = call.params.optional_text("TopicArn") or call.params.optional_text("TargetArn")
     if arn is None:
-        raise _invalid("TopicArn or TargetArn Reason: no value for required parameter")
+        raise invalid_parameter("TopicArn or TargetArn Reason: no value for required parameter")
     topic = call.name_of_arn(arn, "TopicArn", "sns")
     outgoing, notice = _message(call, topic, call.params)
     await call.node.publish_topic(topic, [outgoing], [notice])
@@ -268,7 +243,7 @@ async def publish(call: Call) -> dict[str, Any]:
 
 
 async def publish_batch(call: Call) -> dict[str, Any]:
-    topic = _topic(call)
+    topic = named_topic(call)
     entries = batch_entries(call.params, "PublishBatchRequestEntry", "PublishBatchRequestEntries")
     ok, failed = checked_entries(entries, lambda entry: _message(call, topic, entry), sns_error)
     if ok:
@@ -279,10 +254,8 @@ async def publish_batch(call: Call) -> dict[str, Any]:
 
 
 TOPIC_ACTIONS: dict[str, Action] = {
-    "CreateTopic": create_topic,
     "DeleteTopic": delete_topic,
     "ListTopics": list_topics,
-    "GetTopicAttributes": get_topic_attributes,
     "Subscribe": subscribe,
     "Unsubscribe": unsubscribe,
     "GetSubscriptionAttributes": get_subscription_attributes,
