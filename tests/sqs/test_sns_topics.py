@@ -4,14 +4,17 @@ its words."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.servers import require_module
-from tests.sqs.test_sns import new_topic
+from tests.sqs.conftest import queue_arn
+from tests.sqs.test_sns import drain, new_topic
 
 require_module("boto3", "test")
 
@@ -172,3 +175,52 @@ def test_topic_names_follow_sns_rules(sns: Any) -> None:
             sns.create_topic(Name=name, Attributes=attributes)
         assert refusal(caught) == ("InvalidParameter", "Invalid parameter: Topic Name"), name
     assert sns.list_topics()["Topics"] == before
+
+
+def test_a_fifo_topic_deduplicates_by_content_into_fifo_and_standard_queues(
+    sns: Any, sqs: Any, new_queue: Any
+) -> None:
+    topic = new_topic(sns, ".fifo", FifoTopic="true", ContentBasedDeduplication="true")
+    ordered, plain = new_queue(".fifo", FifoQueue="true"), new_queue()
+    for url in (ordered, plain):
+        sns.subscribe(
+            TopicArn=topic,
+            Protocol="sqs",
+            Endpoint=queue_arn(sqs, url),
+            Attributes={"RawMessageDelivery": "true"},
+        )
+    for body in ("one", "two", "one", "three"):  # the second "one" is a duplicate
+        sns.publish(TopicArn=topic, Message=body, MessageGroupId="g")
+    got = drain(sqs, ordered, 3, attributes=True)
+    assert [m["Body"] for m in got] == ["one", "two", "three"]
+    answer = sqs.receive_message(QueueUrl=plain, MaxNumberOfMessages=10, AttributeNames=["All"])
+    assert sorted(m["Body"] for m in answer["Messages"]) == ["one", "three", "two"]
+    first = next(m for m in answer["Messages"] if m["Body"] == "one")
+    assert first["Attributes"]["MessageDeduplicationId"] == hashlib.sha256(b"one").hexdigest()
+
+    standard = new_topic(sns)
+    checks: list[tuple[Callable[[], object], str]] = [
+        (
+            lambda: sns.subscribe(
+                TopicArn=standard, Protocol="sqs", Endpoint=queue_arn(sqs, ordered)
+            ),
+            "Invalid parameter: Invalid parameter: Endpoint Reason: "
+            "FIFO SQS Queues can not be subscribed to standard SNS topics",
+        ),
+        (
+            lambda: sns.publish(TopicArn=standard, Message="m", MessageDeduplicationId="d"),
+            "Invalid parameter: MessageDeduplicationId Reason: The request includes "
+            "MessageDeduplicationId parameter that is not valid for this topic type",
+        ),
+        (
+            lambda: sns.publish(
+                TopicArn=new_topic(sns, ".fifo", FifoTopic="true"), Message="m", MessageGroupId="g"
+            ),
+            "Invalid parameter: The topic should either have ContentBasedDeduplication "
+            "enabled or MessageDeduplicationId provided explicitly",
+        ),
+    ]
+    for act, said in checks:
+        with pytest.raises(ClientError) as caught:
+            act()
+        assert refusal(caught) == ("InvalidParameter", said)

@@ -12,6 +12,7 @@ attributes. Publishing answers SNS's message id, the one the envelopes carry.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from typing import Any
 
@@ -79,6 +80,11 @@ async def subscribe(call: Call) -> dict[str, Any]:
         raise invalid_parameter("Protocol: only sqs endpoints are delivered to")
     queue = call.name_of_arn(call.params.text("Endpoint"), "Endpoint")
     call.node.require_queue(queue)
+    if queue.endswith(".fifo") and not topic.endswith(".fifo"):
+        raise invalid_parameter(
+            "Invalid parameter: Endpoint Reason: "
+            "FIFO SQS Queues can not be subscribed to standard SNS topics"
+        )
     given = call.params.mapping("Attributes")
     for name in set(given) - SUBSCRIPTION_ATTRIBUTES:
         raise invalid_parameter(f"Attributes Reason: Unknown attribute {name}")
@@ -220,16 +226,39 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         body = str(structured.get("sqs", structured["default"]))
     attributes = sent_attributes(entry.data.get("MessageAttributes"))
     group = entry.optional_text("MessageGroupId")
-    if topic.endswith(".fifo") and group is None:
-        raise invalid_parameter("The MessageGroupId parameter is required for FIFO topics")
     outgoing = Outgoing(
         body.encode(),
         attributes=attributes.kept or None,
-        dedup_id=entry.optional_text("MessageDeduplicationId"),
+        dedup_id=_dedup_id(call, topic, entry, body, group),
         group=group,
         attribute_types=attributes.types or None,
     )
     return outgoing, Notice.new(entry.optional_text("Subject"))
+
+
+def _dedup_id(call: Call, topic: str, entry: Params, body: str, group: str | None) -> str | None:
+    """A message's deduplication id: a FIFO topic's, given or its body's SHA-256 (with
+    ``ContentBasedDeduplication``); a standard topic takes none. Every copy carries
+    it, so each subscribed queue stores a message once within its window."""
+    given = entry.optional_text("MessageDeduplicationId")
+    if not topic.endswith(".fifo"):
+        if given is not None:
+            raise invalid_parameter(
+                "MessageDeduplicationId Reason: The request includes MessageDeduplicationId "
+                "parameter that is not valid for this topic type"
+            )
+        return None
+    if group is None:
+        raise invalid_parameter("The MessageGroupId parameter is required for FIFO topics")
+    if given is not None:
+        return given
+    kept = call.node.topic_settings(topic).sns_attributes or {}
+    if kept.get("ContentBasedDeduplication") != "true":
+        raise invalid_parameter(
+            "The topic should either have ContentBasedDeduplication enabled or "
+            "MessageDeduplicationId provided explicitly"
+        )
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 async def publish(call: Call) -> dict[str, Any]:
