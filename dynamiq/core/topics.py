@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from dynamiq.core.catalog import Catalog
@@ -47,13 +48,15 @@ class TopicService:
         in notifications (fresh ids otherwise).
         """
         subscribed = self._catalog.topic(topic)
+        filtered_out: Counter[str] = Counter()
         routes = subscribed.route_all(
             [
                 (m.routing_key, Subject(m.attributes, m.attribute_types, m.body))
                 if isinstance(m, Outgoing)
                 else (None, Subject(body=m))
                 for m in messages
-            ]
+            ],
+            filtered_out,
         )
         placed = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
         records = {queue: self._catalog.queue(queue) for _, queue in placed}
@@ -70,7 +73,13 @@ class TopicService:
         for k, ((i, queue), mid) in enumerate(zip(placed, stored, strict=True)):
             ids[queue][i] = mid
             duplicate[queue][i] = bool(stored.duplicate) and stored.duplicate[k]
-        unrouted = sum(1 for queues in routes if not queues)
-        if unrouted:
-            self._metrics.unrouted(topic, unrouted)
+        counted = {
+            "published": len(messages),
+            "delivered": len(placed) - sum(stored.duplicate or ()),
+            "unrouted": sum(1 for queues in routes if not queues),
+            **{f"filtered_out_{why}": n for why, n in filtered_out.items()},
+        }
+        for event, count in counted.items():
+            if count:
+                self._metrics.topic_event(topic, event, count)
         return {q: Published(v, duplicate[q]) for q, v in ids.items()}

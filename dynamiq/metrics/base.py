@@ -5,10 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["LIFECYCLE_EVENTS", "Metrics", "MetricsFanout"]
+__all__ = ["LIFECYCLE_EVENTS", "TOPIC_EVENTS", "Metrics", "MetricsFanout"]
 
 # What can happen to a message besides its delete (``Metrics.lifecycle``).
 LIFECYCLE_EVENTS = ("dead_lettered", "expired", "redriven", "deduplicated")
+# What a topic counts (``Metrics.topic_event``), after SNS's CloudWatch metrics:
+# messages published, copies delivered to queues, messages no subscription took,
+# and copies a filter kept from its queue, by why.
+TOPIC_EVENTS = (
+    "published",
+    "delivered",
+    "unrouted",
+    "filtered_out_attributes",
+    "filtered_out_body",
+    "filtered_out_no_attributes",
+    "filtered_out_invalid_body",
+)
 
 
 class Metrics(Protocol):
@@ -36,8 +48,8 @@ class Metrics(Protocol):
         ``deduplicated``: publishes not stored, their dedup id seen within the window)."""
         ...
 
-    def unrouted(self, topic: str, count: int) -> None:
-        """Record ``count`` messages published to ``topic`` that no subscription took."""
+    def topic_event(self, topic: str, event: str, count: int) -> None:
+        """Record ``count`` of ``topic``'s ``event``: one of ``TOPIC_EVENTS``."""
         ...
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
@@ -96,10 +108,10 @@ class MetricsFanout:
         for sink in self._sinks:
             sink.lifecycle(queue, event, count)
 
-    def unrouted(self, topic: str, count: int) -> None:
+    def topic_event(self, topic: str, event: str, count: int) -> None:
         """Record in every sink."""
         for sink in self._sinks:
-            sink.unrouted(topic, count)
+            sink.topic_event(topic, event, count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Record in every sink."""

@@ -56,11 +56,27 @@ class PrometheusMetrics:
             event: counted(f"dynamiq_messages_{event}", f"Messages {event.replace('_', ' ')}")
             for event in LIFECYCLE_EVENTS
         }
-        self._unrouted = counted(
-            "dynamiq_topic_messages_unrouted",
-            "Messages published to a topic that no subscription took",
-            label="topic",
-        )
+        self._topic = {
+            event: counted(name, doc, label="topic")
+            for event, (name, doc) in {
+                "published": ("dynamiq_topic_messages_published", "Messages published"),
+                "delivered": (
+                    "dynamiq_topic_notifications_delivered",
+                    "Copies stored in subscribed queues",
+                ),
+                "unrouted": (
+                    "dynamiq_topic_messages_unrouted",
+                    "Messages published to a topic that no subscription took",
+                ),
+                **{
+                    f"filtered_out_{why}": (
+                        f"dynamiq_topic_notifications_filtered_out_{why}",
+                        f"Copies a filter kept from its queue ({why.replace('_', ' ')})",
+                    )
+                    for why in ("attributes", "body", "no_attributes", "invalid_body")
+                },
+            }.items()
+        }
         self._depth = gauged("dynamiq_queue_depth", "Messages stored in the queue")
         self._approximate = gauged(
             "dynamiq_queue_approximate_depth", "Depth as estimated by the node"
@@ -104,9 +120,9 @@ class PrometheusMetrics:
         """Count dead-lettered, expired and redriven messages."""
         self._lifecycle[event](queue).inc(count)
 
-    def unrouted(self, topic: str, count: int) -> None:
-        """Count a topic's messages that no subscription took."""
-        self._unrouted(topic).inc(count)
+    def topic_event(self, topic: str, event: str, count: int) -> None:
+        """Count a topic's published, delivered, unrouted and filtered-out messages."""
+        self._topic[event](topic).inc(count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth and in-flight."""

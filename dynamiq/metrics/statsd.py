@@ -64,9 +64,9 @@ class StatsdMetrics:
         """Count dead-lettered, expired and redriven messages per queue."""
         self._count(f"{queue}.{event}.count", count)
 
-    def unrouted(self, topic: str, count: int) -> None:
-        """Count a topic's messages that no subscription took."""
-        self._count(f"topics.{topic}.unrouted.count", count)
+    def topic_event(self, topic: str, event: str, count: int) -> None:
+        """Count a topic's published, delivered, unrouted and filtered-out messages."""
+        self._count(f"topics.{topic}.{event}.count", count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth (the real count; one node: the approximation is exact) and in-flight."""

@@ -139,6 +139,14 @@ async def test_a_body_filter_routes_json_bodies(http: Http, spec: dict[str, Any]
     ]
     assert [i is None for i in ids["paid"]] == [False, True, True]
     assert [m["body"] for m in await receive(http, spec, "paid")] == [batch[0]["body"]]
+    metrics = await (await http.get("/metrics")).text()
+    for counted in (
+        'dynamiq_topic_messages_published_total{topic="orders"} 3.0',
+        'dynamiq_topic_notifications_delivered_total{topic="orders"} 1.0',
+        'dynamiq_topic_notifications_filtered_out_body_total{topic="orders"} 1.0',
+        'dynamiq_topic_notifications_filtered_out_invalid_body_total{topic="orders"} 1.0',
+    ):
+        assert counted in metrics
 
 
 async def test_a_message_no_subscription_takes_is_stored_nowhere_and_counted(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,11 @@ from dynamiq.core.routing.patterns import PatternTrie, check_pattern
 from dynamiq.errors import Invalid
 from dynamiq.topic_settings import TopicSettings
 
-__all__ = ["Subscription", "Topic"]
+__all__ = ["FILTERED_OUT", "Subscription", "Topic"]
+
+# Why a filter kept a message from its queue: it did not pass a policy on the
+# attributes or the body, it had no attributes, or its body is no JSON object.
+FILTERED_OUT = ("attributes", "body", "no_attributes", "invalid_body")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +145,14 @@ class Topic:
         it (``subject``: no attributes and no body by default)."""
         return self.route_all([(key, subject or Subject())])[0]
 
-    def route_all(self, messages: Sequence[tuple[str | None, Subject]]) -> list[list[str]]:
-        """Route each ``(key, subject)`` (a batch's messages often share their key).
+    def route_all(
+        self,
+        messages: Sequence[tuple[str | None, Subject]],
+        filtered_out: Counter[str] | None = None,
+    ) -> list[list[str]]:
+        """Route each ``(key, subject)`` (a batch's messages often share their key);
+        count in ``filtered_out`` the copies each filter kept from its queue, by why
+        (``FILTERED_OUT``).
 
         A message's routing key picks the subscriptions by pattern (the trie,
         once per distinct key); of those with a filter, only the ones it may
@@ -164,6 +175,9 @@ class Topic:
                     if q in reached and router.filters[q].matches(subject)
                 }
                 out.append(sorted(plain | passed))
+                if filtered_out is not None:
+                    for q in reached - plain - passed:
+                        filtered_out[_why(router.filters[q].scope, subject)] += 1
             else:
                 out.append(sorted(plain))
         return out
@@ -171,6 +185,13 @@ class Topic:
     @functools.cached_property
     def _router(self) -> _Router:
         return _Router(self.subscriptions.values())
+
+
+def _why(scope: FilterScope, subject: Subject) -> str:
+    """Why a message did not pass a filter of ``scope`` (SNS's reasons)."""
+    if scope == "body":
+        return "body" if subject.has_object_body() else "invalid_body"
+    return "attributes" if subject.attributes else "no_attributes"
 
 
 class _Router:
