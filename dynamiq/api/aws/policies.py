@@ -15,11 +15,13 @@ from typing import Any
 
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError
+from dynamiq.api.aws.params import Params
 
 __all__ = [
     "POLICY_ACTIONS",
     "bad_value",
     "one_or_many",
+    "permission_asked",
     "policy_document",
     "redrive_allow_policy",
     "statements_of",
@@ -150,14 +152,22 @@ async def _edit_policy(call: Call, policy: str | None) -> None:
     await call.node.configure_queue(record.name, {"sqs_attributes": kept or None})
 
 
-async def add_permission(call: Call) -> dict[str, Any]:
-    record = call.queue()
-    label = call.params.text("Label")
-    accounts = call.params.strings("AWSAccountIds")
-    actions = call.params.strings("Actions")
-    for given, param in ((accounts, "AWSAccountIds"), (actions, "Actions")):
+def permission_asked(
+    params: Params, accounts_param: str, actions_param: str
+) -> tuple[str, list[str], list[str]]:
+    """An ``AddPermission``'s label, accounts and actions (SQS and SNS name the last two
+    their own ways), each required."""
+    label = params.text("Label")
+    accounts, actions = params.strings(accounts_param), params.strings(actions_param)
+    for given, param in ((accounts, accounts_param), (actions, actions_param)):
         if not given:
             raise AwsError("MissingParameter", f"The request must contain the parameter {param}.")
+    return label, accounts, actions
+
+
+async def add_permission(call: Call) -> dict[str, Any]:
+    record = call.queue()
+    label, accounts, actions = permission_asked(call.params, "AWSAccountIds", "Actions")
     current = (record.settings.sqs_attributes or {}).get("Policy")
     arn = call.queue_arn(record.name)
     await _edit_policy(call, with_permission(current, arn, label, accounts, actions))

@@ -18,7 +18,12 @@ from typing import Any
 
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError, SnsError
-from dynamiq.api.aws.policies import one_or_many, policy_document, statements_of
+from dynamiq.api.aws.policies import (
+    one_or_many,
+    permission_asked,
+    policy_document,
+    statements_of,
+)
 from dynamiq.api.aws.topics import invalid_parameter, named_topic
 from dynamiq.errors import TopicExists, TopicNotFound
 from dynamiq.topic_settings import MAX_TOPIC_TAGS, TopicSettings
@@ -245,12 +250,7 @@ async def list_tags_for_resource(call: Call) -> dict[str, Any]:
 
 async def add_permission(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
-    label = call.params.text("Label")
-    accounts = call.params.strings("AWSAccountId")
-    actions = call.params.strings("ActionName")
-    for given, param in ((accounts, "AWSAccountId"), (actions, "ActionName")):
-        if not given:
-            raise SnsError("MissingParameter", f"The request must contain the parameter {param}.")
+    label, accounts, actions = permission_asked(call.params, "AWSAccountId", "ActionName")
     if any(action not in _TOPIC_ACTIONS for action in actions):
         raise invalid_parameter("Policy statement action out of service scope!")
     kept = call.node.topic_settings(topic).sns_attributes or {}
