@@ -282,3 +282,24 @@ def test_an_indexed_filter_still_finds_a_string_array_element() -> None:
     both = Subject({"sport": '["golf", "rugby"]'}, {"sport": "String.Array"})
     assert topic.route(None, both) == ["golf", "rugby"]
     assert topic.route(None, Subject({"sport": "golf"})) == ["golf"]
+
+
+def test_numbers_beyond_a_float_are_no_numbers_and_break_nothing() -> None:
+    """JSON's Infinity and NaN, and literals too large for a float, neither match numbers
+    nor fail a publish; in a policy they are refused."""
+    for raw in (b'{"n": 1e400}', b'{"n": Infinity}', b'{"n": NaN}', b'{"n": -1e400}'):
+        assert not passes({"n": [{"numeric": [">", 0]}]}, body=raw)
+        assert passes({"n": [{"exists": True}]}, body=raw)  # a value all the same
+    assert passes({"n": [{"numeric": [">", 1e300]}]}, body={"n": 1.7e308})
+    assert passes({"n": [10**30]}, body=b'{"n": 1000000000000000000000000000000}')
+    with pytest.raises(Invalid, match="Match value must be"):
+        FilterPolicy(json.loads('{"n": [Infinity]}'), "body")
+    with pytest.raises(Invalid, match="Value of > must be numeric"):
+        FilterPolicy(json.loads('{"n": [{"numeric": [">", NaN]}]}'), "body")
+
+
+def test_a_body_nested_beyond_reading_passes_no_body_policy() -> None:
+    absent = {"a": [{"exists": False}]}
+    assert not passes(absent, body=b"[" * 100_000)
+    deep = b'{"x": ' * 5_000 + b"1" + b"}" * 5_000
+    assert not passes(absent, body=deep)

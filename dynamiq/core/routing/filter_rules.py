@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeGuard
@@ -49,12 +50,17 @@ def refuse(reason: str, field: str = "filter") -> Invalid:
 
 
 def is_number(value: object) -> TypeGuard[int | float]:
-    """Whether ``value`` is a JSON number (not a boolean)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """Whether ``value`` is a finite JSON number (not a boolean: JSON's ``Infinity`` and
+    ``NaN``, and a literal too large for a float, are no numbers here)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def fixed(number: float) -> int:
     """A number as filters compare it: to five decimal places."""
+    if isinstance(number, int) or abs(number) >= 1e15:  # no fraction left to round
+        return int(number) * 100_000
     return round(number * 100_000)
 
 

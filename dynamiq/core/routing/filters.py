@@ -92,16 +92,18 @@ class Subject:
         return self._paths is not False
 
     def _read(self) -> dict[str, list[Value]]:
+        """The body's values by path, read once (a body nested deeper than Python's
+        stack reads as no JSON object)."""
         if self._paths is None:
+            self._paths = False
             try:
                 parsed = json.loads(self._body or b"")
-            except ValueError:
-                parsed = None
-            if not isinstance(parsed, dict):
-                self._paths = False
-                return {}
-            self._paths = {}
-            _flatten(parsed, "", self._paths)
+                if isinstance(parsed, dict):
+                    paths: dict[str, list[Value]] = {}
+                    _flatten(parsed, "", paths)
+                    self._paths = paths
+            except (ValueError, RecursionError):
+                pass
         return self._paths or {}
 
 
@@ -225,11 +227,16 @@ def _or_branches(given: object) -> list[dict[str, Any]]:
     return given
 
 
+def _is_expression(given: object) -> bool:
+    """Whether ``given`` is one match expression (``{"prefix": ...}``) rather than keys."""
+    return isinstance(given, dict) and len(given) == 1 and next(iter(given)) in _OPERATORS
+
+
 def _bare(key: str, given: object) -> object:
     """A v2 key's bare match value as a list of one (a bare object is one match
     expression when its key is an operator)."""
     if isinstance(given, dict):
-        return [given] if len(given) == 1 and next(iter(given)) in _OPERATORS else given
+        return [given] if _is_expression(given) else given
     if isinstance(given, str) or is_number(given):
         return [given]
     raise refuse(f'"{key}" must be an object or an array')
@@ -249,7 +256,7 @@ def _combinations(node: dict[str, Any], depth: int) -> int:
     for key, given in node.items():
         if key == "$or" and isinstance(given, list):
             total *= sum(_combinations(p, depth) for p in given if isinstance(p, dict))
-        elif isinstance(given, dict) and not (len(given) == 1 and next(iter(given)) in _OPERATORS):
+        elif isinstance(given, dict) and not _is_expression(given):
             total *= _combinations(given, depth + 1)
         elif isinstance(given, list):
             total *= len(given) * depth
