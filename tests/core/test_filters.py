@@ -303,3 +303,12 @@ def test_a_body_nested_beyond_reading_passes_no_body_policy() -> None:
     assert not passes(absent, body=b"[" * 100_000)
     deep = b'{"x": ' * 5_000 + b"1" + b"}" * 5_000
     assert not passes(absent, body=deep)
+
+
+def test_a_policy_nested_too_deep_is_too_complex() -> None:
+    deep: dict[str, Any] = {"leaf": ["x"]}
+    for _ in range(3_000):
+        deep = {"k": deep}
+    for limits in (True, False):
+        with pytest.raises(Invalid, match="too complex"):
+            FilterPolicy(deep, "body", limits=limits)

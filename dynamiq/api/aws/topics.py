@@ -126,7 +126,7 @@ def _subscription_settings(
         text = given["FilterPolicy"]
         try:
             policy = json.loads(text) if text else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             raise invalid_parameter("FilterPolicy: failed to parse JSON") from None
         if policy == {}:
             policy = None  # an empty policy takes everything

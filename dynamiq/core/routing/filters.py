@@ -152,9 +152,12 @@ class FilterPolicy:
         self.spec: dict[str, Any] = spec
         self.scope: FilterScope = scope
         self._lenient = lenient
-        if limits:
-            _check_limits(spec)
-        self._branches = self._compile(spec, "", 1)
+        try:
+            if limits:
+                _check_limits(spec)
+            self._branches = self._compile(spec, "", 1)
+        except RecursionError:  # nested deeper than anyone filters
+            raise refuse("Filter policy is too complex") from None
         self._anchor = _anchor(spec) if scope == "attributes" else None
 
     def __eq__(self, other: object) -> bool:
