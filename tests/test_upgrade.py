@@ -4,6 +4,7 @@ with nothing lost, and a store of a newer format is refused, naming both."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from dynamiq.client import Client
-from dynamiq.models import Message, Outgoing
+from dynamiq.core.catalog import Catalog
+from dynamiq.models import Message, Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.storage.version import FORMAT, FORMAT_KEY
 from tests.conftest import NodeProcess
@@ -128,3 +130,28 @@ def test_a_store_of_a_newer_format_is_refused_naming_both(tmp_path: Path) -> Non
     assert "exit 2" in said
     assert f"the store is of format {FORMAT + 1}, newer than this release" in said
     assert f"reads ({FORMAT})" in said
+
+
+async def test_records_of_a_newer_release_are_read_leaving_aside_what_it_added(
+    store: LmdbBackend,
+) -> None:
+    """While a rolling upgrade mixes two releases, each reads the queues, topics and
+    subscriptions the other writes: a setting it does not know is left aside."""
+    newer_queue = {
+        "uid": "b1",
+        "settings": {**QueueSettings().to_dict(), "a_later_setting": 7},
+        "created_ms": 1,
+        "modified_ms": 2,
+    }
+    await store.meta_put(
+        {
+            "q/q": json.dumps(newer_queue).encode(),
+            "t/t": json.dumps({"tags": {"k": "v"}, "a_later_field": 1}).encode(),
+            "s/t/q": json.dumps({"filter": {"k": ["v"]}, "a_later_field": 1}).encode(),
+        }
+    )
+    catalog = Catalog(store)
+    assert await catalog.reload()
+    assert catalog.queue("q").uid == "b1"
+    topic = catalog.topic("t")
+    assert topic.settings.tags == {"k": "v"} and topic.queues() == ["q"]

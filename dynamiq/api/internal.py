@@ -2,8 +2,8 @@
 
 A request not signed by a member just now (``cluster.wire.PeerSigner``) gets
 403; on a node without gossip every internal route is 403. A request from a
-member that speaks another cluster protocol (``cluster.wire.PROTOCOL``) gets
-409 ``PROTOCOL_MISMATCH``, and the refusal is logged once per member.
+member of a release this one cannot speak with (``cluster.base.speaks_with``)
+gets 409 ``PROTOCOL_MISMATCH``, and the refusal is logged once per member.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from aiohttp import web
 from dynamiq.access.roles import Access
 from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
-from dynamiq.cluster.base import PROTOCOL, protocol_of
+from dynamiq.cluster.base import OLDEST_PROTOCOL, PROTOCOL, protocol_of, speaks_with
 from dynamiq.cluster.wire import (
     PEER_HEADER,
     PROTOCOL_HEADER,
@@ -53,11 +53,11 @@ async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
     if svc.peers is None:
         raise Forbidden("internal routes are for cluster members (this node does not gossip)")
     theirs = protocol_of(request.headers.get(PROTOCOL_HEADER))
-    if theirs != PROTOCOL:
+    if not speaks_with(theirs):
         _refuse_once(request.remote or "?", theirs)
         raise ProtocolMismatch(
-            f"this node speaks cluster protocol {PROTOCOL}, the caller {theirs}: run one "
-            "release across the cluster (a rolling restart ends when every node runs it)"
+            f"this node speaks cluster protocols {OLDEST_PROTOCOL} to {PROTOCOL}, the caller "
+            f"{theirs}: restart the cluster on one release"
         )
     body = await request.read()
     refused = svc.peers.verify(request.headers.get(PEER_HEADER, ""), request.path, body)
@@ -73,10 +73,11 @@ async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
 def _refuse_once(caller: str, theirs: int) -> None:
     """Log, once per caller and protocol, that its peer calls are refused."""
     log.warning(
-        "refusing peer calls from %s: it speaks cluster protocol %d, this node %d "
-        "(another release: finish the rolling restart)",
+        "refusing peer calls from %s: it speaks cluster protocol %d, this node %d to %d "
+        "(a release too far apart: restart the cluster on one release)",
         caller,
         theirs,
+        OLDEST_PROTOCOL,
         PROTOCOL,
     )
 

@@ -10,6 +10,7 @@ from dynamiq.errors import DynamiqError
 from dynamiq.keyspace import KeyRange, slices
 
 __all__ = [
+    "OLDEST_PROTOCOL",
     "PROTOCOL",
     "FatalHandler",
     "Member",
@@ -18,14 +19,25 @@ __all__ = [
     "StaticMembership",
     "ViewListener",
     "protocol_of",
+    "speaks_with",
 ]
 
 
 # What the members of a cluster say to each other, by version: bumped whenever a
-# peer call's body changes in a way the other side cannot read (2: messages carry
-# their deduplication id, trace header and attribute types). Said in gossip and
-# in every peer call; a release from before versions were said speaks 1.
+# peer call's body changes (2: messages carry their deduplication id, trace header
+# and attribute types). Said in gossip and in every peer call; a release from
+# before versions were said speaks 1. Bodies only ever grow at their ends and
+# each side reads what it knows of them, so a release speaks with every protocol
+# from OLDEST_PROTOCOL on: a rolling upgrade mixes the two releases for a while
+# (a message passing through an older member loses what that one does not know).
+# A newer member is taken at its word: it knows whether it can speak with this one.
 PROTOCOL = 2
+OLDEST_PROTOCOL = 1
+
+
+def speaks_with(protocol: int) -> bool:
+    """Whether this release can take part in a cluster with a member of ``protocol``."""
+    return protocol >= OLDEST_PROTOCOL
 
 
 def protocol_of(said: str | bytes | None) -> int:

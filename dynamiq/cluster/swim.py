@@ -44,12 +44,14 @@ from swimprotocol.udp.pack import UdpPack
 from swimprotocol.worker import Worker
 
 from dynamiq.cluster.base import (
+    OLDEST_PROTOCOL,
     PROTOCOL,
     FatalHandler,
     Member,
     MemberState,
     ViewListener,
     protocol_of,
+    speaks_with,
 )
 from dynamiq.errors import ConfigError, DynamiqError, ServerError
 from dynamiq.keyspace import KeyRange, slices
@@ -388,11 +390,21 @@ class SwimMembership:
 @functools.lru_cache(maxsize=64)
 def _another_release(name: str, protocol: int) -> None:
     """Log, once per member and protocol, that a member runs another release."""
+    if speaks_with(protocol):
+        log.info(
+            "member %s speaks cluster protocol %d, this node %d: two releases serve "
+            "together until the rolling restart ends",
+            name,
+            protocol,
+            PROTOCOL,
+        )
+        return
     log.warning(
-        "member %s speaks cluster protocol %d, this node %d: the two refuse each other's "
-        "peer calls until every node runs one release",
+        "member %s speaks cluster protocol %d, this node %d to %d: the two refuse each "
+        "other's peer calls until the cluster runs one release",
         name,
         protocol,
+        OLDEST_PROTOCOL,
         PROTOCOL,
     )
 

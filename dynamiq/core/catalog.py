@@ -10,6 +10,7 @@ is still being dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -49,9 +50,14 @@ def _encode_queue(record: QueueRecord) -> bytes:
     ).encode()
 
 
+_SETTINGS = frozenset(f.name for f in dataclasses.fields(QueueSettings))
+
+
 def _decode_queue(name: str, raw: bytes) -> QueueRecord:
     data: dict[str, Any] = json.loads(raw)
-    settings = data["settings"]
+    # What a newer release added is left aside: the two serve together while a
+    # rolling upgrade goes through the cluster.
+    settings = {k: v for k, v in data["settings"].items() if k in _SETTINGS}
     # A queue kept before deduplication scopes were settings deduplicated a grouped
     # message's id within its group, and claimed it so: it goes on doing so.
     settings.setdefault("dedup_scope", "group")

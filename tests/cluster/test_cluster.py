@@ -26,7 +26,7 @@ import msgspec
 import pytest
 
 from dynamiq.client import Client
-from dynamiq.cluster.base import PROTOCOL
+from dynamiq.cluster.base import OLDEST_PROTOCOL, PROTOCOL
 from dynamiq.cluster.wire import PEER_HEADER, PROTOCOL_HEADER, PeerSigner, QueueNames
 from dynamiq.errors import NoMajority, QueueFull, QueueNotFound, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
@@ -438,12 +438,14 @@ def test_internal_routes_take_only_requests_a_member_signed_just_now(
     assert post(signed) == 403  # seen on the wire: not again
     stale = PeerSigner(cluster.secret, now=lambda: time.time() - 60).sign(path, body)
     assert post(stale) == 403
-    # A member of another release (its protocol said, or none: the release before
-    # protocols were said) is refused plainly, and told once in the log
-    for protocol in (None, "1", str(PROTOCOL + 1)):
-        assert post(PeerSigner(cluster.secret).sign(path, body), protocol) == 409
+    # A member of the release before (protocol 1, or none said) or of a newer one is
+    # served; one of a protocol this release cannot read is refused plainly, and told
+    # once in the log
+    for protocol in (None, str(OLDEST_PROTOCOL), str(PROTOCOL + 1)):
+        assert post(PeerSigner(cluster.secret).sign(path, body), protocol) == 200
+    assert post(PeerSigner(cluster.secret).sign(path, body), "garbled") == 409
     logged = cluster.nodes["n1"].log_path.read_text()
-    assert "refusing peer calls from" in logged and "speaks cluster protocol 1" in logged
+    assert "refusing peer calls from" in logged and "speaks cluster protocol 0" in logged
 
 
 def _receive_body(client: Client, queue: str, body: bytes, timeout: float) -> Any:
