@@ -340,10 +340,12 @@ class QueueInfo(msgspec.Struct, omit_defaults=True):
     expires_at: Timestamp | None = None
 
 
-class QueueList(msgspec.Struct):
-    """Every queue, sorted by name."""
+class QueueList(msgspec.Struct, omit_defaults=True):
+    """A page of queue names, sorted; ``next``, when more follow, is what ``after``
+    takes for the next page."""
 
     queues: list[str]
+    next: str | None = None
 
 
 class SubscriptionBody(_Body):
@@ -375,10 +377,12 @@ class TopicInfo(msgspec.Struct):
     subscriptions: list[SubscriptionInfo]
 
 
-class TopicList(msgspec.Struct):
-    """Every topic, sorted by name."""
+class TopicList(msgspec.Struct, omit_defaults=True):
+    """A page of topic names, sorted; ``next``, when more follow, is what ``after``
+    takes for the next page."""
 
     topics: list[str]
+    next: str | None = None
 
 
 class ErrorBody(msgspec.Struct):

@@ -55,6 +55,12 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 _MAX = Param("max", {"type": "integer", "minimum": 1, "default": 10}, at_most_batch=True)
+# A listing's page: names starting with ``prefix``, after ``after``, ``limit`` at most.
+_PAGE = (
+    Param("prefix", {"type": "string"}),
+    Param("after", {"type": "string"}),
+    Param("limit", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1000}),
+)
 Q = "/v2/queues/{queue}"
 T = "/v2/topics/{topic}"
 
@@ -98,8 +104,9 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/queues",
         list_queues,
-        "List queues",
+        "List queues, a page at a time",
         response=s.QueueList,
+        query=_PAGE,
         access=Access.READ,
         links=(Link(create_queue),),
     ),
@@ -245,8 +252,9 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/topics",
         list_topics,
-        "List topics",
+        "List topics, a page at a time",
         response=s.TopicList,
+        query=_PAGE,
         access=Access.READ,
         links=(Link(create_topic),),
     ),

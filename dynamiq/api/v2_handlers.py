@@ -3,6 +3,8 @@ renders its answer. The table of routes is ``v2``."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from typing import Any
 
 import msgspec
@@ -22,6 +24,8 @@ from dynamiq.api.routes import (
 from dynamiq.errors import Invalid
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service.reports import QueueView, RedriveView, SubscriptionView
+
+LIST_PAGE, MAX_LIST_PAGE = 1000, 10_000  # names per page of a listing: by default, at most
 
 __all__ = [
     "_outgoing",
@@ -83,9 +87,32 @@ def _changes(body: s.QueueSettingsBody, caller: Principal) -> dict[str, Any]:
     return out
 
 
+def _page(request: web.Request, names: list[str]) -> tuple[list[str], str | None]:
+    """The page of ``names`` (sorted) the query asks for: those starting with ``prefix``,
+    after the name ``after``, ``limit`` at most; and the last one when more follow."""
+    query = request.query
+    prefix, after = query.get("prefix", ""), query.get("after", "")
+    raw = query.get("limit", str(LIST_PAGE))
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 0 < int(raw) <= MAX_LIST_PAGE):
+        raise Invalid(f"limit is an integer from 1 to {MAX_LIST_PAGE}", "limit")
+    limit = int(raw)
+    start = bisect.bisect_right(names, after) if after else 0
+    chosen: list[str] = []
+    for name in itertools.islice(names, start, None):
+        if not name.startswith(prefix):
+            if name > prefix:
+                break  # sorted: no later name starts so
+            continue
+        if len(chosen) == limit:
+            return chosen, chosen[-1]
+        chosen.append(name)
+    return chosen, None
+
+
 async def list_queues(request: web.Request) -> web.Response:
-    """List queues."""
-    return json_response(s.QueueList(who(request).visible(node(request).queue_names())))
+    """List queues, a page at a time."""
+    page, after = _page(request, who(request).visible(node(request).queue_names()))
+    return json_response(s.QueueList(page, after))
 
 
 async def create_queue(request: web.Request) -> web.Response:
@@ -244,8 +271,9 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
-    """List topics."""
-    return json_response(s.TopicList(who(request).visible(node(request).topic_names())))
+    """List topics, a page at a time."""
+    page, after = _page(request, who(request).visible(node(request).topic_names()))
+    return json_response(s.TopicList(page, after))
 
 
 def _topic(name: str, subscriptions: list[SubscriptionView], caller: Principal) -> s.TopicInfo:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlencode
 
 from dynamiq.client.spool import DEFAULT_MAX_BYTES, Spool, send_waiting
 from dynamiq.client.transport import MAX_BACKOFF, Transport, node_urls
@@ -161,9 +162,21 @@ class AsyncClient:
         result: dict[str, Any] = await self._call("GET", f"/v2/queues/{name}")
         return result
 
-    async def queues(self) -> list[str]:
-        """Return every queue name."""
-        return list((await self._call("GET", "/v2/queues"))["queues"])
+    async def queues(self, prefix: str = "", page_size: int = 1000) -> list[str]:
+        """Return every queue name (starting with ``prefix``), ``page_size`` a request."""
+        return await self._names("/v2/queues", "queues", prefix, page_size)
+
+    async def _names(self, path: str, field: str, prefix: str, page_size: int) -> list[str]:
+        names: list[str] = []
+        query: dict[str, str | int] = {"limit": page_size}
+        if prefix:
+            query["prefix"] = prefix
+        while True:
+            page = await self._call("GET", f"{path}?{urlencode(query)}")
+            names += page[field]
+            if not page.get("next"):
+                return names
+            query["after"] = page["next"]
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue and its messages."""
@@ -207,9 +220,9 @@ class AsyncClient:
         """Delete a topic (its queues stay)."""
         await self._call("DELETE", f"/v2/topics/{name}")
 
-    async def topics(self) -> list[str]:
-        """Return every topic name."""
-        return list((await self._call("GET", "/v2/topics"))["topics"])
+    async def topics(self, prefix: str = "", page_size: int = 1000) -> list[str]:
+        """Return every topic name (starting with ``prefix``), ``page_size`` a request."""
+        return await self._names("/v2/topics", "topics", prefix, page_size)
 
     async def subscribe(
         self,

@@ -43,6 +43,10 @@ async def test_admin_calls(client: AsyncClient) -> None:
     assert await client.unsubscribe("t", "a") == ["b"]
     assert (await client.configure_queue("a", max_partitions=3))["settings"]["max_partitions"] == 3
     assert await client.queues() == ["a", "b"] and await client.topics() == ["t"]
+    await client.create_queue("ab")
+    assert await client.queues(page_size=1) == ["a", "ab", "b"]  # page after page
+    assert await client.queues("a", page_size=1) == ["a", "ab"]
+    await client.delete_queue("ab")
     await client.delete_topic("t")
     await client.delete_queue("a")
     assert await client.queues() == ["b"]

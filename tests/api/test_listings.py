@@ -1,0 +1,73 @@
+"""Listings of queues and topics a page at a time: by prefix, after a name, a limit, with
+``next`` for the following page; every name exactly once however the catalog changes
+between pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.api.documented import Http, call
+
+
+async def pages(http: Http, spec: dict[str, Any], path: str, field: str, **query: Any) -> list[str]:
+    """Every name a listing gives, following ``next``."""
+    names: list[str] = []
+    after = ""
+    while True:
+        asked = "&".join(f"{k}={v}" for k, v in {**query, "after": after}.items() if v != "")
+        page = await call(http, spec, "GET", f"{path}?{asked}", 200)
+        names += page[field]
+        if "next" not in page:
+            return names
+        assert page["next"] == page[field][-1] and len(page[field]) == query.get("limit", 1000)
+        after = page["next"]
+
+
+async def test_queues_and_topics_list_a_page_at_a_time(http: Http, spec: dict[str, Any]) -> None:
+    made = [f"orders-{i:02}" for i in range(23)] + ["other-a", "other-b"]
+    for name in made:
+        await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
+        await call(http, spec, "PUT", f"/v2/topics/{name}", 201)
+    for path, field in (("/v2/queues", "queues"), ("/v2/topics", "topics")):
+        every = (await call(http, spec, "GET", path, 200))[field]
+        assert every == sorted(made)  # one page by default: no next
+        assert await pages(http, spec, path, field, limit=10) == sorted(made)
+        orders = await pages(http, spec, path, field, prefix="orders-", limit=5)
+        assert orders == sorted(n for n in made if n.startswith("orders-"))
+        first = await call(http, spec, "GET", f"{path}?prefix=orders-1&limit=3", 200)
+        assert first == {field: ["orders-10", "orders-11", "orders-12"], "next": "orders-12"}
+        rest = await call(http, spec, "GET", f"{path}?after=orders-20", 200)
+        assert rest == {field: ["orders-21", "orders-22", "other-a", "other-b"]}
+        assert (await call(http, spec, "GET", f"{path}?prefix=nothing", 200)) == {field: []}
+
+
+async def test_every_name_comes_once_while_others_come_and_go(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    stable = [f"q{i:03}" for i in range(0, 60, 2)]
+    for name in stable:
+        await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
+    seen: list[str] = []
+    after, turn = "", 0
+    while True:
+        query = f"limit=7&after={after}" if after else "limit=7"
+        page = await call(http, spec, "GET", f"/v2/queues?{query}", 200)
+        seen += page["queues"]
+        if "next" not in page:
+            break
+        after = page["next"]
+        # between pages: a name before the cursor and one after it come, one goes
+        turn += 1
+        await call(http, spec, "PUT", f"/v2/queues/q{2 * turn - 1:03}", 201)
+        await call(http, spec, "PUT", f"/v2/queues/q{59 - 2 * turn:03}", 201)
+        await call(http, spec, "DELETE", f"/v2/queues/q{59 - 2 * turn:03}", 200)
+    assert len(seen) == len(set(seen)) and seen == sorted(seen)
+    assert set(stable) <= set(seen)
+
+
+@pytest.mark.parametrize("limit", ["0", "10001", "x", "-1", "1.5", "9999999999"])
+async def test_a_bad_limit_is_refused(http: Http, spec: dict[str, Any], limit: str) -> None:
+    refused = await call(http, spec, "GET", f"/v2/queues?limit={limit}", 422)
+    assert "limit" in refused["message"]
