@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from dynamiq.metrics.base import LIFECYCLE_EVENTS
+from dynamiq.metrics.base import LIFECYCLE_EVENTS, TOPIC_EVENTS
 
 __all__ = ["CONTENT_TYPE", "PrometheusMetrics", "summed"]
 
@@ -69,11 +69,12 @@ class PrometheusMetrics:
                     "Messages published to a topic that no subscription took",
                 ),
                 **{
-                    f"filtered_out_{why}": (
-                        f"dynamiq_topic_notifications_filtered_out_{why}",
-                        f"Copies a filter kept from its queue ({why.replace('_', ' ')})",
+                    event: (
+                        f"dynamiq_topic_notifications_{event}",
+                        f"Copies a filter kept from its queue ({event[13:].replace('_', ' ')})",
                     )
-                    for why in ("attributes", "body", "no_attributes", "invalid_body")
+                    for event in TOPIC_EVENTS
+                    if event.startswith("filtered_out_")
                 },
             }.items()
         }

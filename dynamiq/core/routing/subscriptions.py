@@ -21,11 +21,7 @@ from dynamiq.core.routing.patterns import PatternTrie, check_pattern
 from dynamiq.errors import Invalid
 from dynamiq.topic_settings import TopicSettings
 
-__all__ = ["FILTERED_OUT", "Subscription", "Topic"]
-
-# Why a filter kept a message from its queue: it did not pass a policy on the
-# attributes or the body, it had no attributes, or its body is no JSON object.
-FILTERED_OUT = ("attributes", "body", "no_attributes", "invalid_body")
+__all__ = ["Subscription", "Topic"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +148,7 @@ class Topic:
     ) -> list[list[str]]:
         """Route each ``(key, subject)`` (a batch's messages often share their key);
         count in ``filtered_out`` the copies each filter kept from its queue, by why
-        (``FILTERED_OUT``).
+        (``_why``).
 
         A message's routing key picks the subscriptions by pattern (the trie,
         once per distinct key); of those with a filter, only the ones it may
@@ -188,7 +184,8 @@ class Topic:
 
 
 def _why(scope: FilterScope, subject: Subject) -> str:
-    """Why a message did not pass a filter of ``scope`` (SNS's reasons)."""
+    """Why a message did not pass a filter of ``scope``, as SNS tells it: the policy on
+    its attributes or its body, no attributes at all, or a body that is no JSON object."""
     if scope == "body":
         return "body" if subject.has_object_body() else "invalid_body"
     return "attributes" if subject.attributes else "no_attributes"
