@@ -65,6 +65,7 @@ def test_attributes_are_kept_and_shown_with_sns_defaults(sns: Any) -> None:
         ("SignatureVersion", "3"),
         ("ContentBasedDeduplication", "true"),  # a standard topic has none
         ("DeliveryPolicy", "[1]"),
+        ("DeliveryPolicy", '{"http": 5}'),
     ]
     for attribute, value in refused:
         with pytest.raises(sns.exceptions.InvalidParameterException):

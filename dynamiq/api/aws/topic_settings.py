@@ -91,8 +91,8 @@ def _attribute(name: str, value: object, fifo: bool) -> str:
             document = json.loads(text)
         except ValueError:
             document = None
-        if not isinstance(document, dict):
-            raise invalid_parameter("DeliveryPolicy: must be a JSON object")
+        if not isinstance(document, dict) or not isinstance(document.get("http", {}), dict):
+            raise invalid_parameter("DeliveryPolicy: must be a JSON object, its http one too")
     return text
 
 
