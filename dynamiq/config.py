@@ -123,10 +123,12 @@ class StatsSettings:
     flushinterval: float = 1.0
     address: str = "127.0.0.1:8125"
     prefix: str = ""
+    maxqueueseries: int = 1000  # queues with Prometheus series of their own; the rest summed
 
     def __post_init__(self) -> None:
         _require(self.type in STATS_TYPES, "stats.type", f"must be one of {', '.join(STATS_TYPES)}")
         _require(self.flushinterval > 0, "stats.flushinterval", "must be > 0 (seconds)")
+        _require(self.maxqueueseries >= 1, "stats.maxqueueseries", "must be >= 1")
         host, _, port = self.address.rpartition(":")
         _require(
             bool(host) and port.isdigit() and 0 < int(port) < 65536,

@@ -267,7 +267,7 @@ def _guard(settings: Settings, keys: KeyRing | None, clock: Clock, reach: Reach)
 
 def open_metrics(settings: StatsSettings) -> tuple[Metrics, PrometheusMetrics]:
     """Return the configured sinks and the Prometheus one (``/metrics`` is always served)."""
-    prometheus = PrometheusMetrics()
+    prometheus = PrometheusMetrics(settings.maxqueueseries)
     if settings.type != "statsd":
         return prometheus, prometheus
     from dynamiq.metrics.statsd import StatsdMetrics

@@ -1,4 +1,10 @@
-"""Prometheus sink: the same figures as StatsD, served at ``/metrics`` in text format."""
+"""Prometheus sink: the same figures as StatsD, served at ``/metrics`` in text format.
+
+Per-queue series are bounded: the first ``max_queue_series`` queues a node
+reports get series of their own, every later one is added into the series
+labelled ``*`` (its counters and its depth and leases summed), so a node with
+a hundred thousand queues does not expose millions of series.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,33 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from dynamiq.metrics.base import LIFECYCLE_EVENTS, TOPIC_EVENTS
 
-__all__ = ["CONTENT_TYPE", "PrometheusMetrics", "summed"]
+__all__ = ["CONTENT_TYPE", "OTHER_QUEUES", "PrometheusMetrics", "summed"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 M = TypeVar("M", Counter, Gauge, Histogram)
+OTHER_QUEUES = "*"  # the label of every queue past the cap, summed (no queue's name)
+MAX_QUEUE_SERIES = 1000
+
+
+class _Cap:
+    """Which queues have series of their own: the first ``most`` reported."""
+
+    __slots__ = ("_most", "_own")
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._own: set[str] = set()
+
+    def label(self, queue: str) -> str:
+        """The label ``queue``'s figures go under."""
+        if queue in self._own:
+            return queue
+        if len(self._own) < self._most:
+            self._own.add(queue)
+            return queue
+        return OTHER_QUEUES
 
 
 class _Series(Generic[M]):
@@ -38,9 +65,13 @@ class _Series(Generic[M]):
 class PrometheusMetrics:
     """Counters, gauges and a latency histogram in a registry of this node's own."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_queue_series: int = MAX_QUEUE_SERIES) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self._cap = _Cap(max_queue_series)
+        # Past the cap: each queue's last depth and leases, and their sums.
+        self._levels: dict[str, tuple[int, int]] = {}
+        self._summed = [0, 0]
 
         def counted(name: str, doc: str, label: str = "queue") -> _Series[Counter]:
             return _Series(Counter(name, doc, [label], registry=r))
@@ -101,35 +132,44 @@ class PrometheusMetrics:
 
     def sent(self, queue: str, count: int) -> None:
         """Count stored messages."""
-        self._sent(queue).inc(count)
+        self._sent(self._cap.label(queue)).inc(count)
 
     def received(self, queue: str, count: int, asked: int) -> None:
-        """Count delivered messages and set the fill."""
+        """Count delivered messages and set the fill (a queue past the cap has none)."""
+        label = self._cap.label(queue)
         if count:
-            self._received(queue).inc(count)
-        self._fill(queue).set(math.floor(count * 100 / max(asked, 1)))
+            self._received(label).inc(count)
+        if label != OTHER_QUEUES:
+            self._fill(label).set(math.floor(count * 100 / max(asked, 1)))
 
     def deleted(self, queue: str, count: int) -> None:
         """Count deleted messages."""
-        self._deleted(queue).inc(count)
+        self._deleted(self._cap.label(queue)).inc(count)
 
     def redelivered(self, queue: str, count: int) -> None:
         """Count redeliveries."""
-        self._redelivered(queue).inc(count)
+        self._redelivered(self._cap.label(queue)).inc(count)
 
     def lifecycle(self, queue: str, event: str, count: int) -> None:
         """Count dead-lettered, expired and redriven messages."""
-        self._lifecycle[event](queue).inc(count)
+        self._lifecycle[event](self._cap.label(queue)).inc(count)
 
     def topic_event(self, topic: str, event: str, count: int) -> None:
         """Count a topic's published, delivered, unrouted and filtered-out messages."""
         self._topic[event](topic).inc(count)
 
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
-        """Set depth and in-flight."""
-        self._depth(queue).set(depth)
-        self._approximate(queue).set(depth)  # one node: the estimate is exact
-        self._in_flight(queue).set(in_flight)
+        """Set depth and in-flight (past the cap, into the sums)."""
+        label = self._cap.label(queue)
+        if label == OTHER_QUEUES:
+            was = self._levels.get(queue, (0, 0))
+            self._levels[queue] = (depth, in_flight)
+            self._summed[0] += depth - was[0]
+            self._summed[1] += in_flight - was[1]
+            depth, in_flight = self._summed
+        self._depth(label).set(depth)
+        self._approximate(label).set(depth)  # one node: the estimate is exact
+        self._in_flight(label).set(in_flight)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Observe a request."""

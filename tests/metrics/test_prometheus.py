@@ -13,7 +13,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
-from dynamiq.metrics.prometheus import PrometheusMetrics, summed
+from dynamiq.metrics.prometheus import OTHER_QUEUES, PrometheusMetrics, summed
 from dynamiq.storage.lmdb import LmdbBackend
 from tests.waiting import eventually
 
@@ -130,3 +130,28 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+def test_queues_past_the_cap_share_one_summed_series() -> None:
+    metrics = PrometheusMetrics(max_queue_series=2)
+    for i, queue in enumerate(["a", "b", "c", "d", "a"]):
+        metrics.sent(queue, 10 + i)
+        metrics.queue_level(queue, depth=100 + i, in_flight=i)
+    metrics.queue_level("c", depth=1, in_flight=0)  # a later level replaces its earlier
+    samples = _samples(metrics.render().decode())
+    sent = {
+        labels: v for (name, labels), v in samples.items() if name == "dynamiq_messages_sent_total"
+    }
+    assert sent == {
+        (("queue", "a"),): 10 + 14,
+        (("queue", "b"),): 11,
+        (("queue", OTHER_QUEUES),): 12 + 13,
+    }
+    depth = {labels: v for (name, labels), v in samples.items() if name == "dynamiq_queue_depth"}
+    assert depth == {
+        (("queue", "a"),): 104,
+        (("queue", "b"),): 101,
+        (("queue", OTHER_QUEUES),): 1 + 103,
+    }
+    flights = samples[("dynamiq_queue_in_flight", (("queue", OTHER_QUEUES),))]
+    assert flights == 0 + 3
