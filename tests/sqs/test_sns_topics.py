@@ -57,7 +57,15 @@ def test_attributes_are_kept_and_shown_with_sns_defaults(sns: Any) -> None:
     )
     assert json.loads(shown["DeliveryPolicy"]) == delivery
     effective = json.loads(shown["EffectiveDeliveryPolicy"])["http"]
-    assert effective["defaultHealthyRetryPolicy"] == {"numRetries": 5}
+    assert effective["defaultHealthyRetryPolicy"] == {
+        "minDelayTarget": 20,
+        "maxDelayTarget": 20,
+        "numRetries": 5,  # what the policy sets, AWS's defaults for the rest
+        "numMaxDelayRetries": 0,
+        "numNoDelayRetries": 0,
+        "numMinDelayRetries": 0,
+        "backoffFunction": "linear",
+    }
     assert effective["defaultRequestPolicy"]["headerContentType"] == "text/plain; charset=UTF-8"
 
     refused = [
@@ -66,6 +74,7 @@ def test_attributes_are_kept_and_shown_with_sns_defaults(sns: Any) -> None:
         ("ContentBasedDeduplication", "true"),  # a standard topic has none
         ("DeliveryPolicy", "[1]"),
         ("DeliveryPolicy", '{"http": 5}'),
+        ("DeliveryPolicy", '{"http": {"defaultHealthyRetryPolicy": {"numRetries": 101}}}'),
     ]
     for attribute, value in refused:
         with pytest.raises(sns.exceptions.InvalidParameterException):

@@ -25,7 +25,8 @@ from dynamiq.api.aws.policies import (
     statements_of,
 )
 from dynamiq.api.aws.topics import invalid_parameter, named_topic
-from dynamiq.errors import TopicExists, TopicNotFound
+from dynamiq.delivery_policy import effective_topic_policy, topic_policy
+from dynamiq.errors import Invalid, TopicExists, TopicNotFound
 from dynamiq.topic_settings import MAX_TOPIC_TAGS, TopicSettings
 
 __all__ = ["TOPIC_SETTING_ACTIONS"]
@@ -58,20 +59,6 @@ _TOPIC_ACTIONS = (
     "ListSubscriptionsByTopic",
     "Publish",
 )
-# What SNS shows for a topic nobody configured for HTTP/S deliveries.
-DEFAULT_HTTP_POLICY: dict[str, Any] = {
-    "defaultHealthyRetryPolicy": {
-        "minDelayTarget": 20,
-        "maxDelayTarget": 20,
-        "numRetries": 3,
-        "numMaxDelayRetries": 0,
-        "numNoDelayRetries": 0,
-        "numMinDelayRetries": 0,
-        "backoffFunction": "linear",
-    },
-    "disableSubscriptionOverrides": False,
-    "defaultRequestPolicy": {"headerContentType": "text/plain; charset=UTF-8"},
-}
 
 
 def _attribute(name: str, value: object, fifo: bool) -> str:
@@ -88,11 +75,9 @@ def _attribute(name: str, value: object, fifo: bool) -> str:
             raise invalid_parameter(f"Policy: {refused.message}") from None
     if name == "DeliveryPolicy" and text:
         try:
-            document = json.loads(text)
-        except ValueError:
-            document = None
-        if not isinstance(document, dict) or not isinstance(document.get("http", {}), dict):
-            raise invalid_parameter("DeliveryPolicy: must be a JSON object, its http one too")
+            topic_policy(text)
+        except Invalid as refused:
+            raise invalid_parameter(f"DeliveryPolicy: {refused}") from None
     return text
 
 
@@ -177,8 +162,10 @@ def _policy(call: Call, topic: str, kept: dict[str, str]) -> str:
 def _effective_delivery_policy(kept: dict[str, str]) -> str:
     """SNS's defaults for HTTP/S deliveries, with what the topic's policy sets."""
     given = json.loads(kept["DeliveryPolicy"]) if "DeliveryPolicy" in kept else {}
-    http = {**DEFAULT_HTTP_POLICY, **(given.get("http") or {})}
-    return json.dumps({**given, "http": http}, separators=(",", ":"))
+    try:
+        return json.dumps(effective_topic_policy(given), separators=(",", ":"))
+    except Invalid:  # kept before today's checks: shown as it was set
+        return json.dumps(given, separators=(",", ":"))
 
 
 async def get_topic_attributes(call: Call) -> dict[str, Any]:

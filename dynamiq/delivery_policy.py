@@ -1,0 +1,200 @@
+"""SNS's delivery policies for HTTP/S endpoints: read, held to AWS's limits, completed
+with its defaults, and turned into the delays between retries (pure).
+
+A retry policy has four phases after the first attempt: ``numNoDelayRetries``
+at once, ``numMinDelayRetries`` ``minDelayTarget`` apart, a backoff phase
+whose delays grow from ``minDelayTarget`` to ``maxDelayTarget`` by
+``backoffFunction``, and ``numMaxDelayRetries`` ``maxDelayTarget`` apart;
+``numRetries`` counts them all, and together they may not take more than an
+hour. AWS draws its four backoff functions but does not define them; here,
+with ``t`` going from 0 to 1 over the backoff phase: linear grows the delay
+evenly, arithmetic with ``t²``, geometric by a constant factor, and
+exponential by doubling steps.
+
+A topic's policy is ``{"http": {"defaultHealthyRetryPolicy", "defaultThrottlePolicy",
+"defaultRequestPolicy", "disableSubscriptionOverrides"}}``; a subscription's
+is ``{"healthyRetryPolicy", "throttlePolicy", "requestPolicy"}``. A refusal
+is ``Invalid`` naming what is wrong, as SNS says it after ``DeliveryPolicy:``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dynamiq.errors import Invalid
+
+__all__ = [
+    "BACKOFF_FUNCTIONS",
+    "MAX_RETRY_SECONDS",
+    "RetryPolicy",
+    "effective_topic_policy",
+    "topic_policy",
+]
+
+BACKOFF_FUNCTIONS = ("linear", "arithmetic", "geometric", "exponential")
+MAX_RETRY_SECONDS = 3600  # AWS's hard limit on a policy's retries, all phases together
+MAX_RETRIES = 100
+CONTENT_TYPES = ("text/plain", "application/json", "application/xml", "text/xml")
+DEFAULT_CONTENT_TYPE = "text/plain; charset=UTF-8"
+
+
+def _refuse(what: str) -> Invalid:
+    return Invalid(what, "DeliveryPolicy")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """A ``healthyRetryPolicy`` with AWS's defaults (three retries 20 s apart), its
+    fields named as SNS's JSON names them."""
+
+    minDelayTarget: int = 20
+    maxDelayTarget: int = 20
+    numRetries: int = 3
+    numMaxDelayRetries: int = 0
+    numNoDelayRetries: int = 0
+    numMinDelayRetries: int = 0
+    backoffFunction: str = "linear"
+
+    @classmethod
+    def read(cls, given: object, where: str) -> RetryPolicy:
+        """The policy ``given`` says (what it leaves out, AWS's defaults), checked."""
+        if not isinstance(given, dict):
+            raise _refuse(f"{where} must be an object")
+        known = set(cls.__dataclass_fields__)
+        for name in given:
+            if name not in known:
+                raise _refuse(f"{where}.{name} is not a retry policy field")
+        values = {**asdict(cls()), **given}
+        for name, value in values.items():
+            if name == "backoffFunction":
+                if value not in BACKOFF_FUNCTIONS:
+                    raise _refuse(
+                        f"{where}.backoffFunction is one of {', '.join(BACKOFF_FUNCTIONS)}"
+                    )
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise _refuse(f"{where}.{name} must be a whole number, 0 or more")
+        policy = cls(**values)
+        policy._check(where)
+        return policy
+
+    def _check(self, where: str) -> None:
+        if not 1 <= self.minDelayTarget <= self.maxDelayTarget <= MAX_RETRY_SECONDS:
+            raise _refuse(
+                f"{where}: 1 <= minDelayTarget <= maxDelayTarget <= {MAX_RETRY_SECONDS} seconds"
+            )
+        if self.numRetries > MAX_RETRIES:
+            raise _refuse(f"{where}.numRetries is at most {MAX_RETRIES}")
+        phases = self.numNoDelayRetries + self.numMinDelayRetries + self.numMaxDelayRetries
+        if phases > self.numRetries:
+            raise _refuse(
+                f"{where}: numNoDelayRetries, numMinDelayRetries and numMaxDelayRetries "
+                "add up to more than numRetries"
+            )
+        if sum(self.delays()) > MAX_RETRY_SECONDS:
+            raise _refuse(f"{where}: the retries take more than {MAX_RETRY_SECONDS} seconds")
+
+    def delays(self) -> list[float]:
+        """The seconds before each retry, in order (``numRetries`` of them)."""
+        low, high = float(self.minDelayTarget), float(self.maxDelayTarget)
+        backoff = (
+            self.numRetries
+            - self.numNoDelayRetries
+            - self.numMinDelayRetries
+            - self.numMaxDelayRetries
+        )
+        grown = [self._grown(low, high, (i + 1) / backoff) for i in range(backoff)]
+        return [
+            *[0.0] * self.numNoDelayRetries,
+            *[low] * self.numMinDelayRetries,
+            *grown,
+            *[high] * self.numMaxDelayRetries,
+        ]
+
+    def _grown(self, low: float, high: float, t: float) -> float:
+        """A backoff delay at ``t`` (0 to 1) of the way from ``low`` to ``high``."""
+        match self.backoffFunction:
+            case "arithmetic":
+                return low + (high - low) * t * t
+            case "geometric":
+                return low * math.pow(high / low, t)
+            case "exponential":
+                return low + (high - low) * (math.pow(2, 10 * t) - 1) / (math.pow(2, 10) - 1)
+            case _:
+                return low + (high - low) * t
+
+
+def _throttle(given: object, where: str) -> dict[str, int]:
+    if not isinstance(given, dict) or set(given) - {"maxReceivesPerSecond"}:
+        raise _refuse(f"{where} holds only maxReceivesPerSecond")
+    rate = given.get("maxReceivesPerSecond", 1)
+    if isinstance(rate, bool) or not isinstance(rate, int) or rate < 1:
+        raise _refuse(f"{where}.maxReceivesPerSecond must be a whole number, 1 or more")
+    return dict(given)
+
+
+def _request(given: object, where: str) -> dict[str, str]:
+    if not isinstance(given, dict) or set(given) - {"headerContentType"}:
+        raise _refuse(f"{where} holds only headerContentType")
+    kind = given.get("headerContentType", DEFAULT_CONTENT_TYPE)
+    if not isinstance(kind, str) or kind.partition(";")[0].strip() not in CONTENT_TYPES:
+        raise _refuse(f"{where}.headerContentType is one of {', '.join(CONTENT_TYPES)}")
+    return dict(given)
+
+
+_TOPIC_HTTP = {
+    "defaultHealthyRetryPolicy",
+    "defaultThrottlePolicy",
+    "defaultRequestPolicy",
+    "disableSubscriptionOverrides",
+}
+
+
+def topic_policy(text: str) -> dict[str, Any]:
+    """A topic's ``DeliveryPolicy``, checked.
+
+    Raises:
+        Invalid: not a JSON object, or a part of it breaks AWS's rules.
+    """
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _refuse("not a JSON document") from None
+    if not isinstance(document, dict):
+        raise _refuse("must be a JSON object")
+    http = document.get("http", {})
+    if not isinstance(http, dict):
+        raise _refuse("http must be an object")
+    for name, value in http.items():
+        where = f"http.{name}"
+        if name not in _TOPIC_HTTP:
+            raise _refuse(f"{where} is not a delivery policy field")
+        if name == "defaultHealthyRetryPolicy":
+            RetryPolicy.read(value, where)
+        elif name == "defaultThrottlePolicy":
+            _throttle(value, where)
+        elif name == "defaultRequestPolicy":
+            _request(value, where)
+        elif not isinstance(value, bool):
+            raise _refuse(f"{where} must be true or false")
+    return document
+
+
+def effective_topic_policy(document: Mapping[str, Any]) -> dict[str, Any]:
+    """What a topic's deliveries follow: its policy, AWS's defaults where it says nothing."""
+    http = dict(document.get("http") or {})
+    retry = RetryPolicy.read(http.get("defaultHealthyRetryPolicy", {}), "http")
+    effective: dict[str, Any] = {
+        "defaultHealthyRetryPolicy": asdict(retry),
+        "disableSubscriptionOverrides": http.get("disableSubscriptionOverrides", False),
+        "defaultRequestPolicy": {
+            "headerContentType": DEFAULT_CONTENT_TYPE,
+            **(http.get("defaultRequestPolicy") or {}),
+        },
+    }
+    if "defaultThrottlePolicy" in http:
+        effective["defaultThrottlePolicy"] = http["defaultThrottlePolicy"]
+    return {**document, "http": effective}
