@@ -156,26 +156,27 @@ class Topic:
         attributes holds, and those that cannot be indexed.
         """
         router = self._router
-        by_key: dict[str | None, tuple[frozenset[str], frozenset[str]]] = {}
+        by_key: dict[str | None, _Reached] = {}
         out = []
         for key, subject in messages:
             taken = by_key.get(key)
             if taken is None:
-                every = router.every | router.trie.match(key) if router.trie else router.every
-                taken = by_key[key] = (every, every - router.filters.keys())
-            reached, plain = taken
-            if router.filters:
-                passed = {
-                    q
-                    for q in router.candidates(subject)
-                    if q in reached and router.filters[q].matches(subject)
-                }
-                out.append(sorted(plain | passed))
-                if filtered_out is not None:
-                    for q in reached - plain - passed:
-                        filtered_out[_why(router.filters[q].scope, subject)] += 1
-            else:
-                out.append(sorted(plain))
+                taken = by_key[key] = router.reached(key)
+            if not router.filters:
+                out.append(sorted(taken.plain))
+                continue
+            passed = {
+                q
+                for q in router.candidates(subject)
+                if q in taken.every and router.filters[q].matches(subject)
+            }
+            out.append(sorted(taken.plain | passed))
+            if filtered_out is not None:
+                kept = Counter(taken.filtered)
+                kept.subtract(router.filters[q].scope for q in passed)
+                for scope, n in kept.items():
+                    if n:
+                        filtered_out[_why(scope, subject)] += n
         return out
 
     @functools.cached_property
@@ -189,6 +190,16 @@ def _why(scope: FilterScope, subject: Subject) -> str:
     if scope == "body":
         return "body" if subject.has_object_body() else "invalid_body"
     return "attributes" if subject.attributes else "no_attributes"
+
+
+@dataclass(frozen=True, slots=True)
+class _Reached:
+    """The subscriptions a routing key reaches: ``every`` one, the ``plain`` ones (no
+    filter), and how many of the filtered ones are of each scope."""
+
+    every: frozenset[str]
+    plain: frozenset[str]
+    filtered: Mapping[FilterScope, int]
 
 
 class _Router:
@@ -211,6 +222,13 @@ class _Router:
             for value in values:
                 self.by_value.setdefault(name, {}).setdefault(value, set()).add(queue)
         self.unindexed = frozenset(unindexed)
+
+    def reached(self, key: str | None) -> _Reached:
+        """The subscriptions a message with routing key ``key`` reaches."""
+        every = self.every | self.trie.match(key) if self.trie else self.every
+        plain = every - self.filters.keys()
+        filtered = Counter(self.filters[q].scope for q in every - plain)
+        return _Reached(every, plain, filtered)
 
     def candidates(self, subject: Subject) -> set[str]:
         """The filtered subscriptions the message ``subject`` shows may pass."""
