@@ -162,8 +162,9 @@ class PrometheusMetrics:
         """Set depth and in-flight (past the cap, into the sums)."""
         label = self._cap.label(queue)
         if label == OTHER_QUEUES:
-            was = self._levels.get(queue, (0, 0))
-            self._levels[queue] = (depth, in_flight)
+            was = self._levels.pop(queue, (0, 0))
+            if depth or in_flight:  # an empty queue past the cap holds nothing here
+                self._levels[queue] = (depth, in_flight)
             self._summed[0] += depth - was[0]
             self._summed[1] += in_flight - was[1]
             depth, in_flight = self._summed
