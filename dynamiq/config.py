@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dynamiq.errors import ConfigError
+from dynamiq.endpoints import DEFAULT_DENY, EndpointRules
+from dynamiq.errors import ConfigError, Invalid
 from dynamiq.keyspace import WORKER_MARK
 from dynamiq.models import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
 
@@ -22,6 +23,7 @@ __all__ = [
     "ClusterSettings",
     "CoreSettings",
     "LimitsSettings",
+    "PushSettings",
     "Settings",
     "SqsSettings",
     "StatsSettings",
@@ -373,6 +375,42 @@ class TlsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class PushSettings:
+    """``[push]``: deliveries to HTTP/S endpoints (``dynamiq.endpoints`` says the rules).
+
+    ``url`` is where endpoints reach the cluster for ``SubscribeURL``,
+    ``UnsubscribeURL`` and the signing certificate (this node's own address
+    when empty); ``allow``/``deny`` are host names (``*.example.com``) and
+    CIDRs, comma-separated.
+    """
+
+    url: str = ""
+    allow: str = ""
+    deny: str = DEFAULT_DENY
+    timeout: float = 15.0  # one delivery, connection to answer (AWS's)
+    connecttimeout: float = 5.0
+    concurrency: int = 16  # deliveries in flight per subscription, per worker
+
+    def __post_init__(self) -> None:
+        _require(
+            not self.url or re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", self.url) is not None,
+            "push.url",
+            "must be an http or https base URL (https://dynamiq.example.com)",
+        )
+        try:
+            EndpointRules(self.allow, self.deny)
+        except Invalid as exc:
+            raise ConfigError(str(exc), key=exc.field) from None
+        _require(0 < self.timeout <= 60, "push.timeout", "must be > 0 and <= 60 (seconds)")
+        _require(
+            0 < self.connecttimeout <= self.timeout,
+            "push.connecttimeout",
+            "must be > 0 and <= push.timeout",
+        )
+        _require(1 <= self.concurrency <= 1000, "push.concurrency", "must be 1 to 1000")
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a node is configured with."""
 
@@ -384,6 +422,7 @@ class Settings:
     sqs: SqsSettings = field(default_factory=SqsSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    push: PushSettings = field(default_factory=PushSettings)
 
     def __post_init__(self) -> None:
         _require(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,8 +31,13 @@ from dynamiq.errors import Invalid
 __all__ = [
     "BACKOFF_FUNCTIONS",
     "MAX_RETRY_SECONDS",
+    "DeliveryRules",
     "RetryPolicy",
+    "delivery_rules",
+    "effective_subscription_policy",
     "effective_topic_policy",
+    "shown_policy",
+    "subscription_policy",
     "topic_policy",
 ]
 
@@ -40,6 +46,7 @@ MAX_RETRY_SECONDS = 3600  # AWS's hard limit on a policy's retries, all phases t
 MAX_RETRIES = 100
 CONTENT_TYPES = ("text/plain", "application/json", "application/xml", "text/xml")
 DEFAULT_CONTENT_TYPE = "text/plain; charset=UTF-8"
+MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*", re.IGNORECASE)
 
 
 def _refuse(what: str) -> Invalid:
@@ -140,9 +147,20 @@ def _request(given: object, where: str) -> dict[str, str]:
     if not isinstance(given, dict) or set(given) - {"headerContentType"}:
         raise _refuse(f"{where} holds only headerContentType")
     kind = given.get("headerContentType", DEFAULT_CONTENT_TYPE)
-    if not isinstance(kind, str) or kind.partition(";")[0].strip() not in CONTENT_TYPES:
-        raise _refuse(f"{where}.headerContentType is one of {', '.join(CONTENT_TYPES)}")
+    # AWS documents CONTENT_TYPES, and takes other media types too (text/csv, recorded).
+    if not isinstance(kind, str) or not MEDIA_TYPE.fullmatch(kind.partition(";")[0].strip()):
+        raise _refuse(f"{where}.headerContentType must be a media type, such as {CONTENT_TYPES[1]}")
     return dict(given)
+
+
+def _document(text: str) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError, TypeError):
+        raise _refuse("not a JSON document") from None
+    if not isinstance(document, dict):
+        raise _refuse("must be a JSON object")
+    return document
 
 
 _TOPIC_HTTP = {
@@ -159,12 +177,7 @@ def topic_policy(text: str) -> dict[str, Any]:
     Raises:
         Invalid: not a JSON object, or a part of it breaks AWS's rules.
     """
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError):
-        raise _refuse("not a JSON document") from None
-    if not isinstance(document, dict):
-        raise _refuse("must be a JSON object")
+    document = _document(text)
     http = document.get("http", {})
     if not isinstance(http, dict):
         raise _refuse("http must be an object")
@@ -198,3 +211,75 @@ def effective_topic_policy(document: Mapping[str, Any]) -> dict[str, Any]:
     if "defaultThrottlePolicy" in http:
         effective["defaultThrottlePolicy"] = http["defaultThrottlePolicy"]
     return {**document, "http": effective}
+
+
+_SUBSCRIPTION = {"healthyRetryPolicy", "throttlePolicy", "requestPolicy"}
+
+
+def subscription_policy(text: str) -> dict[str, Any]:
+    """A subscription's ``DeliveryPolicy``, checked (``Invalid`` as ``topic_policy``)."""
+    document = _document(text)
+    for name, value in document.items():
+        if name == "healthyRetryPolicy":
+            RetryPolicy.read(value, name)
+        elif name == "throttlePolicy":
+            _throttle(value, name)
+        elif name == "requestPolicy":
+            _request(value, name)
+        elif name not in _SUBSCRIPTION:
+            raise _refuse(f"{name} is not a delivery policy field")
+    return document
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRules:
+    """What one subscription's deliveries follow: its retries, at most how many
+    deliveries a second (None: no bound), and the ``Content-Type`` they carry."""
+
+    retry: RetryPolicy
+    max_per_second: int | None
+    content_type: str
+
+
+def delivery_rules(topic: Mapping[str, Any], subscription: Mapping[str, Any]) -> DeliveryRules:
+    """The rules of a subscription with policy ``subscription`` (``{}``: none) on a topic
+    with policy ``topic``: the subscription's where it says something and the topic allows
+    overrides, the topic's defaults then, AWS's where neither does."""
+    http = topic.get("http") or {}
+    own = {} if http.get("disableSubscriptionOverrides") else subscription
+    retry = own.get("healthyRetryPolicy", http.get("defaultHealthyRetryPolicy", {}))
+    throttle = own.get("throttlePolicy", http.get("defaultThrottlePolicy", {}))
+    request = own.get("requestPolicy", http.get("defaultRequestPolicy", {}))
+    return DeliveryRules(
+        RetryPolicy.read(retry, "healthyRetryPolicy"),
+        throttle.get("maxReceivesPerSecond"),
+        request.get("headerContentType", DEFAULT_CONTENT_TYPE),
+    )
+
+
+def effective_subscription_policy(
+    topic: Mapping[str, Any], subscription: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A subscription's ``EffectiveDeliveryPolicy``, as SNS shows it."""
+    rules = delivery_rules(topic, subscription)
+    said = rules.content_type != DEFAULT_CONTENT_TYPE
+    return shown_policy(
+        {
+            "healthyRetryPolicy": asdict(rules.retry),
+            "throttlePolicy": None
+            if rules.max_per_second is None
+            else {"maxReceivesPerSecond": rules.max_per_second},
+            "requestPolicy": {"headerContentType": rules.content_type} if said else None,
+        }
+    )
+
+
+def shown_policy(subscription: Mapping[str, Any]) -> dict[str, Any]:
+    """A subscription's ``DeliveryPolicy`` as SNS shows it: every part, null where unset."""
+    return {
+        "healthyRetryPolicy": subscription.get("healthyRetryPolicy"),
+        "sicklyRetryPolicy": None,
+        "throttlePolicy": subscription.get("throttlePolicy"),
+        "requestPolicy": subscription.get("requestPolicy"),
+        "guaranteed": False,
+    }

@@ -21,6 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
+from dynamiq.core.routing.push import PushEndpoint, subscription_id
 from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
@@ -144,6 +145,23 @@ class Catalog:
         """Return every topic name, sorted."""
         return sorted(self._topics)
 
+    def pushes(self) -> list[tuple[str, Subscription]]:
+        """Return every push subscription with its topic, by subscription id."""
+        found = [
+            (topic, s)
+            for topic, subscribed in self._topics.items()
+            for s in subscribed.subscriptions.values()
+            if s.endpoint is not None
+        ]
+        return sorted(found, key=lambda pair: pair[1].queue)
+
+    def push(self, subscription: str) -> tuple[str, Subscription] | None:
+        """Return the push subscription of this id with its topic, or None."""
+        for topic, found in self.pushes():
+            if subscription_id(found.queue) == subscription:
+                return topic, found
+        return None
+
     def records(self) -> list[QueueRecord]:
         """Return every queue, sorted by name."""
         return [self._queues[name] for name in sorted(self._queues)]
@@ -222,9 +240,13 @@ class Catalog:
     # -- queues --------------------------------------------------------------
 
     @_change
-    async def create_queue(self, name: str, settings: QueueSettings | None = None) -> QueueRecord:
-        """Create a queue; raise ``QueueExists`` if the name is taken."""
-        validate_name("queue", name)
+    async def create_queue(
+        self, name: str, settings: QueueSettings | None = None, internal: bool = False
+    ) -> QueueRecord:
+        """Create a queue; raise ``QueueExists`` if the name is taken. An ``internal``
+        one's name is the node's own (a push subscription's), no client's."""
+        if not internal:
+            validate_name("queue", name)
         now_ms = self._clock.wall_ms()
         record = QueueRecord(
             name, secrets.token_hex(8), settings or QueueSettings(), now_ms, now_ms
@@ -312,15 +334,18 @@ class Catalog:
         envelope: object = False,
         filter_scope: FilterScope = "attributes",
         strict: bool = False,
+        endpoint: PushEndpoint | None = None,
     ) -> Topic:
         """Subscribe a queue to a topic, or change what it takes (a routing-key
         ``pattern``, a ``filter_policy`` on the attributes or, by ``filter_scope``,
         the body; ``strict``: only in SNS's shape) and how (``envelope``: as SNS
-        notifications); return the topic."""
+        notifications; to an ``endpoint``, a push subscription's queue); return the
+        topic."""
         current = self.topic(topic)
         self.queue(queue)
         subscription = Subscription.parse(
-            queue, pattern, filter_policy, envelope, filter_scope, lenient=not strict
+            queue, pattern, filter_policy, envelope, filter_scope, lenient=not strict,
+            endpoint=endpoint,
         )
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
         self._topics[topic] = current.with_subscription(subscription)

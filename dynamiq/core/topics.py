@@ -73,9 +73,14 @@ class TopicService:
         for k, ((i, queue), mid) in enumerate(zip(placed, stored, strict=True)):
             ids[queue][i] = mid
             duplicate[queue][i] = bool(stored.duplicate) and stored.duplicate[k]
+        # A push subscription's copy is delivered when its endpoint takes it (``Pusher``).
+        pushed = {q for q in records if subscribed.subscriptions[q].endpoint is not None}
+        duplicates = stored.duplicate or [False] * len(placed)
         counted = {
             "published": len(messages),
-            "delivered": len(placed) - sum(stored.duplicate or ()),
+            "delivered": sum(
+                1 for (_, q), dup in zip(placed, duplicates, strict=True) if not dup and q not in pushed
+            ),
             "unrouted": sum(1 for queues in routes if not queues),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},
         }

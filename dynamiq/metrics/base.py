@@ -10,12 +10,16 @@ __all__ = ["LIFECYCLE_EVENTS", "TOPIC_EVENTS", "Metrics", "MetricsFanout"]
 # What can happen to a message besides its delete (``Metrics.lifecycle``).
 LIFECYCLE_EVENTS = ("dead_lettered", "expired", "redriven", "deduplicated")
 # What a topic counts (``Metrics.topic_event``), after SNS's CloudWatch metrics:
-# messages published, copies delivered to queues, messages no subscription took,
-# and copies a filter kept from its queue, by why.
+# messages published, copies delivered to queues and endpoints, messages no
+# subscription took, failed pushes (every attempt, as SNS counts them), pushes
+# given up and moved to the subscription's dead-letter queue, and copies a
+# filter kept from its queue, by why.
 TOPIC_EVENTS = (
     "published",
     "delivered",
     "unrouted",
+    "failed",
+    "redriven_to_dlq",
     "filtered_out_attributes",
     "filtered_out_body",
     "filtered_out_no_attributes",

@@ -93,7 +93,15 @@ class PrometheusMetrics:
                 "published": ("dynamiq_topic_messages_published", "Messages published"),
                 "delivered": (
                     "dynamiq_topic_notifications_delivered",
-                    "Copies stored in subscribed queues",
+                    "Copies stored in subscribed queues, and pushes their endpoints took",
+                ),
+                "failed": (
+                    "dynamiq_topic_notifications_failed",
+                    "Pushes that failed (every attempt)",
+                ),
+                "redriven_to_dlq": (
+                    "dynamiq_topic_notifications_redriven_to_dlq",
+                    "Pushes given up and moved to their subscription's dead-letter queue",
                 ),
                 "unrouted": (
                     "dynamiq_topic_messages_unrouted",

@@ -15,6 +15,7 @@ import msgspec
 from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.delivery.state import QueueStats
 from dynamiq.core.routing.filters import FilterScope
+from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
@@ -22,6 +23,7 @@ from dynamiq.models import LocalQueueStats, QueueSettings
 __all__ = [
     "MemberStatus",
     "NodeStats",
+    "PushView",
     "QueueStatsDetail",
     "QueueView",
     "Rates",
@@ -49,30 +51,60 @@ class QueueView(msgspec.Struct, frozen=True):
     expires_at_ms: int | None = None
 
 
+class PushView(msgspec.Struct, frozen=True):
+    """Where a push subscription delivers (a webhook): its id, ``protocol`` and ``url``,
+    whether the endpoint confirmed it (``state`` pending or confirmed), raw bodies, its
+    own delivery policy (SNS's JSON) and dead-letter queue."""
+
+    id: str
+    protocol: str
+    url: str
+    state: Literal["pending", "confirmed"]
+    raw: bool = False
+    delivery_policy: str | None = None
+    dead_letter_queue: str | None = None
+
+
 class SubscriptionView(msgspec.Struct, frozen=True):
-    """A queue's subscription to a topic: the routing-key pattern and the filter policy
-    it takes messages by (none: every message), and whether it takes them as SNS
-    notifications (``envelope``)."""
+    """A subscription to a topic: the queue it fills (a push subscription's is internal),
+    the routing-key pattern and the filter policy it takes messages by (none: every
+    message), whether it takes them as SNS notifications (``envelope``), and for a push
+    subscription where it delivers them."""
 
     queue: str
     pattern: str | None = None
     filter: dict[str, Any] | None = None
     envelope: bool = False
     filter_scope: FilterScope = "attributes"
+    push: PushView | None = None
 
     @classmethod
     def of(cls, subscription: Subscription) -> SubscriptionView:
         """Return the view of a subscription the catalog holds."""
         policy = subscription.filter
-        if policy is None:
-            return cls(subscription.queue, subscription.pattern, None, subscription.envelope)
         return cls(
             subscription.queue,
             subscription.pattern,
-            policy.spec,
+            None if policy is None else policy.spec,
             subscription.envelope,
-            policy.scope,
+            "attributes" if policy is None else policy.scope,
+            _push_view(subscription),
         )
+
+
+def _push_view(subscription: Subscription) -> PushView | None:
+    endpoint = subscription.endpoint
+    if endpoint is None:
+        return None
+    return PushView(
+        subscription.queue.removeprefix(PUSH_PREFIX),
+        endpoint.protocol,
+        endpoint.url,
+        "confirmed" if endpoint.confirmed else "pending",
+        endpoint.raw,
+        endpoint.delivery_policy,
+        endpoint.dead_letter,
+    )
 
 
 class RedriveView(msgspec.Struct):

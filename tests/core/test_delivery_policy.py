@@ -98,7 +98,7 @@ def test_a_retry_policy_past_aws_limits_is_refused(policy: dict[str, Any], said:
     [
         ({"defaultThrottlePolicy": {"maxReceivesPerSecond": 0}}, "1 or more"),
         ({"defaultThrottlePolicy": {"other": 1}}, "holds only maxReceivesPerSecond"),
-        ({"defaultRequestPolicy": {"headerContentType": "image/png"}}, "headerContentType"),
+        ({"defaultRequestPolicy": {"headerContentType": "no type"}}, "headerContentType"),
         ({"disableSubscriptionOverrides": "no"}, "true or false"),
         ({"somethingElse": 1}, "not a delivery policy field"),
     ],

@@ -21,7 +21,13 @@ import msgspec
 from dynamiq.core.clock import Clock
 from dynamiq.models import AttributeValue, Notice, Outgoing, natural_type, topic_arn
 
-__all__ = ["Envelopes"]
+__all__ = ["Envelopes", "sns_timestamp"]
+
+
+def sns_timestamp(wall_ms: int) -> str:
+    """A time as SNS's documents write it (``2026-01-01T00:00:00.000Z``)."""
+    stamp = datetime.fromtimestamp(wall_ms / 1000, UTC)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Envelopes:
@@ -37,7 +43,6 @@ class Envelopes:
     def wrap(self, topic: str, message: Outgoing | bytes, notice: Notice) -> Outgoing:
         """The copy of ``message`` a queue subscribed without raw delivery stores."""
         outgoing = message if isinstance(message, Outgoing) else Outgoing(message)
-        stamp = datetime.fromtimestamp(self._clock.wall_ms() / 1000, UTC)
         envelope: dict[str, object] = {
             "Type": "Notification",
             "MessageId": notice.message_id,
@@ -46,7 +51,7 @@ class Envelopes:
         if notice.subject is not None:
             envelope["Subject"] = notice.subject
         envelope["Message"] = outgoing.body.decode(errors="replace")
-        envelope["Timestamp"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        envelope["Timestamp"] = sns_timestamp(self._clock.wall_ms())
         if outgoing.attributes:
             labels = outgoing.attribute_types or {}
             envelope["MessageAttributes"] = {

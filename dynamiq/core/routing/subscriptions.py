@@ -18,6 +18,7 @@ from typing import Any
 
 from dynamiq.core.routing.filters import FilterPolicy, FilterScope, Subject
 from dynamiq.core.routing.patterns import PatternTrie, check_pattern
+from dynamiq.core.routing.push import PushEndpoint
 from dynamiq.errors import Invalid
 from dynamiq.topic_settings import TopicSettings
 
@@ -32,6 +33,12 @@ class Subscription:
     pattern: str | None = None
     filter: FilterPolicy | None = None
     envelope: bool = False  # the queue gets each message as an SNS notification
+    endpoint: PushEndpoint | None = None  # a push subscription's (``queue`` is its own)
+
+    @property
+    def routed(self) -> bool:
+        """Whether it takes messages now: a push subscription only once confirmed."""
+        return self.endpoint is None or self.endpoint.confirmed
 
     @classmethod
     def parse(
@@ -43,6 +50,7 @@ class Subscription:
         scope: FilterScope = "attributes",
         stored: bool = False,
         lenient: bool = True,
+        endpoint: PushEndpoint | None = None,
     ) -> Subscription:
         """Return a validated subscription (``Invalid`` naming the field otherwise); a
         ``stored`` one's filter is not held to today's limits again, and only a
@@ -53,7 +61,7 @@ class Subscription:
         policy = None
         if spec is not None:
             policy = FilterPolicy(spec, scope, lenient=lenient, limits=not stored)
-        return cls(queue, checked, policy, envelope)
+        return cls(queue, checked, policy, envelope, endpoint)
 
     @staticmethod
     def decode(queue: str, raw: bytes) -> Subscription:
@@ -81,6 +89,8 @@ class Subscription:
                 out["filter_scope"] = self.filter.scope
         if self.envelope:
             out["envelope"] = True
+        if self.endpoint is not None:
+            out["endpoint"] = self.endpoint.to_dict()
         return out
 
 
@@ -96,6 +106,7 @@ def _decoded(queue: str, raw: bytes) -> Subscription:
         data.get("envelope", False),
         data.get("filter_scope", "attributes"),
         stored=True,
+        endpoint=PushEndpoint.from_dict(data["endpoint"]) if "endpoint" in data else None,
     )
 
 
@@ -206,7 +217,7 @@ class _Router:
     """A topic's subscriptions compiled for routing."""
 
     def __init__(self, subs: Iterable[Subscription]) -> None:
-        subs = list(subs)
+        subs = [s for s in subs if s.routed]
         self.every = frozenset(s.queue for s in subs if s.pattern is None)
         patterned = [(s.pattern, s.queue) for s in subs if s.pattern is not None]
         self.trie = PatternTrie(patterned) if patterned else None
