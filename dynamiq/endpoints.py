@@ -26,7 +26,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from dynamiq.errors import Invalid
 
-__all__ = ["DEFAULT_DENY", "EndpointRules", "Network"]
+__all__ = ["DEFAULT_DENY", "EndpointRules", "Network", "Unreachable"]
 
 DEFAULT_DENY = "169.254.0.0/16,fe80::/10"
 PROTOCOLS = ("http", "https")
@@ -34,6 +34,10 @@ MAX_URL = 2048
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class Unreachable(Exception):
+    """An endpoint did not answer: refused, reset, timed out, or refused by the rules."""
 
 
 def _refuse(why: str) -> Invalid:
@@ -69,9 +73,7 @@ class _Names:
         """Whether ``host`` is named, exactly or under a ``*.domain`` entry."""
         if host in self.hosts:
             return True
-        return any(
-            entry.startswith("*.") and host.endswith(entry[1:]) for entry in self.hosts
-        )
+        return any(entry.startswith("*.") and host.endswith(entry[1:]) for entry in self.hosts)
 
     def holds(self, address: Address) -> bool:
         return any(address in network for network in self.networks)
@@ -82,7 +84,10 @@ class EndpointRules:
     ``ports`` on its own ``addresses`` (loopback's always among them)."""
 
     def __init__(
-        self, allow: str = "", deny: str = DEFAULT_DENY, ports: Iterable[int] = (),
+        self,
+        allow: str = "",
+        deny: str = DEFAULT_DENY,
+        ports: Iterable[int] = (),
         addresses: Iterable[str] = (),
     ) -> None:
         self._allow = _Names.parse(allow, "push.allow")
@@ -141,9 +146,7 @@ class EndpointRules:
 async def resolve(host: str, port: int) -> list[str]:
     """The addresses ``host`` resolves to (``Invalid`` when it resolves to none)."""
     try:
-        found = await asyncio.get_running_loop().getaddrinfo(
-            host, port, type=socket.SOCK_STREAM
-        )
+        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         raise _refuse(f"the host {host} does not resolve") from None
     return sorted({str(info[4][0]) for info in found})

@@ -40,14 +40,19 @@ from dynamiq.core.lifecycle.redrive import Redriver
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
 from dynamiq.core.routing.notifications import Envelopes
+from dynamiq.core.routing.signing import signing_key
 from dynamiq.core.topics import TopicService
+from dynamiq.endpoints import EndpointRules
 from dynamiq.errors import DynamiqError
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.metrics.prometheus import PrometheusMetrics
+from dynamiq.push_client import HttpPoster
 from dynamiq.service.node import Node
 from dynamiq.service.parts import Cluster, Engine
+from dynamiq.service.pusher import Pusher
 from dynamiq.service.reach import Reach
 from dynamiq.service.reports import live_nodes
+from dynamiq.service.webhooks import Webhooks
 from dynamiq.storage.base import StorageBackend
 from dynamiq.storage.factory import describe, open_store
 from dynamiq.storage.version import claim_format
@@ -107,7 +112,29 @@ def create_app(
     counted = seat is not None and seat.quorum  # a node alone's workers count no majority
     quorum = Quorum(reach.me(), settings.cluster.suspecttimeout) if counted else None
     cluster = Cluster.build(reach, quorum, engine.queues, engine.janitor)
-    node = Node(engine, cluster, settings.limits, space)
+    rules = _endpoint_rules(settings, sock, seat)
+    webhooks = Webhooks(
+        engine.catalog,
+        engine.queues,
+        rules,
+        clock,
+        settings.push.url or _public_url(settings, sock, certificates is not None),
+        settings.sqs.region,
+        settings.sqs.account,
+    )
+    node = Node(engine, cluster, settings.limits, space, webhooks)
+    poster = HttpPoster(rules, settings.push.timeout, settings.push.connecttimeout)
+    pusher = Pusher(
+        webhooks,
+        engine.catalog,
+        engine.queues,
+        cluster.majority,
+        poster,
+        node.publish,
+        clock,
+        metrics,
+        settings.push.concurrency,
+    )
     reporter = Reporter(
         engine.queues,
         store,
@@ -135,6 +162,13 @@ def create_app(
     if certificates is not None:
         app[CERTIFICATES] = certificates
     _run(app, node, engine, cluster, reporter, keys, on_fatal or _log_fatal, describe(settings))
+
+    async def start_pushing() -> None:
+        webhooks.start(await signing_key(store))
+
+    app.cleanup_ctx.extend(
+        [_owned(start_pushing, poster.close), _task(pusher.pusher_loop)]  # after the catalog
+    )
     return app
 
 
@@ -177,6 +211,27 @@ def _run(
             *([_task(space.watch_loop)] if space else []),
         ]
     )
+
+
+def _endpoint_rules(settings: Settings, sock: socket.socket, seat: Seat | None) -> EndpointRules:
+    """The ``[push]`` rules, this node's own ports (HTTP, gossip) and addresses among them."""
+    ports = {sock.getsockname()[1]}
+    if seat is not None:
+        ports.add(int(seat.gossip.rpartition(":")[2]))
+        ports.add(seat.peers.getsockname()[1])
+    own = [settings.core.httpaddress, settings.cluster.address]
+    return EndpointRules(settings.push.allow, settings.push.deny, ports, own)
+
+
+def _public_url(settings: Settings, sock: socket.socket, tls: bool) -> str:
+    """Where endpoints reach this node when ``push.url`` does not say: its own address
+    (the cluster's address or the host's name when it listens on every address)."""
+    url = url_of(sock, tls)
+    host = sock.getsockname()[0]
+    if host in ("0.0.0.0", "::"):
+        named = settings.cluster.address or socket.gethostname()
+        url = url.replace(f"[{host}]" if ":" in host else host, named, 1)
+    return url
 
 
 def _own_seat(settings: Settings, sock: socket.socket) -> Seat | None:

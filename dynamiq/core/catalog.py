@@ -343,8 +343,15 @@ class Catalog:
         topic."""
         current = self.topic(topic)
         self.queue(queue)
+        if endpoint is None and queue in current.subscriptions:
+            endpoint = current.subscriptions[queue].endpoint  # a push subscription stays one
         subscription = Subscription.parse(
-            queue, pattern, filter_policy, envelope, filter_scope, lenient=not strict,
+            queue,
+            pattern,
+            filter_policy,
+            envelope,
+            filter_scope,
+            lenient=not strict,
             endpoint=endpoint,
         )
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})

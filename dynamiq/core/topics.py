@@ -79,7 +79,9 @@ class TopicService:
         counted = {
             "published": len(messages),
             "delivered": sum(
-                1 for (_, q), dup in zip(placed, duplicates, strict=True) if not dup and q not in pushed
+                1
+                for (_, q), dup in zip(placed, duplicates, strict=True)
+                if not dup and q not in pushed
             ),
             "unrouted": sum(1 for queues in routes if not queues),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},

@@ -17,8 +17,9 @@ from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.lifecycle.redrive import RedriveTask
 from dynamiq.core.routing.filters import FilterScope
+from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.core.routing.subscriptions import Topic
-from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded
+from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded, QueueNotFound
 from dynamiq.keyspace import node_of
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
@@ -50,6 +51,7 @@ from dynamiq.service.reports import (
     queue_detail,
     totals,
 )
+from dynamiq.service.webhooks import Webhooks
 from dynamiq.storage.diskspace import DISK_RETRY_SECONDS, FreeSpace
 from dynamiq.topic_settings import TopicSettings
 
@@ -67,6 +69,7 @@ class Node:
         cluster: Cluster,
         limits: LimitsSettings,
         space: FreeSpace | None = None,
+        webhooks: Webhooks | None = None,
     ) -> None:
         self._catalog = engine.catalog
         self._queues = engine.queues
@@ -82,6 +85,7 @@ class Node:
         self.space = space  # the embedded store's disk; None: the store keeps its own
         self.limits = limits
         self._waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
+        self.webhooks = webhooks  # push subscriptions (None: a node that pushes nothing)
 
     @property
     def membership(self) -> Membership:
@@ -96,11 +100,14 @@ class Node:
     # -- queues ----------------------------------------------------------------
 
     def queue_names(self) -> list[str]:
-        """Return every queue, sorted."""
-        return self._catalog.queues()
+        """Return every queue, sorted (the push subscriptions' own are not listed)."""
+        return [q for q in self._catalog.queues() if not q.startswith(PUSH_PREFIX)]
 
     def require_queue(self, name: str) -> QueueRecord:
-        """Return the queue, or raise ``QueueNotFound`` (before a request body is read)."""
+        """Return the queue, or raise ``QueueNotFound`` (before a request body is read);
+        a push subscription's own queue is no client's to name."""
+        if name.startswith(PUSH_PREFIX):
+            raise QueueNotFound(name)
         return self._catalog.queue(name)
 
     async def create_queue(self, name: str, changes: Mapping[str, Any] | None = None) -> QueueView:
@@ -405,7 +412,7 @@ class Node:
 
     async def node_stats(self) -> NodeStats:
         """Return every queue's cluster-wide stats and their sums."""
-        queues = await self.queue_stats(self._catalog.queues())
+        queues = await self.queue_stats(self.queue_names())
         nodes = len(live_nodes(self._membership))
         return NodeStats(node_of(self._membership.local().name), nodes, queues, totals(queues))
 

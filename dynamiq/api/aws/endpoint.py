@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from dynamiq.api.context import services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
-from dynamiq.errors import DynamiqError, PayloadTooLarge
+from dynamiq.errors import DynamiqError, NotFound, PayloadTooLarge
 
 __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 
@@ -231,7 +231,57 @@ async def _json_parameters(request: web.Request) -> dict[str, Any]:
     return data
 
 
+def _link(action: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A link SNS puts in what it sends an endpoint (``SubscribeURL``, ``UnsubscribeURL``):
+    the action, its parameters in the query, answered as SNS answers it. Open to all:
+    the token, or the subscription's id, is the secret."""
+
+    async def follow(request: web.Request) -> web.StreamResponse:
+        request_id = _request_id()
+        try:
+            services = services_of(request)
+            base = f"{request.scheme}://{request.host}"
+            call = Call(services.node, services.sqs, base, Params(dict(request.query)))
+            answer = await SNS_ACTIONS[action](call)
+            return await _answer(request, _SNS_QUERY, action, answer, request_id)
+        except DynamiqError as exc:
+            translated = _SNS_QUERY.translate(exc)
+            return error_response(request, lambda e: _SNS_QUERY.error(translated, request_id), exc)
+
+    return follow
+
+
+async def _certificate(request: web.Request) -> web.StreamResponse:
+    """The certificate of the key the cluster signs with (PEM), at ``SigningCertURL``."""
+    webhooks = services_of(request).node.webhooks
+    documents = webhooks.documents if webhooks is not None else None
+    if documents is None or request.match_info["key"] != documents.key.key_id:
+        raise NotFound("no such signing certificate")
+    return web.Response(body=documents.key.cert_pem, content_type="application/x-pem-file")
+
+
 ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/sns/confirm",
+        _link("ConfirmSubscription"),
+        summary="SNS: an endpoint confirms its subscription (SubscribeURL)",
+        access=Access.OPEN,
+    ),
+    Route(
+        "GET",
+        "/sns/unsubscribe",
+        _link("Unsubscribe"),
+        summary="SNS: an endpoint ends its subscription (UnsubscribeURL)",
+        access=Access.OPEN,
+    ),
+    Route(
+        "GET",
+        "/sns/cert/{key}.pem",
+        _certificate,
+        summary="SNS: the certificate signatures are checked with (SigningCertURL)",
+        access=Access.OPEN,
+    ),
     Route(
         "POST",
         "/",

@@ -20,6 +20,16 @@ from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
 from dynamiq.api.aws.params import Params, batch_entries, checked_entries
+from dynamiq.api.aws.push import (
+    PROTOCOLS,
+    PUSH_ATTRIBUTES,
+    configure_push,
+    confirm_subscription,
+    push_attributes,
+    push_listed,
+    subscribe_endpoint,
+    webhooks_of,
+)
 from dynamiq.errors import Invalid, TopicNotFound
 from dynamiq.models import Notice, Outgoing
 from dynamiq.service.reports import SubscriptionView
@@ -45,15 +55,20 @@ def named_topic(call: Call, param: str = "TopicArn") -> str:
 def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     """The topic and subscription a ``SubscriptionArn`` names."""
     arn = call.params.text("SubscriptionArn")
-    topic_arn, _, queue = arn.rpartition(":")
+    topic_arn, _, last = arn.rpartition(":")
     topic = call.name_of_arn(topic_arn, "SubscriptionArn", "sns")
     try:
-        found = {s.queue: s for s in call.node.subscriptions(topic)}.get(queue)
+        found = {_arn_end(s): s for s in call.node.subscriptions(topic)}.get(last)
     except TopicNotFound:
         found = None
     if found is None:
         raise SnsError("NotFound", "Subscription does not exist")
     return topic, found
+
+
+def _arn_end(subscription: SubscriptionView) -> str:
+    """What a subscription's ARN ends with: its queue's name, or a push subscription's id."""
+    return subscription.queue if subscription.push is None else subscription.push.id
 
 
 async def delete_topic(call: Call) -> dict[str, Any]:
@@ -76,8 +91,16 @@ def _page(names: list[str], after: str | None) -> tuple[list[str], dict[str, str
 
 async def subscribe(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
-    if call.params.text("Protocol") != "sqs":
-        raise invalid_parameter("Protocol: only sqs endpoints are delivered to")
+    protocol = call.params.text("Protocol")
+    if protocol not in ("sqs", *PROTOCOLS):
+        raise invalid_parameter("Protocol: only sqs, http and https endpoints are delivered to")
+    given = call.params.mapping("Attributes")
+    known = SUBSCRIPTION_ATTRIBUTES | (PUSH_ATTRIBUTES if protocol in PROTOCOLS else set())
+    for name in set(given) - known:
+        raise invalid_parameter(f"Attributes Reason: Unknown attribute {name}")
+    if protocol in PROTOCOLS:
+        settings = _subscription_settings(given, None)
+        return await subscribe_endpoint(call, topic, protocol, settings)
     queue = call.name_of_arn(call.params.text("Endpoint"), "Endpoint")
     call.node.require_queue(queue)
     if queue.endswith(".fifo") and not topic.endswith(".fifo"):
@@ -85,9 +108,6 @@ async def subscribe(call: Call) -> dict[str, Any]:
             "Invalid parameter: Endpoint Reason: "
             "FIFO SQS Queues can not be subscribed to standard SNS topics"
         )
-    given = call.params.mapping("Attributes")
-    for name in set(given) - SUBSCRIPTION_ATTRIBUTES:
-        raise invalid_parameter(f"Attributes Reason: Unknown attribute {name}")
     settings = _subscription_settings(given, None)
     await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue}"}
@@ -148,7 +168,10 @@ def _subscription_settings(
 
 async def unsubscribe(call: Call) -> dict[str, Any]:
     topic, found = _subscription(call)
-    await call.node.unsubscribe(topic, found.queue)
+    if found.push is not None:
+        await webhooks_of(call).unsubscribe(found.push.id)
+    else:
+        await call.node.unsubscribe(topic, found.queue)
     return {}
 
 
@@ -161,6 +184,8 @@ async def get_subscription_attributes(call: Call) -> dict[str, Any]:
         "PendingConfirmation": "false",
         "ConfirmationWasAuthenticated": "true",
     }
+    if found.push is not None:
+        attributes.update(push_attributes(call, topic, found.push))
     if found.filter is not None:
         attributes["FilterPolicy"] = json.dumps(found.filter)
         attributes["FilterPolicyScope"] = SCOPE_NAMES[found.filter_scope]
@@ -170,15 +195,20 @@ async def get_subscription_attributes(call: Call) -> dict[str, Any]:
 async def set_subscription_attributes(call: Call) -> dict[str, Any]:
     topic, found = _subscription(call)
     name = call.params.text("AttributeName")
+    value = call.params.optional_text("AttributeValue") or ""
+    if found.push is not None and name in PUSH_ATTRIBUTES:
+        await configure_push(call, found, name, value)
+        return {}
     if name not in SUBSCRIPTION_ATTRIBUTES:
         raise invalid_parameter(f"AttributeName: {name}")
-    value = call.params.optional_text("AttributeValue") or ""
     settings = _subscription_settings({name: value}, found)
     await _subscribe(call, topic, found.queue, settings)
     return {}
 
 
 def _listed(call: Call, topic: str, subscription: SubscriptionView) -> dict[str, str]:
+    if subscription.push is not None:
+        return push_listed(call, topic, subscription.push)
     return {
         "SubscriptionArn": f"{call.topic_arn(topic)}:{subscription.queue}",
         "TopicArn": call.topic_arn(topic),
@@ -189,7 +219,7 @@ def _listed(call: Call, topic: str, subscription: SubscriptionView) -> dict[str,
 
 async def list_subscriptions(call: Call) -> dict[str, Any]:
     every = [
-        (f"{topic}:{s.queue}", topic, s)
+        (f"{topic}:{_arn_end(s)}", topic, s)
         for topic in call.node.topic_names()
         for s in call.node.subscriptions(topic)
     ]
@@ -198,7 +228,7 @@ async def list_subscriptions(call: Call) -> dict[str, Any]:
 
 async def list_subscriptions_by_topic(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
-    every = [(s.queue, topic, s) for s in call.node.subscriptions(topic)]
+    every = [(_arn_end(s), topic, s) for s in call.node.subscriptions(topic)]
     return _subscriptions_page(call, every)
 
 
@@ -286,6 +316,7 @@ TOPIC_ACTIONS: dict[str, Action] = {
     "DeleteTopic": delete_topic,
     "ListTopics": list_topics,
     "Subscribe": subscribe,
+    "ConfirmSubscription": confirm_subscription,
     "Unsubscribe": unsubscribe,
     "GetSubscriptionAttributes": get_subscription_attributes,
     "SetSubscriptionAttributes": set_subscription_attributes,

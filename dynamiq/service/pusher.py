@@ -1,0 +1,266 @@
+"""Deliveries to HTTP/S endpoints: each process of a node POSTs what its own slice of
+every push subscription's queue holds.
+
+A copy is leased for the delivery (``LEASE_SECONDS``, more than any request
+may take); its receive count is the attempt. A 2xx deletes it. A failure
+that may pass (no answer in time, a refused connection, 5xx, 429, 408,
+anything outside 2xx-4xx) is retried after the delay the delivery policy
+gives that attempt, by making the copy visible again then; one the endpoint
+refuses for good (another 4xx), or the last retry's failure, goes to the
+subscription's dead-letter queue (as the SNS document), or is dropped
+without one, counted either way. A node that dies mid-delivery leaves the
+lease to lapse: whoever serves the slice then tries again (at least once).
+
+At most ``push.concurrency`` deliveries of a subscription are in flight per
+process, and no more leases are taken than that: 10,000 pending copies of a
+slow endpoint stay in the store, not in memory. ``throttlePolicy`` bounds the
+deliveries each process starts per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import Clock
+from dynamiq.core.queues import QueueService
+from dynamiq.core.routing.push import Request, subscription_id
+from dynamiq.core.routing.subscriptions import Subscription
+from dynamiq.delivery_policy import DEFAULT_CONTENT_TYPE, DeliveryRules, delivery_rules
+from dynamiq.endpoints import Unreachable
+from dynamiq.errors import DynamiqError
+from dynamiq.metrics.base import Metrics
+from dynamiq.models import Message, Outgoing
+from dynamiq.service.majority import Majority
+from dynamiq.service.webhooks import Webhooks
+from dynamiq.topic_settings import TopicSettings
+
+__all__ = ["LEASE_SECONDS", "Poster", "Pusher", "outcome"]
+
+log = logging.getLogger("dynamiq.service")
+
+LEASE_SECONDS = 90.0  # a delivery's lease: push.timeout is at most 60 s
+WAIT_SECONDS = 5.0  # a subscription's receive waits this long for a publish
+SYNC_SECONDS = 1.0  # how often the subscriptions served are brought up to date
+TIDY_EVERY = 60  # syncs between two tidyings (expired and orphaned subscriptions)
+
+
+class Poster(Protocol):
+    """POSTs a request; the endpoint's status, or ``Unreachable``."""
+
+    async def post(self, request: Request) -> int: ...
+
+
+def outcome(status: int | None) -> str:
+    """What an answer means: ``delivered`` (2xx), ``retry`` (no answer, 5xx, 429, 408,
+    1xx, 3xx: anything outside 2xx-4xx, and 4xx that say "later") or ``refused`` (any
+    other 4xx: the endpoint will not take it)."""
+    if status is None:
+        return "retry"
+    if 200 <= status < 300:
+        return "delivered"
+    if 400 <= status < 500 and status not in (408, 429):
+        return "refused"
+    return "retry"
+
+
+@dataclass
+class _Served:
+    """One subscription as this process serves it."""
+
+    topic: str
+    subscription: Subscription
+    rules: DeliveryRules
+    version: str  # the topic's SignatureVersion
+    task: asyncio.Task[None] | None = None
+    in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+    tokens: float = 0.0
+    refilled: float = field(default_factory=time.monotonic)
+
+
+class Pusher:
+    """Delivers this process's share of every push subscription."""
+
+    def __init__(
+        self,
+        webhooks: Webhooks,
+        catalog: Catalog,
+        queues: QueueService,
+        majority: Majority,
+        poster: Poster,
+        publish: Callable[[str, list[bytes | Outgoing]], Awaitable[object]],
+        clock: Clock,
+        metrics: Metrics,
+        concurrency: int,
+    ) -> None:
+        self._webhooks = webhooks
+        self._catalog = catalog
+        self._queues = queues
+        self._majority = majority
+        self._poster = poster
+        self._publish = publish  # into a dead-letter queue, its consumers told
+        self._clock = clock
+        self._metrics = metrics
+        self._concurrency = concurrency
+        self._served: dict[str, _Served] = {}
+
+    async def pusher_loop(self) -> None:
+        """Serve the push subscriptions there are, until cancelled."""
+        syncs = 0
+        try:
+            while True:
+                self._sync()
+                syncs += 1
+                if syncs % TIDY_EVERY == 1:
+                    await self._tidy()
+                await asyncio.sleep(SYNC_SECONDS)
+        finally:
+            await self._stop_all()
+
+    async def _tidy(self) -> None:
+        try:
+            await self._webhooks.tidy(self._clock.wall_ms())
+        except DynamiqError as exc:
+            log.warning("push subscriptions not tidied: %s", exc)
+
+    def _sync(self) -> None:
+        """Serve every push subscription now held, and no other; follow their changes."""
+        wanted = {s.queue: (topic, s) for topic, s in self._catalog.pushes()}
+        for queue in set(self._served) - set(wanted):
+            served = self._served.pop(queue)
+            if served.task is not None:
+                served.task.cancel()
+        for queue, (topic, subscription) in wanted.items():
+            known = self._served.get(queue)
+            settings = self._catalog.topic(topic).settings
+            version = (settings.sns_attributes or {}).get("SignatureVersion", "1")
+            rules = _rules(settings, subscription)
+            if known is None:
+                served = self._served[queue] = _Served(topic, subscription, rules, version)
+                served.task = asyncio.create_task(self._serve(queue, served))
+            else:
+                known.subscription, known.rules, known.version = subscription, rules, version
+
+    async def _stop_all(self) -> None:
+        tasks = [s.task for s in self._served.values() if s.task is not None]
+        tasks += [t for s in self._served.values() for t in s.in_flight]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._served.clear()
+
+    async def _serve(self, queue: str, served: _Served) -> None:
+        """Lease and deliver what this process's slice of ``queue`` holds, until cancelled."""
+        room = asyncio.Semaphore(self._concurrency)
+        while True:
+            try:
+                await room.acquire()
+                room.release()
+                want = self._allowance(served)
+                if want == 0 or not self._majority.may_serve():
+                    await asyncio.sleep(0.05 if want == 0 else 0.5)
+                    continue
+                epoch = self._majority.epoch()
+                got = await self._queues.receive(queue, want, LEASE_SECONDS, WAIT_SECONDS)
+                if not self._majority.holds(epoch):
+                    continue  # paused meanwhile: the leases are void, they lapse
+                for message in got:
+                    await room.acquire()
+                    task = asyncio.create_task(self._deliver(queue, served, message, room))
+                    served.in_flight.add(task)
+                    task.add_done_callback(served.in_flight.discard)
+            except asyncio.CancelledError:
+                raise
+            except DynamiqError as exc:
+                log.warning("push subscription %s: %s", subscription_id(queue), exc)
+                await asyncio.sleep(1.0)
+
+    def _allowance(self, served: _Served) -> int:
+        """How many deliveries may start now: the room in flight, within the throttle."""
+        free = self._concurrency - len(served.in_flight)
+        rate = served.rules.max_per_second
+        if rate is None:
+            return max(free, 0)
+        now = time.monotonic()
+        served.tokens = min(float(rate), served.tokens + (now - served.refilled) * rate)
+        served.refilled = now
+        take = min(free, int(served.tokens))
+        served.tokens -= take
+        return max(take, 0)
+
+    async def _deliver(
+        self, queue: str, served: _Served, message: Message, room: asyncio.Semaphore
+    ) -> None:
+        try:
+            await self._attempt(queue, served, message)
+        except DynamiqError as exc:  # the store: the lease lapses, the copy is tried again
+            log.warning("push subscription %s: %s", subscription_id(queue), exc)
+        finally:
+            room.release()
+
+    async def _attempt(self, queue: str, served: _Served, message: Message) -> None:
+        endpoint = served.subscription.endpoint
+        assert endpoint is not None
+        topic = served.topic
+        version = served.version
+        confirming = b'"Type": "SubscriptionConfirmation"' in message.body[:64]
+        content_type = DEFAULT_CONTENT_TYPE if confirming else served.rules.content_type
+        request = self._webhooks.documents.request(
+            message.body,
+            endpoint,
+            self._webhooks.subscription_arn(topic, queue),
+            version,
+            content_type,
+        )
+        try:
+            status: int | None = await self._poster.post(request)
+        except Unreachable as exc:
+            log.debug("%s did not answer: %s", endpoint.url, exc)
+            status = None
+        verdict = outcome(status)
+        if verdict == "delivered":
+            await self._queues.delete(queue, [message.id])
+            if not confirming:
+                self._metrics.topic_event(topic, "delivered", 1)
+            return
+        self._metrics.topic_event(topic, "failed", 1)
+        delays = served.rules.retry.delays()
+        retried = message.receive_count - 1  # attempts so far, less the first
+        if verdict == "retry" and retried < len(delays):
+            await self._queues.change_visibility(queue, [message.id], delays[retried])
+            return
+        await self._give_up(queue, served, message, status)
+
+    async def _give_up(
+        self, queue: str, served: _Served, message: Message, status: int | None
+    ) -> None:
+        """Move a copy that will not be delivered to the dead-letter queue (or drop it)."""
+        endpoint = served.subscription.endpoint
+        assert endpoint is not None
+        target = endpoint.dead_letter
+        said = "no answer" if status is None else f"status {status}"
+        if target is not None and self._catalog.find(target) is not None:
+            await self._publish(target, [message.body])
+            self._metrics.topic_event(served.topic, "redriven_to_dlq", 1)
+            log.info("%s: given up (%s), moved to %s", endpoint.url, said, target)
+        else:
+            log.warning("%s: given up (%s), dropped: no dead-letter queue", endpoint.url, said)
+        await self._queues.delete(queue, [message.id])
+
+
+def _rules(settings: TopicSettings, subscription: Subscription) -> DeliveryRules:
+    """The delivery rules of ``subscription`` under its topic's ``settings``."""
+    kept = settings.sns_attributes or {}
+    topic_doc = json.loads(kept["DeliveryPolicy"]) if "DeliveryPolicy" in kept else {}
+    endpoint = subscription.endpoint
+    own = json.loads(endpoint.delivery_policy) if endpoint and endpoint.delivery_policy else {}
+    return delivery_rules(topic_doc, own)
