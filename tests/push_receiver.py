@@ -1,0 +1,148 @@
+"""An HTTP endpoint for push subscriptions to deliver to, as a service would run one: a
+real aiohttp server on loopback (in a thread of its own, so that synchronous clients
+such as boto3 can drive the node meanwhile), answering each POST as its ``answer``
+says and keeping what it got; and SNS's signature checked the way AWS documents it,
+written here independently of the node's code."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+__all__ = ["Delivery", "Receiver", "verify"]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One POST the endpoint got."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def document(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.body)
+        return parsed
+
+    @property
+    def kind(self) -> str:
+        return self.headers.get("x-amz-sns-message-type", "")
+
+
+class Receiver:
+    """A running endpoint; ``answer(delivery)`` gives each POST's status (200 by default)."""
+
+    def __init__(self, answer: Callable[[Delivery], int] | None = None, delay: float = 0.0) -> None:
+        self.answer = answer or (lambda _: 200)
+        self.delay = delay  # seconds before each answer (a slow endpoint)
+        self.got: list[Delivery] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._thread.start()
+        self._ready.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._start())
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/{tail:.*}", self._take)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _take(self, request: web.Request) -> web.Response:
+        delivery = Delivery(
+            request.path, {k.lower(): v for k, v in request.headers.items()}, await request.read()
+        )
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            self.got.append(delivery)
+            return web.Response(status=self.answer(delivery))
+        finally:
+            self.in_flight -= 1
+
+    def of(self, kind: str) -> list[Delivery]:
+        return [d for d in list(self.got) if d.kind == kind]
+
+    def wait_for(self, kind: str, count: int = 1, within: float = 20.0) -> list[Delivery]:
+        """The first ``count`` deliveries of ``kind``, once they came."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            found = self.of(kind)
+            if len(found) >= count:
+                return found
+            time.sleep(0.02)
+        raise AssertionError(f"{len(self.of(kind))} of {count} {kind} deliveries came")
+
+    def close(self) -> None:
+        async def stop() -> None:
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+# What each kind of document signs, in this order (AWS's "Verifying the signatures of
+# Amazon SNS messages"): each key on a line, its value on the next.
+SIGNED = {
+    "Notification": ["Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"],
+    "SubscriptionConfirmation": [
+        "Message",
+        "MessageId",
+        "SubscribeURL",
+        "Timestamp",
+        "Token",
+        "TopicArn",
+        "Type",
+    ],
+}
+
+
+def verify(document: dict[str, Any]) -> x509.Certificate:
+    """Check ``document``'s signature with the certificate fetched from its
+    ``SigningCertURL``; return the certificate."""
+    with urllib.request.urlopen(document["SigningCertURL"], timeout=10) as answer:
+        cert = x509.load_pem_x509_certificate(answer.read())
+    text = "".join(
+        f"{key}\n{document[key]}\n" for key in SIGNED[document["Type"]] if key in document
+    )
+    digest = {"1": hashes.SHA1(), "2": hashes.SHA256()}[document["SignatureVersion"]]
+    key = cert.public_key()
+    assert isinstance(key, rsa.RSAPublicKey)
+    key.verify(base64.b64decode(document["Signature"]), text.encode(), padding.PKCS1v15(), digest)
+    return cert
