@@ -47,12 +47,10 @@ def subscribe(sns: Any, topic: str, receiver: Receiver, **attributes: str) -> st
         assert confirmed.status == 200
         arn = confirmed.read().decode().split("<SubscriptionArn>")[1].split("<")[0]
     assert arn.startswith(topic + ":")
-    return arn
+    return str(arn)
 
 
-def test_subscribe_confirm_and_receive_signed_notifications(
-    sns: Any, receiver: Receiver
-) -> None:
+def test_subscribe_confirm_and_receive_signed_notifications(sns: Any, receiver: Receiver) -> None:
     topic = new_topic(sns)
     answer = sns.subscribe(TopicArn=topic, Protocol="http", Endpoint=receiver.url)
     assert answer["SubscriptionArn"] == "pending confirmation"
