@@ -134,6 +134,7 @@ def create_app(
         clock,
         metrics,
         settings.push.concurrency,
+        settings.push.timeout,
     )
     reporter = Reporter(
         engine.queues,

@@ -1,9 +1,9 @@
 """Deliveries to HTTP/S endpoints: each process of a node POSTs what its own slice of
 every push subscription's queue holds.
 
-A copy is leased for the delivery (``LEASE_SECONDS``, more than any request
-may take); its receive count is the attempt. A 2xx deletes it. A failure
-that may pass (no answer in time, a refused connection, 5xx, 429, 408,
+A copy is leased for the delivery (``push.timeout``, the longest a request
+may take, and ``LEASE_MARGIN_SECONDS``); its receive count is the attempt.
+A 2xx deletes it. A failure that may pass (no answer in time, a refused connection, 5xx, 429, 408,
 anything outside 2xx-4xx) is retried after the delay the delivery policy
 gives that attempt, by making the copy visible again then; one the endpoint
 refuses for good (another 4xx), or the last retry's failure, goes to the
@@ -42,11 +42,11 @@ from dynamiq.service.majority import Majority
 from dynamiq.service.webhooks import Webhooks
 from dynamiq.topic_settings import TopicSettings
 
-__all__ = ["LEASE_SECONDS", "Poster", "Pusher", "outcome"]
+__all__ = ["Poster", "Pusher", "outcome"]
 
 log = logging.getLogger("dynamiq.service")
 
-LEASE_SECONDS = 90.0  # a delivery's lease: push.timeout is at most 60 s
+LEASE_MARGIN_SECONDS = 5.0  # a delivery's lease: push.timeout and this, to delete it
 WAIT_SECONDS = 5.0  # a subscription's receive waits this long for a publish
 SYNC_SECONDS = 1.0  # how often the subscriptions served are brought up to date
 TIDY_EVERY = 60  # syncs between two tidyings (expired and orphaned subscriptions)
@@ -99,6 +99,7 @@ class Pusher:
         clock: Clock,
         metrics: Metrics,
         concurrency: int,
+        timeout: float,
     ) -> None:
         self._webhooks = webhooks
         self._catalog = catalog
@@ -109,6 +110,7 @@ class Pusher:
         self._clock = clock
         self._metrics = metrics
         self._concurrency = concurrency
+        self._lease = timeout + LEASE_MARGIN_SECONDS
         self._served: dict[str, _Served] = {}
 
     async def pusher_loop(self) -> None:
@@ -170,7 +172,7 @@ class Pusher:
                     await asyncio.sleep(0.05 if want == 0 else 0.5)
                     continue
                 epoch = self._majority.epoch()
-                got = await self._queues.receive(queue, want, LEASE_SECONDS, WAIT_SECONDS)
+                got = await self._queues.receive(queue, want, self._lease, WAIT_SECONDS)
                 if not self._majority.holds(epoch):
                     continue  # paused meanwhile: the leases are void, they lapse
                 for message in got:
