@@ -110,8 +110,10 @@ def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield cluster.url
 
 
-async def node_client_with(flags: dict[str, str]) -> TestClient[Any, Any]:
-    """Start a node app with the tests' usual limits and ``flags``."""
+async def node_client_with(
+    flags: dict[str, str], clock: FakeClock | None = None
+) -> TestClient[Any, Any]:
+    """Start a node app with the tests' usual limits and ``flags`` (on ``clock``)."""
     settings = load_settings(
         env={},
         flags={
@@ -122,10 +124,10 @@ async def node_client_with(flags: dict[str, str]) -> TestClient[Any, Any]:
             **flags,
         },
     )
-    return await node_client(settings)
+    return await node_client(settings, clock)
 
 
-async def _store_flags(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+async def store_flags(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """The flags of the store ``request.param`` names (lmdb, redis, redis-cluster)."""
     if request.param == "lmdb":
         return {"storage.path": str(tmp_path / "data")}
@@ -140,7 +142,7 @@ async def http(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on a real store, behind a real HTTP server."""
-    client = await node_client_with(await _store_flags(request, tmp_path))
+    client = await node_client_with(await store_flags(request, tmp_path))
     try:
         yield client
     finally:
@@ -156,7 +158,7 @@ async def keyed(
 ) -> AsyncIterator[TestClient[Any, Any]]:
     """A node that needs keys, whose administrator's key is ``ADMIN_KEY``."""
     flags = {"auth.enabled": "true", "auth.adminkey": ADMIN_KEY}
-    client = await node_client_with({**await _store_flags(request, tmp_path), **flags})
+    client = await node_client_with({**await store_flags(request, tmp_path), **flags})
     try:
         yield client
     finally:

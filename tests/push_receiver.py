@@ -99,12 +99,18 @@ class Receiver:
     def wait_for(self, kind: str, count: int = 1, within: float = 20.0) -> list[Delivery]:
         """The first ``count`` deliveries of ``kind``, once they came."""
         deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+        while True:
             found = self.of(kind)
             if len(found) >= count:
                 return found
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.02)
         raise AssertionError(f"{len(self.of(kind))} of {count} {kind} deliveries came")
+
+    async def arrived(self, kind: str, count: int = 1, within: float = 20.0) -> list[Delivery]:
+        """``wait_for`` from a test's event loop (which a node in the test serves)."""
+        return await asyncio.to_thread(self.wait_for, kind, count, within)
 
     def close(self) -> None:
         async def stop() -> None:
@@ -133,11 +139,13 @@ SIGNED = {
 }
 
 
-def verify(document: dict[str, Any]) -> x509.Certificate:
+def verify(document: dict[str, Any], pem: bytes | None = None) -> x509.Certificate:
     """Check ``document``'s signature with the certificate fetched from its
-    ``SigningCertURL``; return the certificate."""
-    with urllib.request.urlopen(document["SigningCertURL"], timeout=10) as answer:
-        cert = x509.load_pem_x509_certificate(answer.read())
+    ``SigningCertURL`` (or ``pem``, fetched so by the caller); return the certificate."""
+    if pem is None:
+        with urllib.request.urlopen(document["SigningCertURL"], timeout=10) as answer:
+            pem = answer.read()
+    cert = x509.load_pem_x509_certificate(pem)
     text = "".join(
         f"{key}\n{document[key]}\n" for key in SIGNED[document["Type"]] if key in document
     )

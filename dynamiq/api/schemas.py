@@ -61,6 +61,10 @@ __all__ = [
     "TopicPublishResponse",
     "VisibilityRequest",
     "VisibilityResponse",
+    "WebhookBody",
+    "WebhookChange",
+    "WebhookInfo",
+    "WebhookList",
 ]
 
 Encoding = Literal["utf-8", "base64"]
@@ -375,6 +379,54 @@ class TopicInfo(msgspec.Struct):
     name: str
     queues: list[str]
     subscriptions: list[SubscriptionInfo]
+
+
+class WebhookBody(_Body):
+    """A webhook: the topic's messages POSTed to ``url`` (http or https), in SNS's signed
+    JSON document or as the bare body (``raw``), those that pass ``filter`` (on the
+    attributes, or the JSON body with ``filter_scope`` "body"), retried under
+    ``delivery_policy`` (SNS's subscription ``DeliveryPolicy``: ``healthyRetryPolicy``,
+    ``throttlePolicy``, ``requestPolicy``) and then moved to ``dead_letter_queue``."""
+
+    url: str
+    filter: dict[str, Any] | None = None
+    filter_scope: Literal["attributes", "body"] = "attributes"
+    raw: bool = False
+    delivery_policy: dict[str, Any] | None = None
+    dead_letter_queue: str | None = None
+
+
+class WebhookChange(_Body):
+    """What a webhook's change sets (what it leaves out stays; null removes a policy or
+    a dead-letter queue)."""
+
+    raw: bool | None = None
+    delivery_policy: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET
+    dead_letter_queue: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class WebhookInfo(msgspec.Struct):
+    """A webhook: where it delivers, whether its endpoint confirmed it (``state``:
+    pending, confirmed, or failing when the last delivery this node tried failed), and
+    its deliveries waiting (``pending``) and under way (``in_flight``), cluster-wide."""
+
+    id: str
+    topic: str
+    url: str
+    state: str
+    raw: bool = False
+    filter: dict[str, Any] | None = None
+    filter_scope: str = "attributes"
+    delivery_policy: dict[str, Any] | None = None
+    dead_letter_queue: str | None = None
+    pending: int = 0
+    in_flight: int = 0
+
+
+class WebhookList(msgspec.Struct):
+    """A topic's webhooks, by id."""
+
+    webhooks: list[WebhookInfo]
 
 
 class TopicList(msgspec.Struct, omit_defaults=True):

@@ -42,6 +42,7 @@ from dynamiq.api.v2_handlers import (
     subscribe,
     unsubscribe,
 )
+from dynamiq.api.webhooks import WEBHOOK_ROUTES
 from dynamiq.service import reports
 from dynamiq.service.reports import RedriveView
 
@@ -300,6 +301,9 @@ ROUTES: tuple[Route, ...] = (
     ),
     *keys.ROUTES,
 )
+
+
+ROUTES += WEBHOOK_ROUTES
 
 
 def routes() -> list[web.RouteDef]:

@@ -282,6 +282,7 @@ def _topic(name: str, subscriptions: list[SubscriptionView], caller: Principal) 
             caller.shown(sub.queue), sub.pattern, sub.filter, sub.envelope, sub.filter_scope
         )
         for sub in subscriptions
+        if sub.push is None  # webhooks are listed as such (``api.webhooks``)
     ]
     return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed)
 

@@ -35,7 +35,7 @@ from dynamiq.core.routing.push import Request, subscription_id
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.delivery_policy import DEFAULT_CONTENT_TYPE, DeliveryRules, delivery_rules
 from dynamiq.endpoints import Unreachable
-from dynamiq.errors import DynamiqError
+from dynamiq.errors import DynamiqError, TopicNotFound
 from dynamiq.metrics.base import Metrics
 from dynamiq.models import Message, Outgoing
 from dynamiq.service.majority import Majority
@@ -48,6 +48,7 @@ log = logging.getLogger("dynamiq.service")
 
 LEASE_MARGIN_SECONDS = 5.0  # a delivery's lease: push.timeout and this, to delete it
 WAIT_SECONDS = 5.0  # a subscription's receive waits this long for a publish
+IDLE_SECONDS = 0.1  # after a receive that found nothing
 SYNC_SECONDS = 1.0  # how often the subscriptions served are brought up to date
 TIDY_EVERY = 60  # syncs between two tidyings (expired and orphaned subscriptions)
 
@@ -175,6 +176,8 @@ class Pusher:
                 got = await self._queues.receive(queue, want, self._lease, WAIT_SECONDS)
                 if not self._majority.holds(epoch):
                     continue  # paused meanwhile: the leases are void, they lapse
+                if not got:  # the wait ended early (closing, or no slice served yet)
+                    await asyncio.sleep(IDLE_SECONDS)
                 for message in got:
                     await room.acquire()
                     task = asyncio.create_task(self._deliver(queue, served, message, room))
@@ -185,6 +188,17 @@ class Pusher:
             except DynamiqError as exc:
                 log.warning("push subscription %s: %s", subscription_id(queue), exc)
                 await asyncio.sleep(1.0)
+
+    def _refresh(self, queue: str, served: _Served) -> None:
+        """Follow a change of the subscription made since the last sync (its endpoint's
+        raw bodies, policy, dead-letter queue): a delivery goes out as it is now."""
+        try:
+            current = self._catalog.topic(served.topic).subscriptions.get(queue)
+        except TopicNotFound:
+            return
+        if current is not None and current is not served.subscription:
+            settings = self._catalog.topic(served.topic).settings
+            served.subscription, served.rules = current, _rules(settings, current)
 
     def _allowance(self, served: _Served) -> int:
         """How many deliveries may start now: the room in flight, within the throttle."""
@@ -210,6 +224,7 @@ class Pusher:
             room.release()
 
     async def _attempt(self, queue: str, served: _Served, message: Message) -> None:
+        self._refresh(queue, served)
         endpoint = served.subscription.endpoint
         assert endpoint is not None
         topic = served.topic
@@ -229,6 +244,7 @@ class Pusher:
             log.debug("%s did not answer: %s", endpoint.url, exc)
             status = None
         verdict = outcome(status)
+        self._webhooks.delivered(queue, verdict == "delivered")
         if verdict == "delivered":
             await self._queues.delete(queue, [message.id])
             if not confirming:

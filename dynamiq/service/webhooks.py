@@ -35,7 +35,7 @@ from dynamiq.delivery_policy import subscription_policy
 from dynamiq.endpoints import EndpointRules
 from dynamiq.errors import BackendUnavailable, Invalid, NotFound, QueueNotFound, TopicNotFound
 from dynamiq.models import Notice, QueueSettings, topic_arn
-from dynamiq.service.reports import SubscriptionView
+from dynamiq.service.reports import PushView, SubscriptionView
 
 __all__ = ["PENDING_DAYS", "Webhooks"]
 
@@ -68,6 +68,21 @@ class Webhooks:
         self.base = base
         self._region, self._account = region, account
         self._documents: Documents | None = None
+        self._failing: set[str] = set()  # subscriptions whose last delivery here failed
+
+    def delivered(self, queue: str, ok: bool) -> None:
+        """Note how a delivery of a push subscription's queue went (this process's)."""
+        if ok:
+            self._failing.discard(queue)
+        else:
+            self._failing.add(queue)
+
+    def state(self, push: PushView) -> str:
+        """A push subscription's state: pending, confirmed, or failing (its last
+        delivery from this process failed)."""
+        if push.state == "confirmed" and push_queue(push.id) in self._failing:
+            return "failing"
+        return push.state
 
     def start(self, key: SigningKey) -> None:
         """Sign with ``key`` (the cluster's, read from the store at start)."""

@@ -1,0 +1,167 @@
+"""v2 webhooks on a node served in this process, on a fake clock: made, confirmed through
+``SubscribeURL``, delivered to a real endpoint, retried when it fails after the delay
+its policy gives (the clock moved, not waited for), changed and removed; and the
+refusals, which change nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from dynamiq.core.clock import FakeClock
+from tests.conftest import node_client_with, store_flags
+from tests.push_receiver import Delivery, Receiver, verify
+
+
+@pytest.fixture(params=["lmdb", "redis-cluster"])
+async def clocked(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_clock: FakeClock
+) -> AsyncIterator[TestClient[Any, Any]]:
+    client = await node_client_with(await store_flags(request, tmp_path), fake_clock)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def confirmed_webhook(
+    http: TestClient[Any, Any], receiver: Receiver, **extra: Any
+) -> dict[str, Any]:
+    """A webhook on a new topic ``orders``, confirmed the way an endpoint does it."""
+    assert (await http.put("/v2/topics/orders")).status == 201
+    made = await http.post("/v2/topics/orders/webhooks", json={"url": receiver.url, **extra})
+    assert made.status == 201, await made.text()
+    hook: dict[str, Any] = await made.json()
+    assert hook["state"] == "pending" and hook["url"] == receiver.url
+    asked = (await receiver.arrived("SubscriptionConfirmation"))[0].document()
+    link = urlsplit(asked["SubscribeURL"])
+    assert (await http.get(f"{link.path}?{link.query}")).status == 200
+    shown: dict[str, Any] = await (
+        await http.get(f"/v2/topics/orders/webhooks/{hook['id']}")
+    ).json()
+    assert shown["state"] == "confirmed"
+    return shown
+
+
+async def test_a_webhook_is_confirmed_then_delivered_to(clocked: TestClient[Any, Any]) -> None:
+    receiver = Receiver()
+    try:
+        hook = await confirmed_webhook(clocked, receiver, filter={"kind": ["order"]})
+        published = await clocked.post(
+            "/v2/topics/orders/messages",
+            json={
+                "messages": [
+                    {"body": "wanted", "attributes": {"kind": "order"}},
+                    {"body": "filtered out", "attributes": {"kind": "refund"}},
+                ]
+            },
+        )
+        assert published.status == 200
+        [got] = await receiver.arrived("Notification")
+        document = got.document()
+        cert = urlsplit(document["SigningCertURL"]).path
+        verify(document, await (await clocked.get(cert)).read())
+        assert document["Message"] == "wanted"
+        topic = await (await clocked.get("/v2/topics/orders")).json()
+        assert topic["subscriptions"] == []  # a webhook is no queue's subscription
+        listed = await (await clocked.get("/v2/topics/orders/webhooks")).json()
+        assert [h["id"] for h in listed["webhooks"]] == [hook["id"]]
+        assert listed["webhooks"][0]["filter"] == {"kind": ["order"]}
+
+        changed = await clocked.patch(
+            f"/v2/topics/orders/webhooks/{hook['id']}", json={"raw": True}
+        )
+        assert (await changed.json())["raw"] is True
+        await clocked.post(
+            "/v2/topics/orders/messages",
+            json={"messages": [{"body": "bare", "attributes": {"kind": "order"}}]},
+        )
+        assert (await receiver.arrived("Notification", 2))[1].body == b"bare"
+
+        assert (await clocked.delete(f"/v2/topics/orders/webhooks/{hook['id']}")).status == 200
+        assert (await (await clocked.get("/v2/topics/orders/webhooks")).json())["webhooks"] == []
+        gone = await clocked.get(f"/v2/topics/orders/webhooks/{hook['id']}")
+        assert gone.status == 404
+    finally:
+        receiver.close()
+
+
+async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
+    clocked: TestClient[Any, Any], fake_clock: FakeClock
+) -> None:
+    answers = iter([500, 503])
+
+    def answer(delivery: Delivery) -> int:
+        return next(answers, 200) if delivery.kind == "Notification" else 200
+
+    receiver = Receiver(answer)
+    policy = {
+        "healthyRetryPolicy": {
+            "numRetries": 2,
+            "minDelayTarget": 30,
+            "maxDelayTarget": 60,
+            "backoffFunction": "linear",
+        }
+    }
+    try:
+        hook = await confirmed_webhook(clocked, receiver, delivery_policy=policy)
+        url = f"/v2/topics/orders/webhooks/{hook['id']}"
+        await clocked.post("/v2/topics/orders/messages", json={"messages": [{"body": "late"}]})
+        await receiver.arrived("Notification")
+        shown = await (await clocked.get(url)).json()
+        assert shown["state"] == "failing"
+        assert (shown["pending"], shown["in_flight"]) == (0, 1)  # waiting out its delay
+
+        # Linear backoff from 30 to 60 s over two retries: 45 s, then 60 s.
+        fake_clock.advance(44)
+        await _quiet(receiver, 1)
+        fake_clock.advance(2)
+        await receiver.arrived("Notification", 2)
+        fake_clock.advance(58)
+        await _quiet(receiver, 2)
+        fake_clock.advance(2)
+        await receiver.arrived("Notification", 3)
+        deadline = time.monotonic() + 10  # the delete follows the endpoint's answer
+        while (shown := await (await clocked.get(url)).json())["pending"] or shown["in_flight"]:
+            assert time.monotonic() < deadline, shown
+            await asyncio.sleep(0.05)
+        assert shown["state"] == "confirmed"
+    finally:
+        receiver.close()
+
+
+async def _quiet(receiver: Receiver, count: int) -> None:
+    """Give the node a moment (real time): still only ``count`` notifications came."""
+    await asyncio.sleep(1.5)
+    assert len(receiver.of("Notification")) == count
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"url": "ftp://example.com/"}, "url"),
+        ({"url": "http://169.254.169.254/latest"}, "url"),
+        ({"url": "http://127.0.0.1:9/x", "dead_letter_queue": "nowhere"}, "dead_letter_queue"),
+        (
+            {"url": "http://127.0.0.1:9/x", "delivery_policy": {"healthyRetryPolicy": 3}},
+            "delivery_policy",
+        ),
+        ({"url": "http://127.0.0.1:9/x", "filter": {"kind": [{"prefix": 1}]}}, "filter"),
+    ],
+)
+async def test_refused_webhooks_change_nothing(
+    lmdb_http: TestClient[Any, Any], body: dict[str, Any], field: str
+) -> None:
+    assert (await lmdb_http.put("/v2/topics/orders")).status == 201
+    refused = await lmdb_http.post("/v2/topics/orders/webhooks", json=body)
+    answer = await refused.json()
+    assert refused.status == 422, answer
+    assert answer["error"] == "INVALID" and answer["message"].startswith(f"{field}: "), answer
+    assert (await (await lmdb_http.get("/v2/topics/orders/webhooks")).json())["webhooks"] == []
