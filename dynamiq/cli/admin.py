@@ -43,8 +43,17 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     _action(ts, common, "create", topic_create, "create a topic", "topic")
     _action(ts, common, "delete", topic_delete, "delete a topic (its queues stay)", "topic")
     subscribe = _action(
-        ts, common, "subscribe", topic_subscribe, "subscribe a queue", "topic", "queue"
+        ts, common, "subscribe", topic_subscribe, "subscribe a queue, or an endpoint", "topic"
     )
+    subscribe.add_argument("queue", nargs="?", help="the queue (or give --endpoint)")
+    subscribe.add_argument(
+        "--endpoint", metavar="URL", help="push to this http(s) URL instead (a webhook)"
+    )
+    subscribe.add_argument("--raw", action="store_true", help="webhook: POST bare bodies")
+    subscribe.add_argument(
+        "--delivery-policy", type=json.loads, help="webhook: SNS's DeliveryPolicy (JSON)"
+    )
+    subscribe.add_argument("--dead-letter-queue", help="webhook: where undeliverable ones go")
     subscribe.add_argument("--pattern", help="routing-key pattern (* one word, # any)")
     subscribe.add_argument("--filter", type=json.loads, help="filter policy (JSON)")
     subscribe.add_argument(
@@ -52,7 +61,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         choices=("attributes", "body"),
         help="what the filter looks at: the attributes (the default) or the JSON body",
     )
-    _action(ts, common, "unsubscribe", topic_unsubscribe, "unsubscribe a queue", "topic", "queue")
+    unsubscribe = _action(
+        ts, common, "unsubscribe", topic_unsubscribe, "unsubscribe a queue, or a webhook", "topic"
+    )
+    unsubscribe.add_argument("queue", nargs="?", help="the queue (or give --webhook)")
+    unsubscribe.add_argument("--webhook", metavar="ID", help="stop this webhook instead")
 
     stats = sub.add_parser(
         "stats", parents=[common], help="every queue's depth, in flight and rates"
@@ -177,8 +190,16 @@ async def topics_list(args: argparse.Namespace, client: AsyncClient, out: Output
 
 async def topic_show(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
     subs = await client.subscriptions(args.topic)
-    rows = [[s["queue"], s.get("pattern"), s.get("filter")] for s in subs]
-    out.result({"topic": args.topic, "subscriptions": subs}, ("queue", "pattern", "filter"), rows)
+    hooks = await client.webhooks(args.topic)
+    rows = [[s["queue"], s.get("pattern"), s.get("filter"), "", "", ""] for s in subs]
+    rows += [
+        [h["url"], None, h.get("filter"), h["state"], h["pending"], h["in_flight"]] for h in hooks
+    ]
+    out.result(
+        {"topic": args.topic, "subscriptions": subs, "webhooks": hooks},
+        ("queue / endpoint", "pattern", "filter", "state", "pending", "in flight"),
+        rows,
+    )
     return 0
 
 
@@ -195,6 +216,20 @@ async def topic_delete(args: argparse.Namespace, client: AsyncClient, out: Outpu
 
 
 async def topic_subscribe(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
+    if (args.queue is None) == (args.endpoint is None):
+        raise SystemExit("dynamiq topics subscribe: give a queue or --endpoint URL, not both")
+    if args.endpoint is not None:
+        hook = await client.create_webhook(
+            args.topic,
+            args.endpoint,
+            filter=args.filter,
+            filter_scope=args.filter_scope,
+            raw=args.raw or None,
+            delivery_policy=args.delivery_policy,
+            dead_letter_queue=args.dead_letter_queue,
+        )
+        out.result(hook)
+        return 0
     queues = await client.subscribe(
         args.topic,
         args.queue,
@@ -207,6 +242,12 @@ async def topic_subscribe(args: argparse.Namespace, client: AsyncClient, out: Ou
 
 
 async def topic_unsubscribe(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
+    if (args.queue is None) == (args.webhook is None):
+        raise SystemExit("dynamiq topics unsubscribe: give a queue or --webhook ID, not both")
+    if args.webhook is not None:
+        await client.delete_webhook(args.topic, args.webhook)
+        out.result({"topic": args.topic, "deleted": args.webhook})
+        return 0
     queues = await client.unsubscribe(args.topic, args.queue)
     out.result({"topic": args.topic, "queues": queues})
     return 0

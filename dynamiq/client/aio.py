@@ -247,6 +247,21 @@ class AsyncClient:
         """Return a topic's subscriptions, each with its pattern and filter if set."""
         return list((await self._call("GET", f"/v2/topics/{topic}"))["subscriptions"])
 
+    async def webhooks(self, topic: str) -> list[dict[str, Any]]:
+        """Return a topic's webhooks: id, url, state, counts and what each takes."""
+        return list((await self._call("GET", f"/v2/topics/{topic}/webhooks"))["webhooks"])
+
+    async def create_webhook(self, topic: str, url: str, **options: Any) -> dict[str, Any]:
+        """Push a topic's messages to ``url`` (``filter``, ``filter_scope``, ``raw``,
+        ``delivery_policy``, ``dead_letter_queue`` as v2 takes them); return the webhook,
+        pending until its endpoint confirms."""
+        body = {"url": url, **{k: v for k, v in options.items() if v is not None}}
+        return dict(await self._call("POST", f"/v2/topics/{topic}/webhooks", body))
+
+    async def delete_webhook(self, topic: str, webhook: str) -> None:
+        """Stop a webhook (what it had still to deliver is dropped)."""
+        await self._call("DELETE", f"/v2/topics/{topic}/webhooks/{webhook}")
+
     async def unsubscribe(self, topic: str, queue: str) -> list[str]:
         """Unsubscribe a queue from a topic; return the remaining subscribers."""
         path = f"/v2/topics/{topic}/subscriptions/{queue}"

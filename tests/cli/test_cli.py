@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster
+from tests.push_receiver import Receiver
 from tests.servers import refused
 from tests.waiting import until
 
@@ -324,3 +326,38 @@ def test_keys_are_made_used_listed_and_revoked_from_the_command_line(
     assert "UNAUTHORIZED" in dynamiq("queues", "list", url=keyed_node, check=1).stderr
     secret = dynamiq("keys", "secret").stdout.strip()
     assert len(secret) == 43 and secret != dynamiq("keys", "secret").stdout.strip()
+
+
+def test_a_topic_pushes_to_an_endpoint_subscribed_with_the_cli(node: str) -> None:
+    receiver = Receiver()
+    try:
+        dynamiq("topics", "create", "hooks", url=node)
+        made = json.loads(
+            dynamiq(
+                "topics",
+                "subscribe",
+                "hooks",
+                "--endpoint",
+                receiver.url,
+                "--raw",
+                "--json",
+                url=node,
+            ).stdout
+        )
+        assert made["state"] == "pending" and made["raw"] is True
+        asked = receiver.wait_for("SubscriptionConfirmation")[0].document()
+        with urllib.request.urlopen(asked["SubscribeURL"], timeout=10):
+            pass
+        dynamiq("publish", "--topic", "hooks", "pushed", url=node)
+        assert receiver.wait_for("Notification")[0].body == b"pushed"
+        shown = json.loads(dynamiq("topics", "show", "hooks", "--json", url=node).stdout)
+        [hook] = shown["webhooks"]
+        assert (hook["id"], hook["url"], hook["state"]) == (made["id"], receiver.url, "confirmed")
+        assert receiver.url in dynamiq("topics", "show", "hooks", url=node).stdout
+        dynamiq("topics", "unsubscribe", "hooks", "--webhook", hook["id"], url=node)
+        shown = json.loads(dynamiq("topics", "show", "hooks", "--json", url=node).stdout)
+        assert shown["webhooks"] == []
+        refused = dynamiq("topics", "subscribe", "hooks", url=node, check=1)
+        assert "give a queue or --endpoint URL" in refused.stderr
+    finally:
+        receiver.close()
