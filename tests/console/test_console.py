@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeFactory
+from tests.push_receiver import Receiver
 from tests.waiting import until
 
 pytestmark = pytest.mark.browser
@@ -238,3 +239,31 @@ def test_a_node_that_needs_keys_asks_for_one_and_keeps_it_in_the_tab(page: Any) 
     page.get_by_role("button", name="Log out").click()
     expect(login).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('dynamiq.key')") is None
+
+
+def test_webhooks_are_added_shown_with_their_state_and_removed(page: Any) -> None:
+    expect = sync_api.expect
+    url = page.url.rstrip("/")
+    receiver = Receiver(lambda d: 503 if d.kind == "Notification" else 200)
+    try:
+        _call(url, "PUT", "/v2/topics/orders")
+        page.reload()
+        form = page.locator("#webhook")
+        form.get_by_label("webhook topic").select_option("orders")
+        form.get_by_label("webhook URL").fill(receiver.url)
+        page.get_by_role("button", name="Add webhook").click()
+        hook = page.locator("#topics tbody tr[data-topic=orders] .webhook")
+        expect(hook).to_contain_text(receiver.url)
+        expect(hook.locator(".state")).to_have_text("pending")
+        asked = receiver.wait_for("SubscriptionConfirmation")[0].document()
+        with urllib.request.urlopen(asked["SubscribeURL"], timeout=10):
+            pass
+        _call(url, "POST", "/v2/topics/orders/messages", {"messages": [{"body": "x"}]})
+        receiver.wait_for("Notification")  # refused with 503: retried in 20 s
+        page.reload()
+        expect(hook.locator(".state")).to_have_text("failing")
+        expect(hook).to_contain_text("0 pending, 1 in flight")
+        hook.get_by_role("button", name="\u00d7").click()
+        expect(hook).to_have_count(0)
+    finally:
+        receiver.close()

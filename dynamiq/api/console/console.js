@@ -145,6 +145,21 @@ function describeSubscription(topic, sub) {
   return line;
 }
 
+function describeWebhook(topic, hook) {
+  const line = document.createElement("div");
+  line.className = `webhook ${hook.state}`;
+  line.dataset.webhook = hook.id;
+  const state = document.createElement("span");
+  state.className = "state";
+  state.textContent = hook.state;
+  line.append("→ ", code(hook.url), " ", state,
+    ` ${hook.pending} pending, ${hook.in_flight} in flight `);
+  if (hook.filter !== null) line.append(code(JSON.stringify(hook.filter)), " ");
+  line.append(button("×", () => act(() => api("DELETE",
+    `/v2/topics/${encodeURIComponent(topic)}/webhooks/${encodeURIComponent(hook.id)}`))));
+  return line;
+}
+
 function editSubscription(topic, sub) {
   const form = $("subscription");
   form.elements.topic.value = topic;
@@ -164,11 +179,13 @@ async function renderTopics(queues) {
   const { topics } = await api("GET", "/v2/topics");
   const rows = [];
   for (const name of topics) {
-    const topic = await api("GET", `/v2/topics/${encodeURIComponent(name)}`);
+    const path = `/v2/topics/${encodeURIComponent(name)}`;
+    const [topic, { webhooks }] = await Promise.all([api("GET", path), api("GET", `${path}/webhooks`)]);
     const tr = document.createElement("tr");
     tr.dataset.topic = name;
     const subs = document.createElement("td");
-    subs.append(...topic.subscriptions.map((sub) => describeSubscription(name, sub)));
+    subs.append(...topic.subscriptions.map((sub) => describeSubscription(name, sub)),
+      ...webhooks.map((hook) => describeWebhook(name, hook)));
     const publish = document.createElement("td");
     const text = document.createElement("input");
     text.placeholder = "message";
@@ -188,6 +205,7 @@ async function renderTopics(queues) {
   }
   body.replaceChildren(...rows);
   fillSelect($("subscription").elements.topic, topics);
+  fillSelect($("webhook").elements.topic, topics);
   fillSelect($("subscription").elements.queue, queues);
 }
 
@@ -363,6 +381,18 @@ function wire() {
     const body = e.target.elements.body.value;
     act(() => api("POST", `/v2/queues/${encodeURIComponent(state.selected)}/messages`,
       { messages: [{ body }] }));
+  });
+  $("webhook").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const form = e.target;
+    const topic = form.elements.topic.value;
+    act(async () => {
+      const body = { url: form.elements.url.value.trim(), raw: form.elements.raw.checked };
+      const filter = form.elements.filter.value.trim();
+      if (filter) body.filter = JSON.parse(filter);
+      await api("POST", `/v2/topics/${encodeURIComponent(topic)}/webhooks`, body);
+      form.elements.url.value = "";
+    });
   });
   $("subscription").addEventListener("submit", (e) => {
     e.preventDefault();
