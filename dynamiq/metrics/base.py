@@ -60,6 +60,11 @@ class Metrics(Protocol):
         """Set a queue's real depth and its messages in flight."""
         ...
 
+    def push_attempt(self, subscription: str, seconds: float, in_flight: int) -> None:
+        """Record one attempt to deliver to a push subscription's endpoint (its id): how
+        long it took, and how many of its deliveries this process has in flight."""
+        ...
+
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Record one HTTP request by route template."""
         ...
@@ -121,6 +126,11 @@ class MetricsFanout:
         """Record in every sink."""
         for sink in self._sinks:
             sink.queue_level(queue, depth, in_flight)
+
+    def push_attempt(self, subscription: str, seconds: float, in_flight: int) -> None:
+        """Record in every sink."""
+        for sink in self._sinks:
+            sink.push_attempt(subscription, seconds, in_flight)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Record in every sink."""

@@ -133,6 +133,23 @@ class PrometheusMetrics:
             )
         )
         self._errors = counted("dynamiq_http_errors", "Error answers by code", label="code")
+        self._push_latency = _Series(
+            Histogram(
+                "dynamiq_push_delivery_seconds",
+                "Attempts to deliver to a push subscription's endpoint, by subscription id",
+                ["subscription"],
+                registry=r,
+                buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 15),
+            )
+        )
+        self._push_in_flight = _Series(
+            Gauge(
+                "dynamiq_push_in_flight",
+                "Deliveries to a push subscription's endpoint under way",
+                ["subscription"],
+                registry=r,
+            )
+        )
         self._members = Gauge("dynamiq_cluster_size", "Live nodes", registry=r)
         self._commit = Gauge(
             "dynamiq_store_commit_seconds", "Mean commit latency lately", registry=r
@@ -179,6 +196,11 @@ class PrometheusMetrics:
         self._depth(label).set(depth)
         self._approximate(label).set(depth)  # one node: the estimate is exact
         self._in_flight(label).set(in_flight)
+
+    def push_attempt(self, subscription: str, seconds: float, in_flight: int) -> None:
+        """Observe a delivery attempt; set the subscription's deliveries in flight."""
+        self._push_latency(subscription).observe(seconds)
+        self._push_in_flight(subscription).set(in_flight)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Observe a request."""

@@ -77,6 +77,12 @@ class StatsdMetrics:
         self._in_flight[queue] = in_flight
         self._gauges[f"{p}node.in_flight"] = sum(self._in_flight.values())
 
+    def push_attempt(self, subscription: str, seconds: float, in_flight: int) -> None:
+        """Keep a delivery's latency; set the subscription's deliveries in flight."""
+        self._gauges[f"{self._prefix}push.{subscription}.in_flight"] = in_flight
+        if len(self._timings) < MAX_TIMINGS_PER_FLUSH:
+            self._timings.append((f"{self._prefix}push.{subscription}.latency", seconds * 1000))
+
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count the request and keep its latency."""
         key = f"{route_key(route)}.{method.lower()}"

@@ -238,11 +238,14 @@ class Pusher:
             version,
             content_type,
         )
+        started = time.perf_counter()
         try:
             status: int | None = await self._poster.post(request)
         except Unreachable as exc:
             log.debug("%s did not answer: %s", endpoint.url, exc)
             status = None
+        took = time.perf_counter() - started
+        self._metrics.push_attempt(str(subscription_id(queue)), took, len(served.in_flight) - 1)
         verdict = outcome(status)
         self._webhooks.delivered(queue, verdict == "delivered")
         if verdict == "delivered":

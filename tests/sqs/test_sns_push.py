@@ -132,7 +132,12 @@ def test_signature_version_2_and_raw_delivery(sns: Any, receiver: Receiver) -> N
         raw_receiver.close()
 
 
-def test_retries_follow_the_policy_then_succeed(sns: Any) -> None:
+def metrics(node: str) -> str:
+    with urllib.request.urlopen(f"{node}/metrics", timeout=10) as answer:
+        return str(answer.read().decode())
+
+
+def test_retries_follow_the_policy_then_succeed(sns: Any, node: str) -> None:
     failures = {"left": 2}
 
     def answer(delivery: Delivery) -> int:
@@ -144,13 +149,20 @@ def test_retries_follow_the_policy_then_succeed(sns: Any) -> None:
     receiver = Receiver(answer)
     try:
         topic = new_topic(sns)
-        subscribe(sns, topic, receiver, DeliveryPolicy=json.dumps(FAST_RETRIES))
+        arn = subscribe(sns, topic, receiver, DeliveryPolicy=json.dumps(FAST_RETRIES))
         sns.publish(TopicArn=topic, Message="eventually")
         got = receiver.wait_for("Notification", 3)
         ids = {d.document()["MessageId"] for d in got}
         assert len(ids) == 1  # one message, tried three times
         time.sleep(1.5)
         assert len(receiver.of("Notification")) == 3  # delivered: not tried again
+        shown = metrics(node)
+        name = topic.rsplit(":", 1)[1]
+        assert f'dynamiq_topic_notifications_failed_total{{topic="{name}"}} 2.0' in shown
+        assert f'dynamiq_topic_notifications_delivered_total{{topic="{name}"}} 1.0' in shown
+        subscription = arn.rsplit(":", 1)[1]
+        attempts = f'dynamiq_push_delivery_seconds_count{{subscription="{subscription}"}} 4.0'
+        assert attempts in shown  # the confirmation and three notifications
     finally:
         receiver.close()
 
