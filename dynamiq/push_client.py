@@ -24,6 +24,7 @@ from dynamiq.errors import Invalid
 __all__ = ["MAX_ANSWER_BYTES", "HttpPoster"]
 
 MAX_ANSWER_BYTES = 8192
+CHECKED_URLS = 10_000
 
 
 class _CheckedResolver(AbstractResolver):
@@ -55,6 +56,7 @@ class HttpPoster:
         self._rules = rules
         self._timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._checked: dict[str, None] = {}  # URLs whose address was checked (an LRU's keys)
 
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -82,14 +84,21 @@ class HttpPoster:
             raise Unreachable(str(exc) or type(exc).__name__) from None
 
     def _check_literal(self, url: str) -> None:
-        """Check a URL whose host is an address (the resolver never sees those)."""
+        """Check a URL whose host is an address (the resolver never sees those); the
+        rules do not change while the node runs, so each URL once."""
+        if url in self._checked:
+            return
         parts = self._rules.url(url)
         host = (parts.hostname or "").strip("[]")
         try:
             ipaddress.ip_address(host)
         except ValueError:
-            return
-        self._rules.address(host, host, parts.port or (443 if parts.scheme == "https" else 80))
+            host = ""  # a name: the resolver checks what it resolves to
+        if host:
+            self._rules.address(host, host, parts.port or (443 if parts.scheme == "https" else 80))
+        if len(self._checked) >= CHECKED_URLS:
+            del self._checked[next(iter(self._checked))]
+        self._checked[url] = None
 
     async def close(self) -> None:
         if self._session is not None:

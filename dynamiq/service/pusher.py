@@ -25,6 +25,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -48,6 +49,7 @@ log = logging.getLogger("dynamiq.service")
 
 LEASE_MARGIN_SECONDS = 5.0  # a delivery's lease: push.timeout and this, to delete it
 WAIT_SECONDS = 5.0  # a subscription's receive waits this long for a publish
+SIGNING_THREADS = 2
 IDLE_SECONDS = 0.1  # after a receive that found nothing
 SYNC_SECONDS = 1.0  # how often the subscriptions served are brought up to date
 TIDY_EVERY = 60  # syncs between two tidyings (expired and orphaned subscriptions)
@@ -72,6 +74,39 @@ def outcome(status: int | None) -> str:
     return "retry"
 
 
+class _Deletes:
+    """Delivered copies of one subscription, deleted together: each store write takes
+    every id delivered since the one before, so a delivery's slot is free again
+    once its endpoint answered, not once its delete was fsynced. A copy whose
+    delete is lost (the node dies first) keeps its lease until it lapses, and is
+    delivered again: at least once."""
+
+    def __init__(self, queue: str, delete: Callable[[str, list[int]], Awaitable[object]]) -> None:
+        self._queue = queue
+        self._delete = delete
+        self._ids: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, message_id: int) -> None:
+        self._ids.append(message_id)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        while self._ids:
+            ids, self._ids = self._ids, []
+            try:
+                await self._delete(self._queue, ids)
+            except DynamiqError as exc:  # their leases lapse: delivered again
+                log.warning("push subscription %s: %s", subscription_id(self._queue), exc)
+
+    async def close(self) -> None:
+        """Wait for the deletes under way."""
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
 @dataclass
 class _Served:
     """One subscription as this process serves it."""
@@ -80,6 +115,7 @@ class _Served:
     subscription: Subscription
     rules: DeliveryRules
     version: str  # the topic's SignatureVersion
+    deletes: _Deletes
     task: asyncio.Task[None] | None = None
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     tokens: float = 0.0
@@ -112,6 +148,8 @@ class Pusher:
         self._metrics = metrics
         self._concurrency = concurrency
         self._lease = timeout + LEASE_MARGIN_SECONDS
+        # RSA signing lets go of the GIL: the loop goes on while the other core signs.
+        self._signer = ThreadPoolExecutor(SIGNING_THREADS, thread_name_prefix="push-sign")
         self._served: dict[str, _Served] = {}
 
     async def pusher_loop(self) -> None:
@@ -146,7 +184,9 @@ class Pusher:
             version = (settings.sns_attributes or {}).get("SignatureVersion", "1")
             rules = _rules(settings, subscription)
             if known is None:
-                served = self._served[queue] = _Served(topic, subscription, rules, version)
+                deletes = _Deletes(queue, self._queues.delete)
+                served = _Served(topic, subscription, rules, version, deletes)
+                self._served[queue] = served
                 served.task = asyncio.create_task(self._serve(queue, served))
             else:
                 known.subscription, known.rules, known.version = subscription, rules, version
@@ -159,19 +199,30 @@ class Pusher:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        for served in self._served.values():
+            await served.deletes.close()
         self._served.clear()
+        self._signer.shutdown(wait=False)
 
     async def _serve(self, queue: str, served: _Served) -> None:
-        """Lease and deliver what this process's slice of ``queue`` holds, until cancelled."""
+        """Lease and deliver what this process's slice of ``queue`` holds, until cancelled:
+        as many as there is room for in flight, within the throttle."""
         room = asyncio.Semaphore(self._concurrency)
         while True:
+            held = 0  # slots taken for this round, not handed to a delivery yet
             try:
-                await room.acquire()
-                room.release()
-                want = self._allowance(served)
-                if want == 0 or not self._majority.may_serve():
-                    await asyncio.sleep(0.05 if want == 0 else 0.5)
+                if not self._majority.may_serve():
+                    await asyncio.sleep(0.5)
                     continue
+                await room.acquire()  # one slot at least; then every one free now
+                held = 1
+                while held < self._concurrency and not room.locked():
+                    await room.acquire()
+                    held += 1
+                want = await self._throttled(served, held)
+                for _ in range(held - want):
+                    room.release()
+                held = want
                 epoch = self._majority.epoch()
                 got = await self._queues.receive(queue, want, self._lease, WAIT_SECONDS)
                 if not self._majority.holds(epoch):
@@ -179,8 +230,8 @@ class Pusher:
                 if not got:  # the wait ended early (closing, or no slice served yet)
                     await asyncio.sleep(IDLE_SECONDS)
                 for message in got:
-                    await room.acquire()
                     task = asyncio.create_task(self._deliver(queue, served, message, room))
+                    held -= 1
                     served.in_flight.add(task)
                     task.add_done_callback(served.in_flight.discard)
             except asyncio.CancelledError:
@@ -188,6 +239,9 @@ class Pusher:
             except DynamiqError as exc:
                 log.warning("push subscription %s: %s", subscription_id(queue), exc)
                 await asyncio.sleep(1.0)
+            finally:
+                for _ in range(held):
+                    room.release()
 
     def _refresh(self, queue: str, served: _Served) -> None:
         """Follow a change of the subscription made since the last sync (its endpoint's
@@ -200,18 +254,21 @@ class Pusher:
             settings = self._catalog.topic(served.topic).settings
             served.subscription, served.rules = current, _rules(settings, current)
 
-    def _allowance(self, served: _Served) -> int:
-        """How many deliveries may start now: the room in flight, within the throttle."""
-        free = self._concurrency - len(served.in_flight)
+    async def _throttled(self, served: _Served, room: int) -> int:
+        """How many of ``room`` deliveries may start now under the subscription's
+        ``maxReceivesPerSecond`` (at least one: waits for it)."""
         rate = served.rules.max_per_second
         if rate is None:
-            return max(free, 0)
-        now = time.monotonic()
-        served.tokens = min(float(rate), served.tokens + (now - served.refilled) * rate)
-        served.refilled = now
-        take = min(free, int(served.tokens))
-        served.tokens -= take
-        return max(take, 0)
+            return room
+        while True:
+            now = time.monotonic()
+            served.tokens = min(float(rate), served.tokens + (now - served.refilled) * rate)
+            served.refilled = now
+            if served.tokens >= 1:
+                take = min(room, int(served.tokens))
+                served.tokens -= take
+                return take
+            await asyncio.sleep((1 - served.tokens) / rate)
 
     async def _deliver(
         self, queue: str, served: _Served, message: Message, room: asyncio.Semaphore
@@ -231,7 +288,9 @@ class Pusher:
         version = served.version
         confirming = b'"Type": "SubscriptionConfirmation"' in message.body[:64]
         content_type = DEFAULT_CONTENT_TYPE if confirming else served.rules.content_type
-        request = self._webhooks.documents.request(
+        request = await asyncio.get_running_loop().run_in_executor(
+            self._signer,
+            self._webhooks.documents.request,
             message.body,
             endpoint,
             self._webhooks.subscription_arn(topic, queue),
@@ -249,7 +308,7 @@ class Pusher:
         verdict = outcome(status)
         self._webhooks.delivered(queue, verdict == "delivered")
         if verdict == "delivered":
-            await self._queues.delete(queue, [message.id])
+            served.deletes.add(message.id)
             if not confirming:
                 self._metrics.topic_event(topic, "delivered", 1)
             return
