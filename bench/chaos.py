@@ -27,7 +27,10 @@ supervisor starts it again). Two loads run throughout:
   messages are never deleted and 10% are delayed by 1 s;
 - ``chaos-ordered``, at half the rate: every message is in one of 50 ordered
   groups and carries a dedup id; a publish that failed is retried with the
-  same ids until acknowledged, and every tenth batch is published twice.
+  same ids until acknowledged, and every tenth batch is published twice;
+- ``chaos-push``, at a quarter of the rate: a topic with a webhook to an
+  endpoint in this process (not with ``--partitions``: the nodes' namespaces
+  do not share its loopback); every acknowledged message must reach it.
 
 Then the load stops, the queues are drained, and the total-queue check
 prints for each what was acknowledged, delivered (a dead-lettered message
@@ -59,6 +62,7 @@ from datetime import datetime
 from pathlib import Path
 from statistics import median
 
+from bench.chaos_push import PushLoad
 from bench.store_faults import STORE_FAULTS, Probe, store_fault
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster, LocalNode
@@ -264,6 +268,8 @@ def _run(
     print(f"monotonic {time.monotonic():.2f} is {datetime.now().time()} (the nodes' log times)")
     urls = [n.url for n in cluster.nodes.values()]
     loads = _loads(urls, args.rate)
+    # The endpoint listens on this host's loopback, which namespaced nodes do not share.
+    push = None if args.partitions else PushLoad(urls, args.rate / 4).start()
     watch = CoverageWatch(cluster).start()
     probe = Probe(urls).start() if redis is not None else None
     started = time.monotonic()
@@ -272,8 +278,17 @@ def _run(
         probe.stop()
     for each in loads.values():
         each.stop()
+    if push is not None:
+        push.stop()
     print(f"load ran {time.monotonic() - started:.0f} s; draining")
     failed = _drained(loads)
+    if push is not None:
+        drained = push.drain(DRAIN_SECONDS)
+        lines, lost = push.report()
+        print("\nchaos-push (a webhook):\n" + "\n".join(lines))
+        if not drained:
+            print(f"did not drain within {DRAIN_SECONDS} s")
+        failed = failed or lost or not drained
     watch.stop()
     print(f"\nworst unserved time          {watch.worst:.2f} s")
     print("\nseconds to serve again after     worst  median  rounds")

@@ -10,8 +10,8 @@ import urllib.request
 import uuid
 from typing import Any
 
+from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
-from tests.push_receiver import Receiver
 from tests.servers import require_module
 from tests.sqs.conftest import sqs_client
 

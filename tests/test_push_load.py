@@ -8,8 +8,8 @@ import time
 import urllib.request
 
 from dynamiq.client import Client
+from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
-from tests.push_receiver import Receiver
 
 PENDING = 10_000
 RATE = 40  # maxReceivesPerSecond

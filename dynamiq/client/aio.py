@@ -251,7 +251,7 @@ class AsyncClient:
         """Return a topic's webhooks: id, url, state, counts and what each takes."""
         return list((await self._call("GET", f"/v2/topics/{topic}/webhooks"))["webhooks"])
 
-    async def create_webhook(self, topic: str, url: str, **options: Any) -> dict[str, Any]:
+    async def create_webhook(self, topic: str, url: str, /, **options: Any) -> dict[str, Any]:
         """Push a topic's messages to ``url`` (``filter``, ``filter_scope``, ``raw``,
         ``delivery_policy``, ``dead_letter_queue`` as v2 takes them); return the webhook,
         pending until its endpoint confirms."""

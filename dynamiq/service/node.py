@@ -275,7 +275,8 @@ class Node:
         self._janitor.idle.used(placed)
         for queue, ids in placed.items():
             await self._asks.published(queue, ids, messages)
-        return placed
+        # A push subscription's queue is the node's own: no client's to be told of.
+        return {q: ids for q, ids in placed.items() if not q.startswith(PUSH_PREFIX)}
 
     async def receive(self, ask: ReceiveRequest, wait: Waiting = waited) -> Leased:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``.

@@ -16,8 +16,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from dynamiq.core.clock import FakeClock
+from dynamiq.testing.endpoint import Delivery, Receiver
 from tests.conftest import node_client_with, store_flags
-from tests.push_receiver import Delivery, Receiver, verify
+from tests.sns_signatures import verify
 
 
 @pytest.fixture(params=["lmdb", "redis-cluster"])
@@ -51,7 +52,7 @@ async def confirmed_webhook(
 
 
 async def test_a_webhook_is_confirmed_then_delivered_to(clocked: TestClient[Any, Any]) -> None:
-    receiver = Receiver()
+    receiver = await asyncio.to_thread(Receiver)  # it waits for its server to start
     try:
         hook = await confirmed_webhook(clocked, receiver, filter={"kind": ["order"]})
         published = await clocked.post(
@@ -90,7 +91,7 @@ async def test_a_webhook_is_confirmed_then_delivered_to(clocked: TestClient[Any,
         gone = await clocked.get(f"/v2/topics/orders/webhooks/{hook['id']}")
         assert gone.status == 404
     finally:
-        receiver.close()
+        await asyncio.to_thread(receiver.close)
 
 
 async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
@@ -101,7 +102,7 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
     def answer(delivery: Delivery) -> int:
         return next(answers, 200) if delivery.kind == "Notification" else 200
 
-    receiver = Receiver(answer)
+    receiver = await asyncio.to_thread(Receiver, answer)
     policy = {
         "healthyRetryPolicy": {
             "numRetries": 2,
@@ -134,7 +135,7 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
             await asyncio.sleep(0.05)
         assert shown["state"] == "confirmed"
     finally:
-        receiver.close()
+        await asyncio.to_thread(receiver.close)
 
 
 async def _quiet(receiver: Receiver, count: int) -> None:

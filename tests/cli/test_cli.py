@@ -18,7 +18,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.testing.cluster import LocalCluster
-from tests.push_receiver import Receiver
+from dynamiq.testing.endpoint import Receiver
 from tests.servers import refused
 from tests.waiting import until
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
-from tests.push_receiver import Receiver
 from tests.waiting import until
 
 pytestmark = pytest.mark.browser

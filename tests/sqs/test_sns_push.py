@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from cryptography.exceptions import InvalidSignature
 
-from tests.push_receiver import Delivery, Receiver, verify
+from dynamiq.testing.endpoint import Delivery, Receiver
 from tests.servers import require_module
+from tests.sns_signatures import verify
 from tests.sqs.conftest import queue_arn
 from tests.sqs.test_sns import drain, new_topic
 

@@ -1,28 +1,22 @@
 """An HTTP endpoint for push subscriptions to deliver to, as a service would run one: a
 real aiohttp server on loopback (in a thread of its own, so that synchronous clients
 such as boto3 can drive the node meanwhile), answering each POST as its ``answer``
-says and keeping what it got; and SNS's signature checked the way AWS documents it,
-written here independently of the node's code."""
+says and keeping what it got. For the tests and the chaos command."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import socket
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-__all__ = ["Delivery", "Receiver", "verify"]
+__all__ = ["Delivery", "Receiver"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +30,12 @@ class Delivery:
     def document(self) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(self.body)
         return parsed
+
+    def message(self) -> str:
+        """The message a notification carries: its document's, or the raw body."""
+        if self.headers.get("x-amz-sns-rawdelivery") == "true":
+            return self.body.decode()
+        return str(self.document()["Message"])
 
     @property
     def kind(self) -> str:
@@ -121,36 +121,3 @@ class Receiver:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
-
-
-# What each kind of document signs, in this order (AWS's "Verifying the signatures of
-# Amazon SNS messages"): each key on a line, its value on the next.
-SIGNED = {
-    "Notification": ["Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"],
-    "SubscriptionConfirmation": [
-        "Message",
-        "MessageId",
-        "SubscribeURL",
-        "Timestamp",
-        "Token",
-        "TopicArn",
-        "Type",
-    ],
-}
-
-
-def verify(document: dict[str, Any], pem: bytes | None = None) -> x509.Certificate:
-    """Check ``document``'s signature with the certificate fetched from its
-    ``SigningCertURL`` (or ``pem``, fetched so by the caller); return the certificate."""
-    if pem is None:
-        with urllib.request.urlopen(document["SigningCertURL"], timeout=10) as answer:
-            pem = answer.read()
-    cert = x509.load_pem_x509_certificate(pem)
-    text = "".join(
-        f"{key}\n{document[key]}\n" for key in SIGNED[document["Type"]] if key in document
-    )
-    digest = {"1": hashes.SHA1(), "2": hashes.SHA256()}[document["SignatureVersion"]]
-    key = cert.public_key()
-    assert isinstance(key, rsa.RSAPublicKey)
-    key.verify(base64.b64decode(document["Signature"]), text.encode(), padding.PKCS1v15(), digest)
-    return cert
