@@ -40,7 +40,6 @@ from dynamiq.core.lifecycle.redrive import Redriver
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
 from dynamiq.core.routing.notifications import Envelopes
-from dynamiq.core.routing.signing import signing_key
 from dynamiq.core.topics import TopicService
 from dynamiq.endpoints import EndpointRules
 from dynamiq.errors import DynamiqError
@@ -116,6 +115,7 @@ def create_app(
     webhooks = Webhooks(
         engine.catalog,
         engine.queues,
+        store,
         rules,
         clock,
         settings.push.url or _public_url(settings, sock, certificates is not None),
@@ -164,11 +164,8 @@ def create_app(
         app[CERTIFICATES] = certificates
     _run(app, node, engine, cluster, reporter, keys, on_fatal or _log_fatal, describe(settings))
 
-    async def start_pushing() -> None:
-        webhooks.start(await signing_key(store))
-
     app.cleanup_ctx.extend(
-        [_owned(start_pushing, poster.close), _task(pusher.pusher_loop)]  # after the catalog
+        [_owned(webhooks.start, poster.close), _task(pusher.pusher_loop)]  # after the catalog
     )
     return app
 

@@ -54,6 +54,7 @@ __all__ = [
     "ReceivedMessage",
     "RedriveRequest",
     "RetryBackoffBody",
+    "SigningKeyInfo",
     "SubscriptionBody",
     "SubscriptionInfo",
     "TopicInfo",
@@ -421,6 +422,13 @@ class WebhookInfo(msgspec.Struct):
     dead_letter_queue: str | None = None
     pending: int = 0
     in_flight: int = 0
+
+
+class SigningKeyInfo(msgspec.Struct):
+    """The key the cluster signs pushes with: its id and its certificate's URL."""
+
+    key_id: str
+    certificate_url: str
 
 
 class WebhookList(msgspec.Struct):

@@ -148,6 +148,14 @@ async def delete_webhook(request: web.Request) -> web.Response:
     return json_response({"deleted": True})
 
 
+async def rotate_signing_key(request: web.Request) -> web.Response:
+    """Make the cluster a new key to sign what it pushes (the old one's certificate stays
+    served); this node signs with it at once, every other within a minute."""
+    webhooks = _webhooks(request)
+    key_id = await webhooks.rotate_key()
+    return json_response(s.SigningKeyInfo(key_id, webhooks.documents.cert_url()))
+
+
 W = "/v2/topics/{topic}/webhooks"
 WEBHOOK_ROUTES: tuple[Route, ...] = (
     Route(
@@ -181,4 +189,13 @@ WEBHOOK_ROUTES: tuple[Route, ...] = (
         access=Access.MANAGE,
     ),
     Route("DELETE", f"{W}/{{id}}", delete_webhook, "Stop a webhook", access=Access.MANAGE),
+    Route(
+        "POST",
+        "/v2/signing-key",
+        rotate_signing_key,
+        "Rotate the key pushes are signed with",
+        response=s.SigningKeyInfo,
+        body_required=False,
+        access=Access.ADMIN,
+    ),
 )

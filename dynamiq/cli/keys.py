@@ -31,6 +31,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     revoke = actions.add_parser("revoke", parents=[common], help="revoke a key on every node")
     revoke.add_argument("key_id")
     revoke.set_defaults(run=revoke_key)
+    signing = actions.add_parser(
+        "rotate-signing",
+        parents=[common],
+        help="make a new key to sign what topics push (the old certificate stays served)",
+    )
+    signing.set_defaults(run=rotate_signing)
     secret = actions.add_parser(
         "secret", help="print a new random secret (an administrator's key, a cluster secret)"
     )
@@ -49,6 +55,12 @@ async def create_key(args: argparse.Namespace, client: AsyncClient, out: Output)
             f"key {made['key_id']} ({made['role']} of {made['application']}): "
             "keep it now, it is not shown again"
         )
+    return 0
+
+
+async def rotate_signing(args: argparse.Namespace, client: AsyncClient, out: Output) -> int:
+    made = await client.rotate_signing_key()
+    out.result(made)
     return 0
 
 

@@ -262,6 +262,11 @@ class AsyncClient:
         """Stop a webhook (what it had still to deliver is dropped)."""
         await self._call("DELETE", f"/v2/topics/{topic}/webhooks/{webhook}")
 
+    async def rotate_signing_key(self) -> dict[str, Any]:
+        """Make the cluster a new key to sign pushes with (administrators); return its
+        ``key_id`` and ``certificate_url``."""
+        return dict(await self._call("POST", "/v2/signing-key"))
+
     async def unsubscribe(self, topic: str, queue: str) -> list[str]:
         """Unsubscribe a queue from a topic; return the remaining subscribers."""
         path = f"/v2/topics/{topic}/subscriptions/{queue}"

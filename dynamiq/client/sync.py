@@ -119,6 +119,7 @@ class Client:
     webhooks = _blocking(AsyncClient.webhooks)
     create_webhook = _blocking(AsyncClient.create_webhook)
     delete_webhook = _blocking(AsyncClient.delete_webhook)
+    rotate_signing_key = _blocking(AsyncClient.rotate_signing_key)
     publish = _blocking(AsyncClient.publish)
     publish_topic = _blocking(AsyncClient.publish_topic)
     receive = _blocking(AsyncClient.receive)

@@ -167,6 +167,7 @@ class Pusher:
 
     async def _tidy(self) -> None:
         try:
+            await self._webhooks.reload_keys()  # rotated through another node
             await self._webhooks.tidy(self._clock.wall_ms())
         except DynamiqError as exc:
             log.warning("push subscriptions not tidied: %s", exc)

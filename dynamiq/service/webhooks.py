@@ -29,13 +29,14 @@ from dynamiq.core.routing.push import (
     push_queue,
     subscription_id,
 )
-from dynamiq.core.routing.signing import SigningKey
+from dynamiq.core.routing.signing import SigningKey, rotate_signing_key, signing_keys
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.delivery_policy import subscription_policy
 from dynamiq.endpoints import EndpointRules
 from dynamiq.errors import BackendUnavailable, Invalid, NotFound, QueueNotFound, TopicNotFound
 from dynamiq.models import Notice, QueueSettings, topic_arn
 from dynamiq.service.reports import PushView, SubscriptionView
+from dynamiq.storage.base import StorageBackend
 
 __all__ = ["PENDING_DAYS", "Webhooks"]
 
@@ -55,6 +56,7 @@ class Webhooks:
         self,
         catalog: Catalog,
         queues: QueueService,
+        store: StorageBackend,
         rules: EndpointRules,
         clock: Clock,
         base: str,
@@ -63,11 +65,13 @@ class Webhooks:
     ) -> None:
         self._catalog = catalog
         self._queues = queues
+        self._store = store
         self._clock = clock
         self.rules = rules
         self.base = base
         self._region, self._account = region, account
         self._documents: Documents | None = None
+        self._previous: SigningKey | None = None  # rotated out: its certificate stays served
         self._failing: set[str] = set()  # subscriptions whose last delivery here failed
 
     def delivered(self, queue: str, ok: bool) -> None:
@@ -84,9 +88,27 @@ class Webhooks:
             return "failing"
         return push.state
 
-    def start(self, key: SigningKey) -> None:
-        """Sign with ``key`` (the cluster's, read from the store at start)."""
-        self._documents = Documents(self.base, key)
+    async def start(self) -> None:
+        """Read the cluster's signing key (made by the first node to start)."""
+        await self.reload_keys()
+
+    async def reload_keys(self) -> None:
+        """Sign with the key the store holds now (another node may have rotated it)."""
+        key, self._previous = await signing_keys(self._store)
+        if self._documents is None or self._documents.key.key_id != key.key_id:
+            self._documents = Documents(self.base, key)
+
+    async def rotate_key(self) -> str:
+        """Make the cluster a new signing key; return its id. This node signs with it at
+        once, the others within a minute; the old certificate stays served."""
+        await rotate_signing_key(self._store)
+        await self.reload_keys()
+        return self.documents.key.key_id
+
+    def certificate(self, key_id: str) -> bytes | None:
+        """The certificate (PEM) of the current key or the one before, by id."""
+        keys = [k for k in (self._documents and self._documents.key, self._previous) if k]
+        return next((k.cert_pem for k in keys if k.key_id == key_id), None)
 
     @property
     def documents(self) -> Documents:

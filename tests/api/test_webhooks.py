@@ -166,3 +166,29 @@ async def test_refused_webhooks_change_nothing(
     assert refused.status == 422, answer
     assert answer["error"] == "INVALID" and answer["message"].startswith(f"{field}: "), answer
     assert (await (await lmdb_http.get("/v2/topics/orders/webhooks")).json())["webhooks"] == []
+
+
+async def test_the_signing_key_rotates_and_the_old_certificate_stays_served(
+    clocked: TestClient[Any, Any],
+) -> None:
+    receiver = await asyncio.to_thread(Receiver)
+    try:
+        await confirmed_webhook(clocked, receiver)
+        body = {"messages": [{"body": "before"}]}
+        await clocked.post("/v2/topics/orders/messages", json=body)
+        before = (await receiver.arrived("Notification"))[0].document()
+        rotated = await clocked.post("/v2/signing-key")
+        assert rotated.status == 200
+        made = await rotated.json()
+        assert made["key_id"] not in before["SigningCertURL"]
+        await clocked.post("/v2/topics/orders/messages", json={"messages": [{"body": "after"}]})
+        after = (await receiver.arrived("Notification", 2))[1].document()
+        assert after["SigningCertURL"] == made["certificate_url"]
+        for document in (before, after):  # each checks with its own certificate, still served
+            served = await clocked.get(urlsplit(document["SigningCertURL"]).path)
+            assert served.status == 200
+            verify(document, await served.read())
+        unknown = await clocked.get("/sns/cert/0123456789abcdef.pem")
+        assert unknown.status == 404
+    finally:
+        await asyncio.to_thread(receiver.close)

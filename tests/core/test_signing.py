@@ -13,7 +13,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from dynamiq.core.routing.signing import SigningKey, signing_key
+from dynamiq.core.routing.signing import SigningKey, rotate_signing_key, signing_keys
 from dynamiq.storage.lmdb import LmdbBackend
 
 NOTIFICATION = {
@@ -83,9 +83,18 @@ def test_a_notification_without_a_subject_signs_without_one(key: SigningKey) -> 
 
 
 async def test_every_node_reads_the_key_the_first_one_made(store: LmdbBackend) -> None:
-    first, second = await asyncio.gather(signing_key(store), signing_key(store))
-    assert first == second
-    again = await signing_key(store)
+    (first, none), (second, _) = await asyncio.gather(signing_keys(store), signing_keys(store))
+    assert first == second and none is None
+    again, _ = await signing_keys(store)
     assert again == first and again.sign(NOTIFICATION) == first.sign(NOTIFICATION)
     cert = x509.load_pem_x509_certificate(first.cert_pem)
     assert cert.not_valid_after_utc.year - cert.not_valid_before_utc.year >= 9
+
+
+async def test_a_rotated_key_keeps_the_one_before(store: LmdbBackend) -> None:
+    first, _ = await signing_keys(store)
+    fresh = await rotate_signing_key(store)
+    current, previous = await signing_keys(store)
+    assert current == fresh and previous == first and fresh.key_id != first.key_id
+    assert verify(fresh.cert_pem, NOTIFICATION, fresh.sign(NOTIFICATION), "1")
+    assert not verify(first.cert_pem, NOTIFICATION, fresh.sign(NOTIFICATION), "1")

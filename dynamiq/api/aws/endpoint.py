@@ -37,7 +37,7 @@ from dynamiq.api.context import services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
-from dynamiq.errors import DynamiqError, NotFound, PayloadTooLarge
+from dynamiq.errors import DynamiqError, PayloadTooLarge
 
 __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 
@@ -254,10 +254,10 @@ def _link(action: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def _certificate(request: web.Request) -> web.StreamResponse:
     """The certificate of the key the cluster signs with (PEM), at ``SigningCertURL``."""
     webhooks = services_of(request).node.webhooks
-    documents = webhooks.documents if webhooks is not None else None
-    if documents is None or request.match_info["key"] != documents.key.key_id:
-        raise NotFound("no such signing certificate")
-    return web.Response(body=documents.key.cert_pem, content_type="application/x-pem-file")
+    pem = webhooks.certificate(request.match_info["key"]) if webhooks is not None else None
+    if pem is None:
+        return web.Response(status=404, text="no such signing certificate")
+    return web.Response(body=pem, content_type="application/x-pem-file")
 
 
 ROUTES: tuple[Route, ...] = (

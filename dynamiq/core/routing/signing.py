@@ -29,9 +29,10 @@ from cryptography.x509.oid import NameOID
 
 from dynamiq.storage.base import StorageBackend
 
-__all__ = ["SIGNED_FIELDS", "SigningKey", "canonical", "signing_key"]
+__all__ = ["SIGNED_FIELDS", "SigningKey", "canonical", "rotate_signing_key", "signing_keys"]
 
 SIGNING_KEY = "sns/signing"  # where the store keeps it
+PREVIOUS_KEY = "sns/signing-previous"  # the one before a rotation: its certificate stays served
 # The fields each kind of document signs, in the order they are signed.
 SIGNED_FIELDS: dict[str, tuple[str, ...]] = {
     "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
@@ -112,10 +113,21 @@ class SigningKey:
         return base64.b64encode(signed).decode()
 
 
-async def signing_key(store: StorageBackend) -> SigningKey:
-    """The cluster's signing key: the one the store keeps, made by the first node to ask."""
+async def signing_keys(store: StorageBackend) -> tuple[SigningKey, SigningKey | None]:
+    """The cluster's signing key (the one the store keeps, made by the first node to ask)
+    and the one before it, if it was rotated."""
     if await store.meta_get(SIGNING_KEY) is None:
         await store.meta_create(SIGNING_KEY, SigningKey.make().encode())  # one node wins
     raw = await store.meta_get(SIGNING_KEY)
     assert raw is not None  # made just now, or before
-    return SigningKey.decode(raw)
+    previous = await store.meta_get(PREVIOUS_KEY)
+    return SigningKey.decode(raw), None if previous is None else SigningKey.decode(previous)
+
+
+async def rotate_signing_key(store: StorageBackend) -> SigningKey:
+    """Make a new signing key for the cluster; the current one becomes the previous (its
+    certificate stays served, for what it signed that is still being checked)."""
+    current, _ = await signing_keys(store)
+    fresh = SigningKey.make()
+    await store.meta_put({SIGNING_KEY: fresh.encode(), PREVIOUS_KEY: current.encode()})
+    return fresh
