@@ -210,7 +210,7 @@ class Catalog:
         for key, raw in entries.items():
             kind, _, rest = key.partition("/")
             topic, _, queue = rest.partition("/")
-            if kind == "s" and topic in topics and queue in queues:
+            if kind == "s" and topic in topics:  # its queue may be yet to come (SNS)
                 topics[topic].append(Subscription.decode(queue, raw))
         self._queues = queues
         known = self._topics
@@ -335,16 +335,21 @@ class Catalog:
         filter_scope: FilterScope = "attributes",
         strict: bool = False,
         endpoint: PushEndpoint | None = None,
+        missing_ok: bool = False,
     ) -> Topic:
         """Subscribe a queue to a topic, or change what it takes (a routing-key
         ``pattern``, a ``filter_policy`` on the attributes or, by ``filter_scope``,
         the body; ``strict``: only in SNS's shape) and how (``envelope``: as SNS
         notifications; to an ``endpoint``, a push subscription's queue); return the
-        topic."""
+        topic. With ``missing_ok`` the queue may not exist yet (SNS takes that): the
+        copies it would get are counted as failed until it does."""
         current = self.topic(topic)
-        self.queue(queue)
         if endpoint is None and queue in current.subscriptions:
             endpoint = current.subscriptions[queue].endpoint  # a push subscription stays one
+        if endpoint is None:
+            validate_name("queue", queue, "queue")
+        if not missing_ok:
+            self.queue(queue)
         subscription = Subscription.parse(
             queue,
             pattern,

@@ -58,8 +58,11 @@ class TopicService:
             ],
             filtered_out,
         )
-        placed = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
-        records = {queue: self._catalog.queue(queue) for _, queue in placed}
+        every = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
+        found = {q: self._catalog.find(q) for _, q in every}
+        # A queue subscribed before it exists (SNS takes that) gets nothing: failed copies.
+        records = {q: record for q, record in found.items() if record is not None}
+        placed = [(i, q) for i, q in every if q in records]
         wrapped = {q for q in records if subscribed.subscriptions[q].envelope}
         given = (notices or [Notice.new() for _ in messages]) if wrapped else ()
         wrap = self._envelopes.wrap
@@ -84,6 +87,7 @@ class TopicService:
                 if not dup and q not in pushed
             ),
             "unrouted": sum(1 for queues in routes if not queues),
+            "failed": len(every) - len(placed),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},
         }
         for event, count in counted.items():

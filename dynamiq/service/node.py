@@ -225,18 +225,27 @@ class Node:
         envelope: bool = False,
         filter_scope: FilterScope = "attributes",
         strict: bool = False,
+        missing_ok: bool = False,
     ) -> list[SubscriptionView]:
         """Subscribe a queue to a topic, taking what ``pattern`` and ``filter_policy``
         (on the attributes, or the body by ``filter_scope``) let through (everything
         without them), as SNS notifications with ``envelope``; return the
-        subscriptions. A ``strict`` filter is held to SNS's shape (no bare values).
+        subscriptions. A ``strict`` filter is held to SNS's shape (no bare values);
+        ``missing_ok``: the queue may be yet to come, as SNS takes it.
 
         With ``keep``, a queue already subscribed keeps what it takes.
         """
         if keep and queue in self._catalog.topic(topic).subscriptions:
             return self.subscriptions(topic)
         changed = await self._catalog.subscribe(
-            topic, queue, pattern, filter_policy, envelope, filter_scope, strict
+            topic,
+            queue,
+            pattern,
+            filter_policy,
+            envelope,
+            filter_scope,
+            strict,
+            missing_ok=missing_ok,
         )
         return _views(changed)
 

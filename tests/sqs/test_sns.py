@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import urllib.request
 import uuid
 from typing import Any
 
@@ -140,10 +141,32 @@ def test_bad_subscriptions_and_publishes_are_refused(sns: Any, sqs: Any, new_que
         with pytest.raises(sns.exceptions.InvalidParameterException):
             sns.subscribe(TopicArn=topic, **call)
     assert sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"] == []
-    with pytest.raises(sns.exceptions.NotFoundException):
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=f"{endpoint}-missing")
     with pytest.raises(sns.exceptions.InvalidParameterException):
         sns.publish(TopicArn=topic, Message="{}", MessageStructure="json")  # no "default"
+
+
+def test_a_queue_subscribed_before_it_exists_gets_what_comes_after(
+    sns: Any, sqs: Any, node: str
+) -> None:
+    topic = new_topic(sns)
+    name = f"later-{uuid.uuid4().hex[:8]}"
+    arn = f"arn:aws:sqs:us-east-1:000000000000:{name}"
+    answer = sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    assert answer["SubscriptionArn"] == f"{topic}:{name}"  # accepted, as SNS does
+    listed = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
+    assert [s["Endpoint"] for s in listed] == [arn]
+    sns.publish(TopicArn=topic, Message="before the queue")  # nowhere to go: failed
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    sns.publish(TopicArn=topic, Message="after")
+    assert [m["Body"] for m in drain(sqs, url, 1)] == ["after"]
+    with urllib.request.urlopen(f"{node}/metrics", timeout=10) as scraped:
+        shown = scraped.read().decode()
+    counted = f'dynamiq_topic_notifications_failed_total{{topic="{topic.rsplit(":", 1)[1]}"}} 1.0'
+    assert counted in shown
+    with pytest.raises(ClientError):  # not a name a queue can have
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn.replace(name, "push~x"))
 
 
 def test_publish_batch_answers_per_entry(sns: Any, sqs: Any, new_queue: Any) -> None:

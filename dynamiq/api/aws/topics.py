@@ -102,7 +102,6 @@ async def subscribe(call: Call) -> dict[str, Any]:
         settings = _subscription_settings(given, None)
         return await subscribe_endpoint(call, topic, protocol, settings)
     queue = call.name_of_arn(call.params.text("Endpoint"), "Endpoint")
-    call.node.require_queue(queue)
     if queue.endswith(".fifo") and not topic.endswith(".fifo"):
         raise invalid_parameter(
             "Invalid parameter: Endpoint Reason: "
@@ -119,7 +118,9 @@ async def _subscribe(
     """Subscribe, a filter policy held to SNS's shape; a refused one in SNS's words
     (``Subscribe``'s say ``said`` first)."""
     try:
-        await call.node.subscribe(topic, queue, strict=True, **settings)
+        # As SNS, a queue that does not exist yet may be subscribed: it gets what is
+        # published once it does (until then its copies are counted as failed).
+        await call.node.subscribe(topic, queue, strict=True, missing_ok=True, **settings)
     except Invalid as refused:
         if refused.field == "filter_scope":  # nesting where the scope has none
             raise invalid_parameter(f"{said}{refused}") from None
