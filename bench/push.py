@@ -1,8 +1,9 @@
 """Push delivery (webhooks): one node pushing a topic's messages to a local endpoint.
 
-    python -m bench.push [--n 20000] [--rate 1000] [--seconds 10]
+    python -m bench.push [--n 20000] [--rate 1000] [--seconds 10] [--raw] [--workers 1]
 
-One node (embedded LMDB, fsync per group commit, one worker) and one
+One node (embedded LMDB, fsync per group commit, one worker unless
+``--workers`` says more: each delivers its own slice) and one
 endpoint in a process of its own: an aiohttp server on loopback that answers
 200 at once, keeps connections alive, confirms its subscription by fetching
 ``SubscribeURL`` as a real endpoint does, and notes when each notification
@@ -204,6 +205,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--raw", action="store_true", help="raw delivery (nothing signed)")
+    parser.add_argument("--workers", type=int, default=1, help="the node's worker processes")
     parser.add_argument("--endpoint", metavar="PORT_FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.endpoint:
@@ -214,7 +216,7 @@ def main() -> None:
         endpoint = subprocess.Popen(
             [sys.executable, "-m", "bench.push", "--endpoint", str(port_file)]
         )
-        cluster = LocalCluster(Path(tmp) / "node", nodes=1)
+        cluster = LocalCluster(Path(tmp) / "node", nodes=1, workers=args.workers)
         try:
             cluster.start()
             for _ in range(100):
