@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -163,11 +163,11 @@ def _document(text: str) -> dict[str, Any]:
     return document
 
 
-_TOPIC_HTTP = {
-    "defaultHealthyRetryPolicy",
-    "defaultThrottlePolicy",
-    "defaultRequestPolicy",
-    "disableSubscriptionOverrides",
+# A policy's parts and what checks each (a topic's are ``default`` and the part's name).
+_PARTS: dict[str, Callable[[object, str], object]] = {
+    "healthyRetryPolicy": RetryPolicy.read,
+    "throttlePolicy": _throttle,
+    "requestPolicy": _request,
 }
 
 
@@ -181,18 +181,7 @@ def topic_policy(text: str) -> dict[str, Any]:
     http = document.get("http", {})
     if not isinstance(http, dict):
         raise _refuse("http must be an object")
-    for name, value in http.items():
-        where = f"http.{name}"
-        if name not in _TOPIC_HTTP:
-            raise _refuse(f"{where} is not a delivery policy field")
-        if name == "defaultHealthyRetryPolicy":
-            RetryPolicy.read(value, where)
-        elif name == "defaultThrottlePolicy":
-            _throttle(value, where)
-        elif name == "defaultRequestPolicy":
-            _request(value, where)
-        elif not isinstance(value, bool):
-            raise _refuse(f"{where} must be true or false")
+    _check_parts(http, "http.", topic=True)
     return document
 
 
@@ -213,22 +202,27 @@ def effective_topic_policy(document: Mapping[str, Any]) -> dict[str, Any]:
     return {**document, "http": effective}
 
 
-_SUBSCRIPTION = {"healthyRetryPolicy", "throttlePolicy", "requestPolicy"}
-
-
 def subscription_policy(text: str) -> dict[str, Any]:
     """A subscription's ``DeliveryPolicy``, checked (``Invalid`` as ``topic_policy``)."""
     document = _document(text)
-    for name, value in document.items():
-        if name == "healthyRetryPolicy":
-            RetryPolicy.read(value, name)
-        elif name == "throttlePolicy":
-            _throttle(value, name)
-        elif name == "requestPolicy":
-            _request(value, name)
-        elif name not in _SUBSCRIPTION:
-            raise _refuse(f"{name} is not a delivery policy field")
+    _check_parts(document, "", topic=False)
     return document
+
+
+def _check_parts(given: Mapping[str, Any], where: str, topic: bool) -> None:
+    """Check each part of a policy: a subscription's ``healthyRetryPolicy``,
+    ``throttlePolicy`` and ``requestPolicy``, or a topic's ``default...`` ones and its
+    ``disableSubscriptionOverrides``."""
+    for name, value in given.items():
+        if topic and name == "disableSubscriptionOverrides":
+            if not isinstance(value, bool):
+                raise _refuse(f"{where}{name} must be true or false")
+            continue
+        part = name.removeprefix("default") if topic and name.startswith("default") else ""
+        check = _PARTS.get(part[:1].lower() + part[1:] if topic else name)
+        if check is None:
+            raise _refuse(f"{where}{name} is not a delivery policy field")
+        check(value, f"{where}{name}")
 
 
 @dataclass(frozen=True, slots=True)
