@@ -113,6 +113,7 @@ class _Served:
 
     topic: str
     subscription: Subscription
+    settings: TopicSettings  # its topic's, which its rules were made of
     rules: DeliveryRules
     version: str  # the topic's SignatureVersion
     deletes: _Deletes
@@ -182,15 +183,21 @@ class Pusher:
         for queue, (topic, subscription) in wanted.items():
             known = self._served.get(queue)
             settings = self._catalog.topic(topic).settings
+            if known is not None and (known.subscription, known.settings) == (
+                subscription,
+                settings,
+            ):
+                continue  # unchanged: its rules stand
             version = (settings.sns_attributes or {}).get("SignatureVersion", "1")
             rules = _rules(settings, subscription)
             if known is None:
                 deletes = _Deletes(queue, self._queues.delete)
-                served = _Served(topic, subscription, rules, version, deletes)
+                served = _Served(topic, subscription, settings, rules, version, deletes)
                 self._served[queue] = served
                 served.task = asyncio.create_task(self._serve(queue, served))
             else:
-                known.subscription, known.rules, known.version = subscription, rules, version
+                known.subscription, known.settings = subscription, settings
+                known.rules, known.version = rules, version
 
     async def _stop_all(self) -> None:
         tasks = [s.task for s in self._served.values() if s.task is not None]
@@ -253,7 +260,8 @@ class Pusher:
             return
         if current is not None and current is not served.subscription:
             settings = self._catalog.topic(served.topic).settings
-            served.subscription, served.rules = current, _rules(settings, current)
+            served.subscription, served.settings = current, settings
+            served.rules = _rules(settings, current)
 
     async def _throttled(self, served: _Served, room: int) -> int:
         """How many of ``room`` deliveries may start now under the subscription's
