@@ -158,6 +158,8 @@ class Webhooks:
                     await self._ask_to_confirm(topic, s.queue, s.endpoint)
                 return SubscriptionView.of(s)
         queue = push_queue()
+        # The filter checked before anything is made: a refusal leaves nothing behind.
+        Subscription.parse(queue, None, filter_policy, True, filter_scope, lenient=not strict)
         endpoint = PushEndpoint.new(protocol, url, self._clock.wall_ms())
         endpoint = replace(
             endpoint, raw=raw, delivery_policy=delivery_policy, dead_letter=dead_letter
