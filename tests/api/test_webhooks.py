@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 from aiohttp.test_utils import TestClient
 
+from dynamiq.api.context import SERVICES
 from dynamiq.core.clock import FakeClock
 from dynamiq.testing.endpoint import Delivery, Receiver
 from tests.conftest import node_client_with, store_flags
@@ -192,3 +193,19 @@ async def test_the_signing_key_rotates_and_the_old_certificate_stays_served(
         assert unknown.status == 404
     finally:
         await asyncio.to_thread(receiver.close)
+
+
+async def test_an_unconfirmed_webhook_goes_after_three_days(
+    clocked: TestClient[Any, Any], fake_clock: FakeClock
+) -> None:
+    assert (await clocked.put("/v2/topics/orders")).status == 201
+    made = await clocked.post("/v2/topics/orders/webhooks", json={"url": "http://127.0.0.1:9/x"})
+    hook = await made.json()
+    webhooks = clocked.app[SERVICES].node.webhooks  # the node in this process
+    assert webhooks is not None
+    fake_clock.advance(3 * 86400 - 60)
+    await webhooks.tidy(fake_clock.wall_ms())
+    assert (await clocked.get(f"/v2/topics/orders/webhooks/{hook['id']}")).status == 200
+    fake_clock.advance(120)
+    await webhooks.tidy(fake_clock.wall_ms())
+    assert (await clocked.get(f"/v2/topics/orders/webhooks/{hook['id']}")).status == 404

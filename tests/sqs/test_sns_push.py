@@ -168,6 +168,19 @@ def test_retries_follow_the_policy_then_succeed(sns: Any, node: str) -> None:
         receiver.close()
 
 
+def test_a_redirect_is_not_followed_but_retried(sns: Any) -> None:
+    answers = iter([301])
+    receiver = Receiver(lambda d: next(answers, 200) if d.kind == "Notification" else 200)
+    try:
+        topic = new_topic(sns)
+        subscribe(sns, topic, receiver, DeliveryPolicy=json.dumps(FAST_RETRIES))
+        sns.publish(TopicArn=topic, Message="moved?")
+        got = receiver.wait_for("Notification", 2)
+        assert [d.path for d in got] == ["/hook", "/hook"]  # the same URL, tried again
+    finally:
+        receiver.close()
+
+
 @pytest.mark.parametrize("status", [503, 404])
 def test_a_message_that_cannot_be_delivered_goes_to_the_dead_letter_queue(
     sns: Any, sqs: Any, new_queue: Callable[..., str], status: int
@@ -192,9 +205,10 @@ def test_a_message_that_cannot_be_delivered_goes_to_the_dead_letter_queue(
         receiver.close()
 
 
-def test_subscribing_an_endpoint_the_rules_refuse(sns: Any) -> None:
+def test_subscribing_an_endpoint_the_rules_refuse(sns: Any, node: str) -> None:
     topic = new_topic(sns)
     for url, why in [
+        (f"{node}/v2/queues", "own ports"),  # the node's own routes, as the node
         ("http://169.254.169.254/latest/meta-data", "deny"),
         ("ftp://example.com/x", "http or https"),
         ("http://user:secret@127.0.0.1:9/x", "user name"),
