@@ -65,7 +65,9 @@ def test_subscribe_confirm_and_receive_signed_notifications(sns: Any, receiver: 
     assert asked.headers["content-type"] == "text/plain; charset=UTF-8"
     assert "x-amz-sns-subscription-arn" not in asked.headers
 
-    # Unconfirmed: listed as pending, and gets nothing.
+    # Unconfirmed: listed and counted as pending, and gets nothing.
+    counts = sns.get_topic_attributes(TopicArn=topic)["Attributes"]
+    assert (counts["SubscriptionsPending"], counts["SubscriptionsConfirmed"]) == ("1", "0")
     listed = sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]
     assert [(s["SubscriptionArn"], s["Protocol"], s["Endpoint"]) for s in listed] == [
         ("PendingConfirmation", "http", receiver.url)

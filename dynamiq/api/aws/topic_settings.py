@@ -172,6 +172,8 @@ async def get_topic_attributes(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
     kept = call.node.topic_settings(topic).sns_attributes or {}
     fifo = topic.endswith(FIFO_SUFFIX)
+    subscriptions = call.node.subscriptions(topic)
+    pending = sum(1 for s in subscriptions if s.push is not None and s.push.state == "pending")
     attributes = {
         "TopicArn": call.topic_arn(topic),
         "Owner": call.settings.account,
@@ -179,8 +181,8 @@ async def get_topic_attributes(call: Call) -> dict[str, Any]:
         **kept,
         "Policy": _policy(call, topic, kept),
         "EffectiveDeliveryPolicy": _effective_delivery_policy(kept),
-        "SubscriptionsConfirmed": str(len(call.node.subscriptions(topic))),
-        "SubscriptionsPending": "0",
+        "SubscriptionsConfirmed": str(len(subscriptions) - pending),
+        "SubscriptionsPending": str(pending),
         "SubscriptionsDeleted": "0",
     }
     if fifo:
