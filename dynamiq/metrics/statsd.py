@@ -8,6 +8,10 @@ Per node (``<prefix>node.``): ``requests.<route>.<method>.<status>`` and
 ``errors.<CODE>`` (counters), ``latency.<route>.<method>`` (timings, ms),
 ``in_flight``, ``cluster_size``, ``commit_ms`` (gauges). The prefix is
 prepended verbatim, as the original did.
+
+A queue's depth and in-flight gauges are sent when they changed since they
+were last sent, not every flush: a node with many idle queues sends little
+(StatsD servers keep a gauge's last value).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class StatsdMetrics:
         self._gauges: dict[str, float] = {}
         self._timings: list[tuple[str, float]] = []
         self._in_flight: dict[str, int] = {}
+        self._levels: dict[str, float] = {}  # queues' levels reported since the last flush
+        self._sent_levels: dict[str, float] = {}  # and as they were last sent
 
     def _count(self, name: str, value: int) -> None:
         key = self._prefix + name
@@ -71,9 +77,9 @@ class StatsdMetrics:
     def queue_level(self, queue: str, depth: int, in_flight: int) -> None:
         """Set depth (the real count; one node: the approximation is exact) and in-flight."""
         p = self._prefix
-        self._gauges[f"{p}{queue}.depth.count"] = depth
-        self._gauges[f"{p}{queue}.approximate_depth.count"] = depth
-        self._gauges[f"{p}{queue}.in_flight.count"] = in_flight
+        self._levels[f"{p}{queue}.depth.count"] = depth
+        self._levels[f"{p}{queue}.approximate_depth.count"] = depth
+        self._levels[f"{p}{queue}.in_flight.count"] = in_flight
         self._in_flight[queue] = in_flight
         self._gauges[f"{p}node.in_flight"] = sum(self._in_flight.values())
 
@@ -107,9 +113,13 @@ class StatsdMetrics:
             pipe.incr(name, value)
         for name, level in self._gauges.items():
             pipe.gauge(name, level)
+        for name, level in self._levels.items():
+            if self._sent_levels.get(name) != level:
+                pipe.gauge(name, level)
+                self._sent_levels[name] = level
         for name, ms in self._timings:
             pipe.timing(name, ms)
-        self._counters, self._gauges, self._timings = {}, {}, []
+        self._counters, self._gauges, self._levels, self._timings = {}, {}, {}, []
         pipe.send()
 
     def close(self) -> None:

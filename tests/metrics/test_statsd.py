@@ -156,3 +156,22 @@ async def test_the_original_metrics_for_a_scripted_sequence(
         n.startswith("dynamiq.node.latency.v1.queues.queue.messages.batch.get") and k == "ms"
         for n, _, k in seen
     )
+
+
+def test_a_queue_s_levels_are_sent_when_they_change(collector: socket.socket) -> None:
+    sink = StatsdMetrics("127.0.0.1", collector.getsockname()[1], "dq.")
+    sink.queue_level("idle", 0, 0)
+    sink.queue_level("busy", 5, 1)
+    sink.flush()
+    first = {name: value for name, value, kind in lines(drain(collector)) if kind == "g"}
+    assert first["dq.idle.depth.count"] == "0" and first["dq.busy.depth.count"] == "5"
+    sink.queue_level("idle", 0, 0)  # as before
+    sink.queue_level("busy", 7, 1)  # deeper
+    sink.flush()
+    second = {name: value for name, value, kind in lines(drain(collector)) if kind == "g"}
+    sink.close()
+    assert second == {
+        "dq.busy.depth.count": "7",
+        "dq.busy.approximate_depth.count": "7",
+        "dq.node.in_flight": "1",
+    }
