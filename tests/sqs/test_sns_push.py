@@ -199,10 +199,12 @@ def test_a_message_that_cannot_be_delivered_goes_to_the_dead_letter_queue(
             sns.get_subscription_attributes(SubscriptionArn=arn)["Attributes"]["RedrivePolicy"]
         ) == json.loads(redrive)
         sns.publish(TopicArn=topic, Message="undeliverable")
-        [dead] = drain(sqs, dlq, 1)
-        assert json.loads(dead["Body"])["Message"] == "undeliverable"
         # 5xx: the first attempt and both retries; 404: refused for good at once.
-        assert len(receiver.of("Notification")) == (3 if status >= 500 else 1)
+        attempts = 3 if status >= 500 else 1
+        receiver.wait_for("Notification", attempts)
+        [dead] = drain(sqs, dlq, 1)  # moved once the last attempt failed
+        assert json.loads(dead["Body"])["Message"] == "undeliverable"
+        assert len(receiver.of("Notification")) == attempts
     finally:
         receiver.close()
 
