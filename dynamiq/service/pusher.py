@@ -34,7 +34,7 @@ from dynamiq.core.clock import Clock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.routing.push import Request, subscription_id
 from dynamiq.core.routing.subscriptions import Subscription
-from dynamiq.delivery_policy import DEFAULT_CONTENT_TYPE, DeliveryRules, delivery_rules
+from dynamiq.delivery_policy import DeliveryRules, delivery_rules
 from dynamiq.endpoints import Unreachable
 from dynamiq.errors import DynamiqError, TopicNotFound
 from dynamiq.metrics.base import Metrics
@@ -295,8 +295,6 @@ class Pusher:
         assert endpoint is not None
         topic = served.topic
         version = served.version
-        confirming = b'"Type": "SubscriptionConfirmation"' in message.body[:64]
-        content_type = DEFAULT_CONTENT_TYPE if confirming else served.rules.content_type
         request = await asyncio.get_running_loop().run_in_executor(
             self._signer,
             self._webhooks.documents.request,
@@ -304,7 +302,7 @@ class Pusher:
             endpoint,
             self._webhooks.subscription_arn(topic, queue),
             version,
-            content_type,
+            served.rules.content_type,
         )
         started = time.perf_counter()
         try:
@@ -318,7 +316,7 @@ class Pusher:
         self._webhooks.delivered(queue, verdict == "delivered")
         if verdict == "delivered":
             served.deletes.add(message.id)
-            if not confirming:
+            if request.notification:  # a confirmation is no message delivered
                 self._metrics.topic_event(topic, "delivered", 1)
             return
         self._metrics.topic_event(topic, "failed", 1)

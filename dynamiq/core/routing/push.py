@@ -36,6 +36,7 @@ __all__ = [
 
 PUSH_PREFIX = "push~"  # no queue a client names has a "~"
 USER_AGENT = "Amazon Simple Notification Service Agent"
+PLAIN_TEXT = "text/plain; charset=UTF-8"  # SNS's Content-Type unless a policy says another
 CONFIRM_TEXT = (
     "You have chosen to subscribe to the topic {arn}.\n"
     "To confirm the subscription, visit the SubscribeURL included in this message."
@@ -104,6 +105,7 @@ class Request:
     url: str
     headers: dict[str, str]
     body: bytes
+    notification: bool = True  # else a subscription's confirmation
 
 
 class Documents:
@@ -129,26 +131,29 @@ class Documents:
         endpoint: PushEndpoint,
         subscription_arn: str,
         version: str = "1",
-        content_type: str = "text/plain; charset=UTF-8",
+        content_type: str = PLAIN_TEXT,
     ) -> Request:
         """The POST carrying ``stored`` (an SNS document) to ``endpoint``: signed under
-        ``SignatureVersion`` ``version``, or its bare ``Message`` for a raw endpoint."""
+        ``SignatureVersion`` ``version``, or its bare ``Message`` for a raw endpoint. A
+        notification carries ``content_type`` (the delivery policy's); a confirmation is
+        plain text whatever the policy says, as SNS sends it."""
         stored_doc: dict[str, Any] = json.loads(stored)
         kind = stored_doc["Type"]
+        notification = kind == "Notification"
         headers = {
-            "Content-Type": content_type,
+            "Content-Type": content_type if notification else PLAIN_TEXT,
             "User-Agent": USER_AGENT,
             "x-amz-sns-message-type": kind,
             "x-amz-sns-message-id": stored_doc["MessageId"],
             "x-amz-sns-topic-arn": stored_doc["TopicArn"],
         }
-        if kind == "Notification":
+        if notification:
             headers["x-amz-sns-subscription-arn"] = subscription_arn
             if endpoint.raw:
                 headers["x-amz-sns-rawdelivery"] = "true"
                 return Request(endpoint.url, headers, str(stored_doc["Message"]).encode())
         document = self.signed(stored_doc, subscription_arn, version)
-        return Request(endpoint.url, headers, json.dumps(document).encode())
+        return Request(endpoint.url, headers, json.dumps(document).encode(), notification)
 
     def signed(self, stored: dict[str, Any], subscription_arn: str, version: str) -> dict[str, Any]:
         """``stored`` with its links and signature, its fields in SNS's order."""
