@@ -4,8 +4,9 @@ Every address a delivery connects to passes ``EndpointRules`` first (names
 are resolved by the client's own resolver, which checks each answer; a URL
 with an address in it is checked as written). Redirects are not followed (a
 3xx is an answer like any other); bounded connect and total times; an
-answer's body is read up to ``MAX_ANSWER_BYTES`` and the rest left unread,
-so connections are kept alive across deliveries to one endpoint.
+answer's body is read up to ``MAX_ANSWER_BYTES``. Connections are kept alive
+across deliveries to one endpoint; one whose answer was longer is closed
+rather than read to its end.
 """
 
 from __future__ import annotations
