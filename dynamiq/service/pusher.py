@@ -313,19 +313,21 @@ class Pusher:
         took = time.perf_counter() - started
         self._metrics.push_attempt(str(subscription_id(queue)), took, len(served.in_flight) - 1)
         verdict = outcome(status)
-        self._webhooks.delivered(queue, verdict == "delivered")
         if verdict == "delivered":
+            self._webhooks.delivered(queue, True)
             served.deletes.add(message.id)
             if request.notification:  # a confirmation is no message delivered
                 self._metrics.topic_event(topic, "delivered", 1)
             return
-        self._metrics.topic_event(topic, "failed", 1)
         delays = served.rules.retry.delays()
         retried = message.receive_count - 1  # attempts so far, less the first
         if verdict == "retry" and retried < len(delays):
             await self._queues.change_visibility(queue, [message.id], delays[retried])
-            return
-        await self._give_up(queue, served, message, status)
+        else:
+            await self._give_up(queue, served, message, status)
+        # Counted once the copy's next step is stored: who reads the count sees it.
+        self._webhooks.delivered(queue, False)
+        self._metrics.topic_event(topic, "failed", 1)
 
     async def _give_up(
         self, queue: str, served: _Served, message: Message, status: int | None

@@ -20,6 +20,7 @@ from dynamiq.core.clock import FakeClock
 from dynamiq.testing.endpoint import Delivery, Receiver
 from tests.conftest import node_client_with, store_flags
 from tests.sns_signatures import verify
+from tests.waiting import eventually
 
 
 @pytest.fixture(params=["lmdb", "redis-cluster"])
@@ -117,6 +118,7 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
         url = f"/v2/topics/orders/webhooks/{hook['id']}"
         await clocked.post("/v2/topics/orders/messages", json={"messages": [{"body": "late"}]})
         await receiver.arrived("Notification")
+        await _failures_handled(clocked, 1)
         shown = await (await clocked.get(url)).json()
         assert shown["state"] == "failing"
         assert (shown["pending"], shown["in_flight"]) == (0, 1)  # waiting out its delay
@@ -126,6 +128,7 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
         await _quiet(receiver, 1)
         fake_clock.advance(2)
         await receiver.arrived("Notification", 2)
+        await _failures_handled(clocked, 2)
         fake_clock.advance(58)
         await _quiet(receiver, 2)
         fake_clock.advance(2)
@@ -137,6 +140,17 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
         assert shown["state"] == "confirmed"
     finally:
         await asyncio.to_thread(receiver.close)
+
+
+async def _failures_handled(http: TestClient[Any, Any], count: int) -> None:
+    """Wait until the node has dealt with ``count`` failed attempts (their retries set):
+    the clock must not move while an answer is still on its way back to the node."""
+    counted = f'dynamiq_topic_notifications_failed_total{{topic="orders"}} {count}.0'
+
+    async def seen() -> bool:
+        return counted in await (await http.get("/metrics")).text()
+
+    await eventually(seen, what=counted)
 
 
 async def _quiet(receiver: Receiver, count: int) -> None:

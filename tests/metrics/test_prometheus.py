@@ -43,7 +43,9 @@ async def test_dead_letters_expiry_and_redrive_are_counted(http: TestClient[Any,
     await http.put("/v2/queues/dead")
     await http.put(
         "/v2/queues/work",
-        json={"visibility_timeout": 0.1, "max_receives": 1, "dead_letter_queue": "dead"},
+        # A lease longer than a slow read on a loaded machine: a receive whose reads
+        # outlast its lease hands nothing out (the lease ended meanwhile).
+        json={"visibility_timeout": 1, "max_receives": 1, "dead_letter_queue": "dead"},
     )
     messages = [{"body": "poison"}, {"body": "brief", "ttl_seconds": 0.05}]
     await http.post("/v2/queues/work/messages", json={"messages": messages})
