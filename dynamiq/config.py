@@ -390,6 +390,7 @@ class PushSettings:
     timeout: float = 15.0  # one delivery, connection to answer (AWS's)
     connecttimeout: float = 5.0
     concurrency: int = 16  # deliveries in flight per subscription, per worker
+    cafile: str = ""  # certificates (PEM) https endpoints may show besides the system's
 
     def __post_init__(self) -> None:
         _require(
@@ -408,6 +409,11 @@ class PushSettings:
             "must be > 0 and <= push.timeout",
         )
         _require(1 <= self.concurrency <= 1000, "push.concurrency", "must be 1 to 1000")
+        _require(
+            not self.cafile or os.access(self.cafile, os.R_OK),
+            "push.cafile",
+            f"cannot read {self.cafile}",
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,7 +123,9 @@ def create_app(
         settings.sqs.account,
     )
     node = Node(engine, cluster, settings.limits, space, webhooks)
-    poster = HttpPoster(rules, settings.push.timeout, settings.push.connecttimeout)
+    poster = HttpPoster(
+        rules, settings.push.timeout, settings.push.connecttimeout, settings.push.cafile
+    )
     pusher = Pusher(
         webhooks,
         engine.catalog,

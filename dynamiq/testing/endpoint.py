@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -45,9 +46,15 @@ class Delivery:
 class Receiver:
     """A running endpoint; ``answer(delivery)`` gives each POST's status (200 by default)."""
 
-    def __init__(self, answer: Callable[[Delivery], int] | None = None, delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        answer: Callable[[Delivery], int] | None = None,
+        delay: float = 0.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.answer = answer or (lambda _: 200)
         self.delay = delay  # seconds before each answer (a slow endpoint)
+        self.tls = tls  # serves HTTPS with it
         self.got: list[Delivery] = []
         self.in_flight = 0
         self.most_in_flight = 0
@@ -61,7 +68,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/hook"
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -77,7 +85,7 @@ class Receiver:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
 
     async def _take(self, request: web.Request) -> web.Response:
         delivery = Delivery(
