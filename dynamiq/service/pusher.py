@@ -12,9 +12,11 @@ without one, counted either way. A node that dies mid-delivery leaves the
 lease to lapse: whoever serves the slice then tries again (at least once).
 
 At most ``push.concurrency`` deliveries of a subscription are in flight per
-process, and no more leases are taken than that: 10,000 pending copies of a
-slow endpoint stay in the store, not in memory. ``throttlePolicy`` bounds the
-deliveries each process starts per second.
+process, and as many again are leased meanwhile, ready for the next free slot
+(no slot waits for a receive); no more are leased than that: 10,000 pending
+copies of a slow endpoint stay in the store, not in memory. A ready copy whose
+wait took much of its lease has it made longer before it goes.
+``throttlePolicy`` bounds the deliveries each process starts per second.
 """
 
 from __future__ import annotations
@@ -105,6 +107,15 @@ class _Deletes:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """A copy leased for delivery, waiting for a free slot."""
+
+    message: Message
+    epoch: int  # the majority's, when it was leased: void if that ended
+    leased_at: float  # the clock's seconds (``Clock.now``)
 
 
 @dataclass
@@ -213,35 +224,56 @@ class Pusher:
         self._signer.shutdown(wait=False)
 
     async def _serve(self, queue: str, served: _Served) -> None:
-        """Lease and deliver what this process's slice of ``queue`` holds, until cancelled:
-        as many as there is room for in flight, within the throttle."""
-        room = asyncio.Semaphore(self._concurrency)
+        """Deliver what this process's slice of ``queue`` holds, until cancelled: as
+        many at once as ``push.concurrency``, the next ones leased meanwhile."""
+        ready: asyncio.Queue[_Ready] = asyncio.Queue()
+        room = asyncio.Semaphore(self._concurrency)  # deliveries in flight
+        leases = asyncio.Semaphore(2 * self._concurrency)  # in flight, and ready
+        fetcher = asyncio.create_task(self._fetch(queue, served, ready, leases))
+        try:
+            while True:
+                copy = await ready.get()
+                await room.acquire()
+                task = asyncio.create_task(self._start(queue, served, copy, room, leases))
+                served.in_flight.add(task)
+                task.add_done_callback(served.in_flight.discard)
+        finally:
+            fetcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await fetcher
+
+    async def _fetch(
+        self,
+        queue: str,
+        served: _Served,
+        ready: asyncio.Queue[_Ready],
+        leases: asyncio.Semaphore,
+    ) -> None:
+        """Lease copies while deliveries are under way, within the throttle: as many
+        as the deliveries in flight and ready leave room for."""
         while True:
-            held = 0  # slots taken for this round, not handed to a delivery yet
+            held = 0  # lease slots taken for this round, not handed on yet
             try:
                 if not self._majority.may_serve():
                     await asyncio.sleep(0.5)
                     continue
-                await room.acquire()  # one slot at least; then every one free now
+                await leases.acquire()  # one at least; then every one free now
                 held = 1
-                while held < self._concurrency and not room.locked():
-                    await room.acquire()
+                while not leases.locked():
+                    await leases.acquire()
                     held += 1
                 want = await self._throttled(served, held)
                 for _ in range(held - want):
-                    room.release()
+                    leases.release()
                 held = want
                 epoch = self._majority.epoch()
+                leased_at = self._clock.now()
                 got = await self._queues.receive(queue, want, self._lease, WAIT_SECONDS)
-                if not self._majority.holds(epoch):
-                    continue  # paused meanwhile: the leases are void, they lapse
                 if not got:  # the wait ended early (closing, or no slice served yet)
                     await asyncio.sleep(IDLE_SECONDS)
                 for message in got:
-                    task = asyncio.create_task(self._deliver(queue, served, message, room))
+                    ready.put_nowait(_Ready(message, epoch, leased_at))
                     held -= 1
-                    served.in_flight.add(task)
-                    task.add_done_callback(served.in_flight.discard)
             except asyncio.CancelledError:
                 raise
             except DynamiqError as exc:
@@ -249,7 +281,32 @@ class Pusher:
                 await asyncio.sleep(1.0)
             finally:
                 for _ in range(held):
-                    room.release()
+                    leases.release()
+
+    async def _start(
+        self,
+        queue: str,
+        served: _Served,
+        copy: _Ready,
+        room: asyncio.Semaphore,
+        leases: asyncio.Semaphore,
+    ) -> None:
+        """Deliver a copy that was ready (its lease made longer first when the wait for
+        a free slot took so much of it that the delivery might outlast it)."""
+        try:
+            if not self._majority.holds(copy.epoch):
+                return  # paused since it was leased: the lease is void, it lapses
+            left = copy.leased_at + self._lease - self._clock.now()
+            if left < self._lease - LEASE_MARGIN_SECONDS / 2:
+                message = copy.message
+                if not await self._queues.change_visibility(queue, [message.id], self._lease):
+                    return  # its lease ended meanwhile: whoever leases it next delivers it
+            await self._attempt(queue, served, copy.message)
+        except DynamiqError as exc:  # the store: the lease lapses, the copy is tried again
+            log.warning("push subscription %s: %s", subscription_id(queue), exc)
+        finally:
+            room.release()
+            leases.release()
 
     def _refresh(self, queue: str, served: _Served) -> None:
         """Follow a change of the subscription made since the last sync (its endpoint's
@@ -278,16 +335,6 @@ class Pusher:
                 served.tokens -= take
                 return take
             await asyncio.sleep((1 - served.tokens) / rate)
-
-    async def _deliver(
-        self, queue: str, served: _Served, message: Message, room: asyncio.Semaphore
-    ) -> None:
-        try:
-            await self._attempt(queue, served, message)
-        except DynamiqError as exc:  # the store: the lease lapses, the copy is tried again
-            log.warning("push subscription %s: %s", subscription_id(queue), exc)
-        finally:
-            room.release()
 
     async def _attempt(self, queue: str, served: _Served, message: Message) -> None:
         self._refresh(queue, served)
