@@ -36,6 +36,7 @@ __all__ = ["MAX_ANSWER_BYTES", "HttpPoster"]
 MAX_ANSWER_BYTES = 8192
 MAX_HEAD_BYTES = 16384
 IDLE_SECONDS = 30.0  # under the usual servers' own keep-alive limits
+KNOWN_URLS = 10_000  # URLs whose request line is kept
 URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path may hold as it is (RFC 3986)
 
 Origin = tuple[str, str, int]  # scheme, host, port
@@ -202,20 +203,31 @@ class HttpPoster:
         self._tls: ssl.SSLContext | None = None
         self._idle: defaultdict[Origin, list[_Connection]] = defaultdict(list)
         self._swept = time.monotonic()
+        self._urls: dict[str, tuple[Origin, str]] = {}
 
     async def post(self, request: Request) -> int:
         """POST ``request``; return the answer's status (``Unreachable``: no answer)."""
         try:
             async with asyncio.timeout(self._timeout):
-                parts = self._rules.url(request.url)
-                origin = _origin(parts)
-                data = _request_bytes(parts, request)
+                origin, start = self._prepared(request.url)
+                data = _request_bytes(start, request)
                 try:
                     return await self._exchange(origin, data, kept=True)
                 except _Stale:
                     return await self._exchange(origin, data, kept=False)
         except (TimeoutError, OSError, Invalid, UnicodeError, _Stale) as exc:
             raise Unreachable(str(exc) or type(exc).__name__) from None
+
+    def _prepared(self, url: str) -> tuple[Origin, str]:
+        """Where ``url`` connects to, and its request's first lines (kept per URL)."""
+        known = self._urls.get(url)
+        if known is None:
+            parts = self._rules.url(url)
+            known = _origin(parts), _request_start(parts)
+            if len(self._urls) >= KNOWN_URLS:
+                del self._urls[next(iter(self._urls))]
+            self._urls[url] = known
+        return known
 
     async def _exchange(self, origin: Origin, data: bytes, kept: bool) -> int:
         connection = self._kept(origin) if kept else None
@@ -301,9 +313,9 @@ def _origin(parts: SplitResult) -> Origin:
     return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80)
 
 
-def _request_bytes(parts: SplitResult, request: Request) -> bytes:
-    """The request's bytes: its path and query as sent (characters outside ASCII
-    percent-encoded), ``Host`` as the URL names it (a name outside ASCII in IDNA)."""
+def _request_start(parts: SplitResult) -> str:
+    """A request's line and ``Host``: the path and query as sent (characters outside
+    ASCII percent-encoded), the host as the URL names it (outside ASCII, in IDNA)."""
     target = quote(parts.path or "/", safe=URL_SAFE)
     if parts.query:
         target = f"{target}?{quote(parts.query, safe=URL_SAFE + '?')}"
@@ -314,7 +326,10 @@ def _request_bytes(parts: SplitResult, request: Request) -> bytes:
         host = host.encode("idna").decode("ascii")
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    lines = [f"POST {target} HTTP/1.1", f"Host: {host}"]
-    lines += [f"{name}: {value}" for name, value in request.headers.items()]
-    lines.append(f"Content-Length: {len(request.body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + request.body
+    return f"POST {target} HTTP/1.1\r\nHost: {host}\r\n"
+
+
+def _request_bytes(start: str, request: Request) -> bytes:
+    headers = "".join(f"{name}: {value}\r\n" for name, value in request.headers.items())
+    head = f"{start}{headers}Content-Length: {len(request.body)}\r\n\r\n"
+    return head.encode("latin-1") + request.body

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -342,8 +343,7 @@ class Pusher:
         assert endpoint is not None
         topic = served.topic
         version = served.version
-        request = await asyncio.get_running_loop().run_in_executor(
-            self._signer,
+        build = functools.partial(
             self._webhooks.documents.request,
             message.body,
             endpoint,
@@ -351,6 +351,11 @@ class Pusher:
             version,
             served.rules.content_type,
         )
+        # A raw body is not signed: made here (but for the confirmation, signed once).
+        if endpoint.raw:
+            request = build()
+        else:
+            request = await asyncio.get_running_loop().run_in_executor(self._signer, build)
         started = time.perf_counter()
         try:
             status: int | None = await self._poster.post(request)
