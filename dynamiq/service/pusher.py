@@ -117,6 +117,8 @@ class _Ready:
     message: Message
     epoch: int  # the majority's, when it was leased: void if that ended
     leased_at: float  # the clock's seconds (``Clock.now``)
+    request: Request | None  # made (signed) already, or to be made when sent
+    made_for: Subscription  # the subscription as it was when ``request`` was made
 
 
 @dataclass
@@ -272,8 +274,10 @@ class Pusher:
                 got = await self._queues.receive(queue, want, self._lease, WAIT_SECONDS)
                 if not got:  # the wait ended early (closing, or no slice served yet)
                     await asyncio.sleep(IDLE_SECONDS)
-                for message in got:
-                    ready.put_nowait(_Ready(message, epoch, leased_at))
+                signed = await self._signed(queue, served, got)
+                for message, request in zip(got, signed, strict=True):
+                    copy = _Ready(message, epoch, leased_at, request, served.subscription)
+                    ready.put_nowait(copy)
                     held -= 1
             except asyncio.CancelledError:
                 raise
@@ -283,6 +287,33 @@ class Pusher:
             finally:
                 for _ in range(held):
                     leases.release()
+
+    async def _signed(
+        self, queue: str, served: _Served, messages: list[Message]
+    ) -> list[Request | None]:
+        """The signed requests of ``messages`` (None for a raw endpoint's: made when
+        sent), made on the signing threads in as many runs as there are threads
+        (a hop to a thread and back per message costs as much as its JSON)."""
+        self._refresh(queue, served)
+        endpoint = served.subscription.endpoint
+        if not messages or endpoint is None or endpoint.raw:
+            return [None] * len(messages)
+        build = functools.partial(
+            self._webhooks.documents.request,
+            endpoint=endpoint,
+            subscription_arn=self._webhooks.subscription_arn(served.topic, queue),
+            version=served.version,
+            content_type=served.rules.content_type,
+        )
+
+        def run(bodies: list[bytes]) -> list[Request]:
+            return [build(body) for body in bodies]
+
+        loop = asyncio.get_running_loop()
+        size = -(-len(messages) // SIGNING_THREADS)
+        runs = [[m.body for m in messages[i : i + size]] for i in range(0, len(messages), size)]
+        made = await asyncio.gather(*(loop.run_in_executor(self._signer, run, r) for r in runs))
+        return [request for part in made for request in part]
 
     async def _start(
         self,
@@ -302,7 +333,10 @@ class Pusher:
                 message = copy.message
                 if not await self._queues.change_visibility(queue, [message.id], self._lease):
                     return  # its lease ended meanwhile: whoever leases it next delivers it
-            await self._attempt(queue, served, copy.message)
+            self._refresh(queue, served)
+            # Made for the subscription as it was: as it is now, if it changed since.
+            made = copy.request if copy.made_for is served.subscription else None
+            await self._attempt(queue, served, copy.message, made)
         except DynamiqError as exc:  # the store: the lease lapses, the copy is tried again
             log.warning("push subscription %s: %s", subscription_id(queue), exc)
         finally:
@@ -337,25 +371,28 @@ class Pusher:
                 return take
             await asyncio.sleep((1 - served.tokens) / rate)
 
-    async def _attempt(self, queue: str, served: _Served, message: Message) -> None:
-        self._refresh(queue, served)
+    async def _attempt(
+        self, queue: str, served: _Served, message: Message, request: Request | None
+    ) -> None:
+        """Deliver ``message`` (as ``request``, when it was made already)."""
         endpoint = served.subscription.endpoint
         assert endpoint is not None
         topic = served.topic
-        version = served.version
-        build = functools.partial(
-            self._webhooks.documents.request,
-            message.body,
-            endpoint,
-            self._webhooks.subscription_arn(topic, queue),
-            version,
-            served.rules.content_type,
-        )
-        # A raw body is not signed: made here (but for the confirmation, signed once).
-        if endpoint.raw:
-            request = build()
-        else:
-            request = await asyncio.get_running_loop().run_in_executor(self._signer, build)
+        if request is None:
+            build = functools.partial(
+                self._webhooks.documents.request,
+                message.body,
+                endpoint,
+                self._webhooks.subscription_arn(topic, queue),
+                served.version,
+                served.rules.content_type,
+            )
+            # A raw body is made here (a thread hop would cost more); a document is signed
+            # on a thread (but for a raw endpoint's confirmation, signed here once).
+            if endpoint.raw:
+                request = build()
+            else:
+                request = await asyncio.get_running_loop().run_in_executor(self._signer, build)
         started = time.perf_counter()
         try:
             status: int | None = await self._poster.post(request)
