@@ -284,6 +284,9 @@ class Pusher:
             except DynamiqError as exc:
                 log.warning("push subscription %s: %s", subscription_id(queue), exc)
                 await asyncio.sleep(1.0)
+            except Exception:  # a bug must not stop the subscription: its leases lapse
+                log.exception("push subscription %s", subscription_id(queue))
+                await asyncio.sleep(1.0)
             finally:
                 for _ in range(held):
                     leases.release()
@@ -298,22 +301,28 @@ class Pusher:
         endpoint = served.subscription.endpoint
         if not messages or endpoint is None or endpoint.raw:
             return [None] * len(messages)
-        build = functools.partial(
-            self._webhooks.documents.request,
-            endpoint=endpoint,
-            subscription_arn=self._webhooks.subscription_arn(served.topic, queue),
-            version=served.version,
-            content_type=served.rules.content_type,
-        )
+        make = self._maker(queue, served)
 
         def run(bodies: list[bytes]) -> list[Request]:
-            return [build(body) for body in bodies]
+            return [make(body) for body in bodies]
 
         loop = asyncio.get_running_loop()
         size = -(-len(messages) // SIGNING_THREADS)
         runs = [[m.body for m in messages[i : i + size]] for i in range(0, len(messages), size)]
         made = await asyncio.gather(*(loop.run_in_executor(self._signer, run, r) for r in runs))
         return [request for part in made for request in part]
+
+    def _maker(self, queue: str, served: _Served) -> Callable[[bytes], Request]:
+        """How a stored copy becomes its request, for the subscription as it is now."""
+        endpoint = served.subscription.endpoint
+        assert endpoint is not None
+        return functools.partial(
+            self._webhooks.documents.request,
+            endpoint=endpoint,
+            subscription_arn=self._webhooks.subscription_arn(served.topic, queue),
+            version=served.version,
+            content_type=served.rules.content_type,
+        )
 
     async def _start(
         self,
@@ -379,20 +388,14 @@ class Pusher:
         assert endpoint is not None
         topic = served.topic
         if request is None:
-            build = functools.partial(
-                self._webhooks.documents.request,
-                message.body,
-                endpoint,
-                self._webhooks.subscription_arn(topic, queue),
-                served.version,
-                served.rules.content_type,
-            )
+            make = self._maker(queue, served)
             # A raw body is made here (a thread hop would cost more); a document is signed
             # on a thread (but for a raw endpoint's confirmation, signed here once).
             if endpoint.raw:
-                request = build()
+                request = make(message.body)
             else:
-                request = await asyncio.get_running_loop().run_in_executor(self._signer, build)
+                loop = asyncio.get_running_loop()
+                request = await loop.run_in_executor(self._signer, make, message.body)
         started = time.perf_counter()
         try:
             status: int | None = await self._poster.post(request)
