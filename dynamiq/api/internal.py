@@ -22,6 +22,7 @@ from dynamiq.cluster.base import OLDEST_PROTOCOL, PROTOCOL, protocol_of, speaks_
 from dynamiq.cluster.wire import (
     PEER_HEADER,
     PROTOCOL_HEADER,
+    CatalogChange,
     Handoff,
     HandoffLeases,
     Heartbeat,
@@ -166,9 +167,10 @@ async def heartbeat(request: web.Request) -> web.Response:
 
 
 async def sync(request: web.Request) -> web.Response:
-    """A peer changed the catalog: reload it, then answer."""
-    here, _ = await _read(request, type(None))
-    await here.answers.catalog_changed()
+    """A peer changed the catalog: read again what it wrote (all of it, when it does not
+    say), then answer."""
+    here, change = await _read(request, CatalogChange | None)  # type: ignore[arg-type]
+    await here.answers.catalog_changed(change)
     return web.Response(status=204)
 
 

@@ -25,13 +25,14 @@ __all__ = [
 
 # What the members of a cluster say to each other, by version: bumped whenever a
 # peer call's body changes (2: messages carry their deduplication id, trace header
-# and attribute types). Said in gossip and in every peer call; a release from
+# and attribute types; 3: a catalog change says what it wrote, and the peers read
+# only that again). Said in gossip and in every peer call; a release from
 # before versions were said speaks 1. Bodies only ever grow at their ends and
 # each side reads what it knows of them, so a release speaks with every protocol
 # from OLDEST_PROTOCOL on: a rolling upgrade mixes the two releases for a while
 # (a message passing through an older member loses what that one does not know).
 # A newer member is taken at its word: it knows whether it can speak with this one.
-PROTOCOL = 2
+PROTOCOL = 3
 OLDEST_PROTOCOL = 1
 
 

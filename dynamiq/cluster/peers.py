@@ -15,6 +15,7 @@ from dynamiq.cluster.base import PROTOCOL, Member
 from dynamiq.cluster.wire import (
     PEER_HEADER,
     PROTOCOL_HEADER,
+    CatalogChange,
     Handoff,
     HandoffLeases,
     Heartbeat,
@@ -161,9 +162,11 @@ class PeerClient:
         ``seconds``)."""
         await self._post(member, "heartbeat", Heartbeat(name), None, seconds)
 
-    async def sync(self, member: Member) -> None:
-        """Tell ``member`` the catalog changed: reload it now."""
-        await self._post(member, "sync", None, None)
+    async def sync(self, member: Member, change: CatalogChange | None = None) -> None:
+        """Tell ``member`` the catalog changed: read again what ``change`` names (a
+        member of protocol 3 on), or the whole catalog."""
+        said = change if change is not None and member.protocol >= 3 else None
+        await self._post(member, "sync", said, None)
 
     async def leave(self, member: Member, name: str, boot: str) -> None:
         """Tell ``member`` that this node is leaving."""

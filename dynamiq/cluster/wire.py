@@ -160,6 +160,13 @@ class HandoffLeases(msgspec.Struct):
     leases: dict[str, list[HeldLease]]
 
 
+class CatalogChange(msgspec.Struct):
+    """The queues and topics a catalog change wrote: read them again (protocol 3)."""
+
+    queues: list[str]
+    topics: list[str]
+
+
 class Leave(msgspec.Struct):
     """Member ``name`` (process ``boot``) is leaving the cluster now."""
 

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, done, told, touch
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PushEndpoint, subscription_id
@@ -83,15 +84,18 @@ def _change(
 
     @functools.wraps(method)
     async def change(self: Catalog, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        self._changes += 1
-        result = await method(self, *args, **kwargs)
-        await self.on_change()
+        touched, token = collecting()
+        try:
+            result = await method(self, *args, **kwargs)
+        finally:
+            done(token)
+        await self.on_change(told(touched))
         return result
 
     return change
 
 
-async def _unheard() -> None:
+async def _unheard(news: CatalogNews) -> None:
     """A node alone: no one to tell of a change."""
 
 
@@ -102,20 +106,37 @@ class Catalog:
         self,
         store: StorageBackend,
         clock: Clock | None = None,
-        on_change: Callable[[], Awaitable[None]] = _unheard,
+        on_change: Callable[[CatalogNews], Awaitable[None]] = _unheard,
     ) -> None:
         self._store = store
         self._clock = clock or MonotonicClock()
         self._queues: dict[str, QueueRecord] = {}
         self._topics: dict[str, Topic] = {}
-        # Bumped by every change made here, before it reaches the store: a
-        # reload whose read raced with a change must not put back what the
-        # change replaced (the next reload will see both).
-        self._changes = 0
-        # Awaited after every change this node made: the cluster tells its peers,
-        # and returns once every live one has reloaded (any node knows the change
-        # once it is answered).
+        # What a read may take: a read racing with a change (made here, or read
+        # by a faster read) must not put back what the change replaced.
+        self._fresh = Freshness()
+        # Awaited after every change this node made, with what it touched: the
+        # cluster tells its peers, and returns once every live one has read it
+        # (any node knows the change once it is answered).
         self.on_change = on_change
+
+    def _set_queue(self, name: str, record: QueueRecord | None) -> None:
+        """Apply a change made here to a queue's cached record (None: gone)."""
+        if record is None:
+            self._queues.pop(name, None)
+        else:
+            self._queues[name] = record
+        self._fresh.changed("q", name)
+        touch("q", name)
+
+    def _set_topic(self, name: str, topic: Topic | None) -> None:
+        """Apply a change made here to a topic's cached record (None: gone)."""
+        if topic is None:
+            self._topics.pop(name, None)
+        else:
+            self._topics[name] = topic
+        self._fresh.changed("t", name)
+        touch("t", name)
 
     # -- reading (from the cache) ------------------------------------------
 
@@ -187,37 +208,101 @@ class Catalog:
 
     # -- loading -------------------------------------------------------------
 
-    async def reload(self) -> bool:
-        """Replace the cache with what the store holds now.
-
-        Returns False, changing nothing, when a change was made through this
-        catalog while the store was being read.
-        """
-        changes = self._changes
-        entries = await self._store.meta_scan("")
-        if changes != self._changes:
-            return False
+    async def reload(self) -> set[str]:
+        """Read the whole catalog again; return the uids no queue uses any more."""
+        ticket = self._fresh.start()
+        try:
+            entries = await self._store.meta_scan("")
+        except BaseException:
+            self._fresh.finish(ticket)
+            raise
         queues: dict[str, QueueRecord] = {}
-        topics: dict[str, list[Subscription]] = {}
         settings: dict[str, TopicSettings] = {}
+        subscriptions: dict[str, list[Subscription]] = {}
         for key, raw in entries.items():
             kind, _, rest = key.partition("/")
             if kind == "q":
                 queues[rest] = _decode_queue(rest, raw)
             elif kind == "t":
-                topics.setdefault(rest, [])
                 settings[rest] = TopicSettings.decode(raw)
-        for key, raw in entries.items():
-            kind, _, rest = key.partition("/")
-            topic, _, queue = rest.partition("/")
-            if kind == "s" and topic in topics:  # its queue may be yet to come (SNS)
-                topics[topic].append(Subscription.decode(queue, raw))
-        self._queues = queues
-        known = self._topics
-        self._topics = {
-            t: known.get(t, Topic()).kept_if_same(subs, settings[t]) for t, subs in topics.items()
+            elif kind == "s":
+                topic, _, queue = rest.partition("/")
+                subscriptions.setdefault(topic, []).append(Subscription.decode(queue, raw))
+        mark = self._fresh.overtaking(ticket)
+        gone = self._take_queues(ticket, queues, set(queues) | set(self._queues), mark)
+        topics = {
+            t: (settings[t], subscriptions.get(t, [])) if t in settings else None
+            for t in set(settings) | set(self._topics)
         }
-        return True
+        self._take_topics(ticket, topics, mark)
+        self._fresh.finish(ticket, whole=True)
+        return gone
+
+    async def refresh(self, news: CatalogNews) -> set[str]:
+        """Read again what ``news`` names (a change made through another process);
+        return the uids no queue uses any more."""
+        if news.everything:
+            return await self.reload()
+        ticket = self._fresh.start()
+        try:
+            found = {q: await self._store.meta_get(f"q/{q}") for q in sorted(news.queues)}
+            topics: dict[str, tuple[TopicSettings, list[Subscription]] | None] = {}
+            for t in sorted(news.topics):
+                raw = await self._store.meta_get(f"t/{t}")
+                subs = await self._store.meta_scan(f"s/{t}/")
+                topics[t] = (
+                    None
+                    if raw is None
+                    else (
+                        TopicSettings.decode(raw),
+                        [Subscription.decode(k.rpartition("/")[2], v) for k, v in subs.items()],
+                    )
+                )
+        except BaseException:
+            self._fresh.finish(ticket)
+            raise
+        queues = {q: _decode_queue(q, raw) for q, raw in found.items() if raw is not None}
+        gone = self._take_queues(ticket, queues, set(found), mark=True)
+        self._take_topics(ticket, topics, mark=True)
+        self._fresh.finish(ticket)
+        return gone
+
+    def _take_queues(
+        self, ticket: int, read: dict[str, QueueRecord], names: set[str], mark: bool
+    ) -> set[str]:
+        """Take what a read found of ``names`` (absent from ``read``: gone), where
+        nothing newer was taken; return the uids let go."""
+        gone: set[str] = set()
+        for name in names:
+            if not self._fresh.may_take(ticket, "q", name):
+                continue
+            before, now = self._queues.get(name), read.get(name)
+            if before is not None and (now is None or now.uid != before.uid):
+                gone.add(before.uid)
+            if now is None:
+                self._queues.pop(name, None)
+            else:
+                self._queues[name] = now
+            if mark:
+                self._fresh.took(ticket, "q", name)
+        return gone - {r.uid for r in read.values()}
+
+    def _take_topics(
+        self,
+        ticket: int,
+        read: dict[str, tuple[TopicSettings, list[Subscription]] | None],
+        mark: bool,
+    ) -> None:
+        for name, found in read.items():
+            if not self._fresh.may_take(ticket, "t", name):
+                continue
+            if found is None:
+                self._topics.pop(name, None)
+            else:
+                known = self._topics.get(name, Topic())
+                self._topics[name] = known.kept_if_same(found[1], found[0])
+            if mark:
+                self._fresh.took(ticket, "t", name)
 
     async def pending_drops(self, now_ms: int) -> list[str]:
         """Return the uids of buckets due to be dropped by ``now_ms`` and not dropped yet."""
@@ -254,7 +339,7 @@ class Catalog:
         self._check_references(record)
         if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
             raise QueueExists(name)
-        self._queues[name] = record
+        self._set_queue(name, record)
         return record
 
     @_change
@@ -266,7 +351,7 @@ class Catalog:
         )
         self._check_references(record)
         await self._store.meta_put({f"q/{name}": _encode_queue(record)})
-        self._queues[name] = record
+        self._set_queue(name, record)
         return record
 
     @_change
@@ -277,10 +362,12 @@ class Catalog:
         if users:
             raise QueueInUse(name, users)
         await self._store.meta_put({f"drop/{record.uid}": b""})
-        subs = [f"s/{t}/{name}" for t, topic in self._topics.items() if name in topic.subscriptions]
-        await self._store.meta_delete([f"q/{name}", *subs])
-        self._queues.pop(name, None)
-        self._topics = {t: topic.without(name) for t, topic in self._topics.items()}
+        subscribed = [t for t, topic in self._topics.items() if name in topic.subscriptions]
+        await self._store.meta_delete([f"q/{name}", *(f"s/{t}/{name}" for t in subscribed)])
+        self._set_queue(name, None)
+        for t in subscribed:
+            if (topic := self._topics.get(t)) is not None:
+                self._set_topic(t, topic.without(name))
         return record.uid
 
     @_change
@@ -296,7 +383,7 @@ class Catalog:
         await self._store.meta_put(
             {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": _encode_queue(record)}
         )
-        self._queues[name] = record
+        self._set_queue(name, record)
         return current.uid
 
     # -- topics --------------------------------------------------------------
@@ -308,21 +395,21 @@ class Catalog:
         settings = settings or TopicSettings()
         if not await self._store.meta_create(f"t/{name}", settings.encode()):
             raise TopicExists(name)
-        self._topics[name] = Topic(settings=settings)
+        self._set_topic(name, Topic(settings=settings))
 
     @_change
     async def configure_topic(self, name: str, settings: TopicSettings) -> None:
         """Replace a topic's settings (its subscriptions stay)."""
         current = self.topic(name)
         await self._store.meta_put({f"t/{name}": settings.encode()})
-        self._topics[name] = current.with_settings(settings)
+        self._set_topic(name, current.with_settings(settings))
 
     @_change
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its subscriptions (not the queues)."""
         subscribers = self.topic(name).queues()
         await self._store.meta_delete([f"t/{name}", *(f"s/{name}/{q}" for q in subscribers)])
-        self._topics.pop(name, None)
+        self._set_topic(name, None)
 
     @_change
     async def subscribe(
@@ -360,7 +447,7 @@ class Catalog:
             endpoint=endpoint,
         )
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
-        self._topics[topic] = current.with_subscription(subscription)
+        self._set_topic(topic, current.with_subscription(subscription))
         return self._topics[topic]
 
     @_change
@@ -368,5 +455,5 @@ class Catalog:
         """Unsubscribe a queue (idempotent); return the topic."""
         current = self.topic(topic)
         await self._store.meta_delete([f"s/{topic}/{queue}"])
-        self._topics[topic] = current.without(queue)
+        self._set_topic(topic, current.without(queue))
         return self._topics[topic]

@@ -8,6 +8,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from dynamiq.core.catalog_news import CatalogNews
 from dynamiq.core.lifecycle.idle import IdleQueues
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound
@@ -49,10 +50,17 @@ class Janitor:
     async def reload(self) -> None:
         """Reload the catalog (and the other caches) and forget the state of queues that
         are gone."""
-        await self._catalog.reload()
-        self._queues.forget_dropped()
+        self._queues.forget_dropped(await self._catalog.reload())
         for reload in self._reloads:
             await reload()
+
+    async def refresh(self, news: CatalogNews) -> None:
+        """Read again what a change made through another process touched (all of it,
+        the other caches too, when the news does not say)."""
+        if news.everything:
+            await self.reload()
+        else:
+            self._queues.forget_dropped(await self._catalog.refresh(news))
 
     async def run_once(self) -> None:
         """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
@@ -69,11 +77,11 @@ class Janitor:
         for name in await self.idle.expired():
             record = self._catalog.find(name)
             try:
-                await self._catalog.delete_queue(name)
+                uid = await self._catalog.delete_queue(name)
             except (QueueNotFound, QueueInUse):
                 continue  # deleted, or made a dead-letter queue, meanwhile
             await self.idle.forget(name)
-            self._queues.forget_dropped()
+            self._queues.forget_dropped([uid])
             window = record.settings.expires_after_seconds if record else None
             log.info("queue %s deleted: unused for %gs (expires_after_seconds)", name, window)
 

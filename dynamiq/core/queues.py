@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
@@ -452,13 +452,12 @@ class QueueService:
         its leases end here at once, so their deletes find nothing.
         """
         held = await self._store.count(self._catalog.queue(queue).uid)
-        await self._catalog.purge_queue(queue, drop_at_ms)
-        self.forget_dropped()
+        self.forget_dropped([await self._catalog.purge_queue(queue, drop_at_ms)])
         return held
 
-    def forget_dropped(self) -> None:
-        """Drop the in-memory state of queues that no longer exist."""
-        self.states.forget(self._catalog.uids())
+    def forget_dropped(self, uids: Iterable[str]) -> None:
+        """Drop the in-memory state of buckets no queue uses any more."""
+        self.states.forget(uids)
 
     async def report(self) -> None:
         """Report every queue's real depth and its messages in flight on this node."""

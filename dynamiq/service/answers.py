@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dynamiq.cluster.wire import CatalogChange
+from dynamiq.core.catalog_news import EVERYTHING, CatalogNews
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import BackendUnavailable
@@ -102,6 +104,10 @@ class PeerAnswers:
         """Note a heartbeat from ``member``."""
         self._majority.heard(member)
 
-    async def catalog_changed(self) -> None:
-        """A peer changed the catalog: reload it before answering (drops are the changer's)."""
-        await self._janitor.reload()
+    async def catalog_changed(self, change: CatalogChange | None) -> None:
+        """A peer changed the catalog: read again what it wrote (all of it, when it did
+        not say) before answering (drops are the changer's)."""
+        news = EVERYTHING
+        if change is not None:
+            news = CatalogNews(frozenset(change.queues), frozenset(change.topics))
+        await self._janitor.refresh(news)

@@ -134,8 +134,7 @@ class Node:
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""
-        await self._catalog.delete_queue(name)
-        self._queues.forget_dropped()
+        self._queues.forget_dropped([await self._catalog.delete_queue(name)])
         await self._janitor.idle.forget(name)
         self._janitor.kick()
 

@@ -1,7 +1,8 @@
 """The other members, reached: who they are, calls to all of them, catalog news.
 
-Catalog changes are announced so the peers reload at once instead of at
-their next poll; a change is answered once every live peer has reloaded it.
+Catalog changes are announced so the peers read them at once instead of at
+their next poll (only what the change wrote: a delta); a change is answered
+once every live peer has read it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, TypeVar
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
+from dynamiq.cluster.wire import CatalogChange
+from dynamiq.core.catalog_news import EVERYTHING, CatalogNews
 from dynamiq.errors import PeerUnavailable
 from dynamiq.keyspace import node_of
 
@@ -88,14 +91,18 @@ class Reach:
 
     # -- catalog news ------------------------------------------------------------
 
-    def announce(self) -> None:
-        """Tell the peers the catalog changed (they reload now, not at their next poll)."""
+    def announce(self, news: CatalogNews = EVERYTHING) -> None:
+        """Tell the peers the catalog changed (they read ``news``'s names again now, or
+        everything, not at their next poll)."""
         if self.client is not None:
-            self._announcement = self.spawn(self.to_all(lambda p, m: p.sync(m)))
+            change = None
+            if not news.everything:
+                change = CatalogChange(sorted(news.queues), sorted(news.topics))
+            self._announcement = self.spawn(self.to_all(lambda p, m: p.sync(m, change)))
 
-    async def tell_peers(self) -> None:
-        """Tell the peers the catalog changed; return once every live one reloaded it."""
-        self.announce()
+    async def tell_peers(self, news: CatalogNews = EVERYTHING) -> None:
+        """Tell the peers the catalog changed; return once every live one read it."""
+        self.announce(news)
         await self.announced()
 
     async def announced(self) -> None:

@@ -255,13 +255,13 @@ async def test_a_reload_keeps_an_unchanged_topic_and_its_router(store: LmdbBacke
         await catalog.create_queue(name)
         await catalog.create_topic(f"t-{name}")
         await catalog.subscribe(f"t-{name}", name, "a.*", {"x": ["1"]})
-    assert await catalog.reload()
+    await catalog.reload()
     before = {name: catalog.topic(f"t-{name}") for name in ("q", "r")}
     assert before["q"].route("a.b", Subject({"x": "1"})) == ["q"]  # its router is compiled now
     other = Catalog(store)  # another node changes what r takes
     await other.reload()
     await other.subscribe("t-r", "r", "b.*")
-    assert await catalog.reload()
+    await catalog.reload()
     assert catalog.topic("t-q") is before["q"]
     assert catalog.topic("t-r") is not before["r"]
     assert catalog.topic("t-r").route("b.c") == ["r"]

@@ -101,14 +101,15 @@ class QueueStates:
         if (state := self._states.get(uid)) is not None and ids:
             state.published(list(ids))
 
-    def forget(self, live: Iterable[str]) -> None:
-        """Drop the state of queues whose bucket is not in ``live``: their waiting
-        receives return, and their leases are gone (nothing left to journal)."""
-        kept = set(live)
-        for uid in [u for u in self._states if u not in kept]:
-            gone = self._states.pop(uid)
-            gone.forget_leases()
-            gone.notify()
+    def forget(self, uids: Iterable[str]) -> None:
+        """Drop the state of the queues whose buckets are ``uids`` (deleted or purged):
+        their waiting receives return, and their leases are gone (nothing left to
+        journal)."""
+        for uid in uids:
+            gone = self._states.pop(uid, None)
+            if gone is not None:
+                gone.forget_leases()
+                gone.notify()
 
     def wake_all(self) -> None:
         """Wake every waiting receive."""

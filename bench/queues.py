@@ -1,0 +1,165 @@
+"""Many queues on one node: what each idle queue costs, and whether busy ones notice.
+
+    python -m bench.queues [--queues 100000] [--clients 16] [--workers N]
+
+One node (embedded LMDB, default settings: as many workers as cores unless
+``--workers`` says) measured in one run:
+
+- **a busy queue alone**: publish, receive and delete one message at a time
+  on one queue (``--trips`` round trips): p50 and p99 of the round trip;
+- **creation**: ``--queues`` empty queues made by ``--clients`` concurrent
+  clients; creates a second in each tenth of the run (flat, or falling as the
+  catalog grows);
+- **idle**: the node's anonymous memory (its processes summed) per queue
+  created, its CPU while nobody calls it;
+- **reading**: ``GET /v2/stats``, every page of ``GET /v2/queues``, a
+  ``/metrics`` scrape (its size and time);
+- **the busy queue beside the idle ones**: the same round trips again, and
+  their ratio to the first;
+- **deletion**: every queue deleted by the same clients; deletes a second in
+  each tenth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.procs import cpu_seconds, memory_mib
+from dynamiq.client import AsyncClient
+from dynamiq.testing.cluster import LocalCluster
+
+BUSY = "busy"
+
+
+def _name(i: int) -> str:
+    return f"tenant-{i:07d}"
+
+
+async def _spread(
+    count: int, clients: int, call: Callable[[int], Awaitable[object]]
+) -> list[float]:
+    """Run ``call(i)`` for every ``i`` below ``count`` from ``clients`` concurrent
+    callers; return the rate (calls a second) of each tenth of the run."""
+    tenth = max(1, count // 10)
+    finished: list[float] = []
+    next_i = 0
+
+    async def caller() -> None:
+        nonlocal next_i
+        while next_i < count:
+            i, next_i = next_i, next_i + 1
+            await call(i)
+            finished.append(time.monotonic())
+
+    started = time.monotonic()
+    await asyncio.gather(*(caller() for _ in range(clients)))
+    finished.sort()
+    rates, before = [], started
+    for end in range(tenth, count + 1, tenth):
+        at = finished[end - 1]
+        rates.append(tenth / max(at - before, 1e-9))
+        before = at
+    return rates
+
+
+async def _round_trips(client: AsyncClient, trips: int) -> tuple[float, float]:
+    """p50 and p99 (ms) of publish, receive and delete of one message on ``BUSY``."""
+    took = []
+    for i in range(trips):
+        began = time.perf_counter()
+        await client.publish(BUSY, [f"m{i}".encode()])
+        got = await client.receive(BUSY, max_messages=1, wait_seconds=1)
+        await client.delete(BUSY, [m.id for m in got])
+        took.append((time.perf_counter() - began) * 1000)
+    took.sort()
+    return statistics.median(took), took[int(len(took) * 0.99) - 1]
+
+
+async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+    began = time.perf_counter()
+    result = await call()
+    return (time.perf_counter() - began) * 1000, result
+
+
+async def _scrape(url: str) -> str:
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as answer:
+        return await answer.text()
+
+
+def _rates(rates: list[float]) -> str:
+    return " ".join(f"{r:,.0f}" for r in rates)
+
+
+async def _run(url: str, pid: int, queues: int, clients: int, trips: int) -> None:
+    async with AsyncClient(url, timeout=300) as client:
+        await client.create_queue(BUSY)
+        await _round_trips(client, 100)  # warm-up
+        alone = await _round_trips(client, trips)
+        print(f"busy queue alone: round trip p50 {alone[0]:.2f} ms, p99 {alone[1]:.2f} ms")
+
+        anon_before = memory_mib(pid, "RssAnon")
+        created = await _spread(queues, clients, lambda i: client.create_queue(_name(i)))
+        print(f"{queues:,} queues created by {clients} clients: creates/s by tenth")
+        print(f"  {_rates(created)}")
+        await asyncio.sleep(5)  # what creation left to settle
+        anon = memory_mib(pid, "RssAnon")
+        per_queue = (anon - anon_before) * 1024 * 1024 / queues
+        print(f"anonymous memory: {anon_before:.0f} MB before, {anon:.0f} MB after")
+        print(f"  {per_queue:,.0f} bytes per idle queue")
+        cpu = cpu_seconds(pid)
+        await asyncio.sleep(10)
+        print(f"idle CPU: {(cpu_seconds(pid) - cpu) / 10 * 100:.1f}% of a core")
+
+        stats_ms = sorted([(await _timed(client.stats))[0] for _ in range(3)])
+        print(f"GET /v2/stats: {stats_ms[1]:.0f} ms (median of 3)")
+        listed_ms, names = await _timed(lambda: client.queues(page_size=1000))
+        pages = -(-len(names) // 1000)
+        print(f"GET /v2/queues: {len(names):,} names in {pages} pages, {listed_ms:.0f} ms")
+        scrape_ms, text = await _timed(lambda: _scrape(url))
+        series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+        print(f"/metrics: {len(text) / 1024:,.0f} KiB, {series:,} series, {scrape_ms:.0f} ms")
+
+        beside = await _round_trips(client, trips)
+        print(
+            f"busy queue beside {queues:,} idle: p50 {beside[0]:.2f} ms, p99 {beside[1]:.2f} ms"
+            f" ({beside[0] / alone[0]:.2f}x, {beside[1] / alone[1]:.2f}x alone)"
+        )
+
+        deleted = await _spread(queues, clients, lambda i: client.delete_queue(_name(i)))
+        print(f"{queues:,} queues deleted: deletes/s by tenth")
+        print(f"  {_rates(deleted)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, default=100_000)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--trips", type=int, default=2000, help="round trips on the busy queue")
+    parser.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="default: one per core (auto)"
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cluster = LocalCluster(Path(tmp), nodes=1, workers=args.workers)
+        try:
+            cluster.start()
+            node = cluster.nodes["n1"]
+            assert node.proc is not None
+            run = _run(node.url, node.proc.pid, args.queues, args.clients, args.trips)
+            asyncio.run(run)
+        finally:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

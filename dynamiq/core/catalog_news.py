@@ -1,0 +1,105 @@
+"""What a catalog change touched, told to the other processes so that they read again
+only that (a delta), and the order in which what is read may be taken.
+
+A change made through one process names the queues and topics it wrote;
+the others read those entries again instead of the whole catalog, so a
+create costs the same with a million queues as with one. Reads race with
+changes: each read, and each change applied in this process, takes a ticket
+from one counter (``Freshness``). What a read started with ticket ``r``
+found for a name is taken only if nothing newer was taken for that name
+since (a change applied or a read started after ``r``): a slow read never
+puts back what a faster one, or a change made here, replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["EVERYTHING", "CatalogNews", "Freshness", "collecting", "done", "told", "touch"]
+
+Name = tuple[str, str]  # ("q", queue) or ("t", topic)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogNews:
+    """The names one change wrote: queues (their records), topics (their records and
+    subscriptions). ``everything``: read the whole catalog again."""
+
+    queues: frozenset[str] = frozenset()
+    topics: frozenset[str] = frozenset()
+    everything: bool = False
+
+
+EVERYTHING = CatalogNews(everything=True)
+
+_COLLECTING: ContextVar[set[Name] | None] = ContextVar("catalog_news", default=None)
+
+
+def collecting() -> tuple[set[Name], object]:
+    """Start collecting what the change running in this task touches; the set, and the
+    token ``done`` takes."""
+    touched: set[Name] = set()
+    return touched, _COLLECTING.set(touched)
+
+
+def done(token: object) -> None:
+    _COLLECTING.reset(token)  # type: ignore[arg-type]
+
+
+def told(touched: Iterable[Name]) -> CatalogNews:
+    names = list(touched)
+    return CatalogNews(
+        frozenset(n for kind, n in names if kind == "q"),
+        frozenset(n for kind, n in names if kind == "t"),
+    )
+
+
+def touch(kind: str, *names: str) -> None:
+    """Note that the change under way wrote ``names`` of ``kind`` ("q" or "t")."""
+    touched = _COLLECTING.get()
+    if touched is not None:
+        touched.update((kind, name) for name in names)
+
+
+class Freshness:
+    """Tickets for reads and for changes applied here, and the newest taken per name."""
+
+    def __init__(self) -> None:
+        self._tickets = 0
+        self._newest: dict[Name, int] = {}  # the ticket of what the cache holds, if any
+        self._reading: set[int] = set()  # reads started and not applied yet
+
+    def changed(self, kind: str, *names: str) -> None:
+        """A change made here was applied to the cache (after its store write)."""
+        self._tickets += 1
+        for name in names:
+            self._newest[(kind, name)] = self._tickets
+
+    def start(self) -> int:
+        """A read begins: its ticket."""
+        self._tickets += 1
+        self._reading.add(self._tickets)
+        return self._tickets
+
+    def may_take(self, ticket: int, kind: str, name: str) -> bool:
+        """Whether what read ``ticket`` found for ``name`` may replace what is cached."""
+        return self._newest.get((kind, name), 0) < ticket
+
+    def took(self, ticket: int, kind: str, name: str) -> None:
+        self._newest[(kind, name)] = ticket
+
+    def overtaking(self, ticket: int) -> bool:
+        """Whether a read that started before ``ticket`` is still under way (what
+        ``ticket`` takes must then be marked, or that read could put back older)."""
+        return any(t < ticket for t in self._reading)
+
+    def finish(self, ticket: int, whole: bool = False) -> None:
+        """A read is applied. After a whole one, what it covered need not be kept: no
+        read still under way started before it."""
+        self._reading.discard(ticket)
+        if whole:
+            floor = min(self._reading, default=ticket)
+            floor = min(floor, ticket)
+            self._newest = {n: t for n, t in self._newest.items() if t >= floor}

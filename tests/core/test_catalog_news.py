@@ -1,0 +1,154 @@
+"""Catalog changes as deltas: a change says what it wrote, another process reads only
+that again, and reads racing with changes (or with faster reads) never put back what
+was replaced. Two catalogs on one real store stand for two processes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.catalog_news import CatalogNews
+from dynamiq.models import QueueSettings
+from dynamiq.storage.lmdb import LmdbBackend
+
+
+class _Told:
+    """What a catalog's changes said, in order."""
+
+    def __init__(self) -> None:
+        self.news: list[CatalogNews] = []
+
+    async def __call__(self, news: CatalogNews) -> None:
+        self.news.append(news)
+
+
+class _Reads:
+    """Counts a store's catalog reads; ``hold_next_get`` makes the next ``meta_get``
+    wait for ``release`` after it read (a slow read)."""
+
+    def __init__(self, store: LmdbBackend) -> None:
+        self.scans: list[str] = []
+        self.gets = 0
+        self.release = asyncio.Event()
+        self.hold_next_get = False
+        scan, get = store.meta_scan, store.meta_get
+
+        async def counted_scan(prefix: str) -> dict[str, bytes]:
+            self.scans.append(prefix)
+            return await scan(prefix)
+
+        async def counted_get(key: str) -> bytes | None:
+            self.gets += 1
+            found = await get(key)
+            if self.hold_next_get:
+                self.hold_next_get = False
+                await self.release.wait()
+            return found
+
+        store.meta_scan = counted_scan  # type: ignore[method-assign]
+        store.meta_get = counted_get  # type: ignore[method-assign]
+
+
+async def test_a_change_tells_what_it_wrote_and_the_other_reads_only_that(
+    store: LmdbBackend,
+) -> None:
+    told = _Told()
+    here, there = Catalog(store, on_change=told), Catalog(store)
+    for i in range(50):
+        await here.create_queue(f"q{i}")
+    await there.reload()
+    reads = _Reads(store)
+
+    await here.create_queue("new", QueueSettings(visibility_timeout=7))
+    assert told.news[-1] == CatalogNews(frozenset({"new"}))
+    assert await there.refresh(told.news[-1]) == set()
+    assert there.queue("new").settings.visibility_timeout == 7
+    assert (reads.scans, reads.gets) == ([], 1)  # one record read, no scan
+
+    await here.create_topic("t")
+    await here.subscribe("t", "new", "a.*")
+    assert told.news[-1] == CatalogNews(topics=frozenset({"t"}))
+    await there.refresh(told.news[-2])
+    await there.refresh(told.news[-1])
+    assert there.topic("t").route("a.b") == ["new"]
+    assert reads.scans == ["s/t/", "s/t/"]  # the topic's subscriptions, not the catalog
+
+    uid = there.queue("new").uid
+    await here.delete_queue("new")
+    assert told.news[-1] == CatalogNews(frozenset({"new"}), frozenset({"t"}))
+    assert await there.refresh(told.news[-1]) == {uid}  # its bucket let go
+    assert there.find("new") is None and there.topic("t").queues() == []
+    assert len(there.queues()) == 50
+
+
+async def test_a_purge_lets_the_old_bucket_go(store: LmdbBackend) -> None:
+    told = _Told()
+    here, there = Catalog(store, on_change=told), Catalog(store)
+    await here.create_queue("q")
+    await there.reload()
+    old = there.queue("q").uid
+    await here.purge_queue("q", 0)
+    assert await there.refresh(told.news[-1]) == {old}
+    assert there.queue("q").uid == here.queue("q").uid != old
+
+
+async def test_a_slow_read_does_not_put_back_what_a_faster_one_replaced(
+    store: LmdbBackend,
+) -> None:
+    told = _Told()
+    here, there = Catalog(store, on_change=told), Catalog(store)
+    await here.create_queue("q")
+    await there.reload()
+    reads = _Reads(store)
+    reads.hold_next_get = True
+    slow = asyncio.create_task(there.refresh(CatalogNews(frozenset({"q"}))))
+    while reads.gets == 0:
+        await asyncio.sleep(0)  # the slow read has read the record as it was
+    await here.configure_queue("q", {"visibility_timeout": 9})
+    await there.refresh(told.news[-1])  # a faster read, started later
+    assert there.queue("q").settings.visibility_timeout == 9
+    reads.release.set()
+    await slow
+    assert there.queue("q").settings.visibility_timeout == 9  # not put back
+
+
+async def test_a_read_does_not_undo_a_change_made_here_meanwhile(store: LmdbBackend) -> None:
+    told = _Told()
+    here, there = Catalog(store, on_change=told), Catalog(store)
+    await here.create_queue("q")
+    await there.reload()
+    reads = _Reads(store)
+    reads.hold_next_get = True
+    slow = asyncio.create_task(there.refresh(CatalogNews(frozenset({"q"}))))
+    while reads.gets == 0:
+        await asyncio.sleep(0)
+    await there.configure_queue("q", {"visibility_timeout": 11})  # made in this process
+    reads.release.set()
+    await slow
+    assert there.queue("q").settings.visibility_timeout == 11
+
+
+async def test_a_whole_reload_keeps_what_a_later_read_took(store: LmdbBackend) -> None:
+    told = _Told()
+    here, there = Catalog(store, on_change=told), Catalog(store)
+    await here.create_queue("q")
+    scan = store.meta_scan
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_scan(prefix: str) -> dict[str, bytes]:
+        found = await scan(prefix)
+        started.set()
+        await release.wait()
+        return found
+
+    store.meta_scan = slow_scan  # type: ignore[method-assign]
+    whole = asyncio.create_task(there.reload())
+    await started.wait()
+    store.meta_scan = scan  # type: ignore[method-assign]
+    await here.create_queue("r")
+    await here.delete_queue("q")
+    for news in told.news[-2:]:
+        await there.refresh(news)
+    release.set()
+    await whole
+    assert there.queues() == ["r"]  # neither "q" put back nor "r" lost
