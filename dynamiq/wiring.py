@@ -286,7 +286,9 @@ def _engine(
 ) -> Engine:
     """The queue engine, on ``store``; catalog changes are told to the peers."""
     membership, name = reach.membership, reach.me()
-    catalog = Catalog(store, clock, on_change=reach.tell_peers)
+    interval = settings.core.syncconfiginterval / 1000
+    # The log of changes outlives many rounds: a process behind it reads everything.
+    catalog = Catalog(store, clock, on_change=reach.tell_peers, keep_log=max(60.0, 30 * interval))
     # With gossip, nothing is served until the cluster hands this node its slice.
     keyspace = None if reach.client else membership.slice_of(name)
     queues = QueueService(
@@ -298,7 +300,6 @@ def _engine(
         journal=LeaseJournal(Path(settings.storage.path) / "journal", name, clock),
         awake=membership.awake,
     )
-    interval = settings.core.syncconfiginterval / 1000
     reloads = (keys.reload,) if keys else ()
     janitor = Janitor(queues, interval, reloads)
     redriver = Redriver(queues.context, name, queues.states, queues.life)

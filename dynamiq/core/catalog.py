@@ -3,7 +3,8 @@
 Store layout (``meta`` keys): ``q/<queue>`` holds the queue's settings and the
 uid of its message bucket; ``t/<topic>`` marks a topic; ``s/<topic>/<queue>``
 holds a subscription (its pattern and filter; empty when it takes everything);
-``drop/<uid>`` marks a bucket whose deletion is under way. A queue re-created
+``drop/<uid>`` marks a bucket whose deletion is under way; ``log/<seq>`` numbers
+the changes (``catalog_log``). A queue re-created
 under an old name gets a new uid, so it starts empty even while the old bucket
 is still being dropped.
 """
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from dynamiq.core.catalog_log import CatalogLog
 from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, done, told, touch
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
@@ -89,7 +91,10 @@ def _change(
             result = await method(self, *args, **kwargs)
         finally:
             done(token)
-        await self.on_change(told(touched))
+        news = told(touched)
+        if news.queues or news.topics:
+            await self._log.append(news)
+        await self.on_change(news)
         return result
 
     return change
@@ -107,9 +112,11 @@ class Catalog:
         store: StorageBackend,
         clock: Clock | None = None,
         on_change: Callable[[CatalogNews], Awaitable[None]] = _unheard,
+        keep_log: float = 60.0,
     ) -> None:
         self._store = store
         self._clock = clock or MonotonicClock()
+        self._log = CatalogLog(store, self._clock, keep_log)
         self._queues: dict[str, QueueRecord] = {}
         self._topics: dict[str, Topic] = {}
         # What a read may take: a read racing with a change (made here, or read
@@ -208,10 +215,28 @@ class Catalog:
 
     # -- loading -------------------------------------------------------------
 
+    async def follow(self) -> set[str]:
+        """Read what changed through other processes since the last call, as the log
+        says (the whole catalog when this process fell behind it); return the uids
+        no queue uses any more."""
+        found = await self._log.follow()
+        if found is None:
+            return await self.reload()
+        if not found:
+            return set()
+        queues = frozenset[str]().union(*(news.queues for news in found))
+        topics = frozenset[str]().union(*(news.topics for news in found))
+        return await self.refresh(CatalogNews(queues, topics))
+
+    async def trim_log(self) -> None:
+        """Delete the log's entries too old to keep."""
+        await self._log.trim()
+
     async def reload(self) -> set[str]:
         """Read the whole catalog again; return the uids no queue uses any more."""
         ticket = self._fresh.start()
         try:
+            await self._log.seek_tail()  # what changes after is followed from there
             entries = await self._store.meta_scan("")
         except BaseException:
             self._fresh.finish(ticket)

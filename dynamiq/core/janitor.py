@@ -37,7 +37,8 @@ class Janitor:
     def drop_time_ms(self) -> int:
         """When a bucket let go of now may be dropped: every node has reloaded by then.
 
-        Nodes that missed the announcement reload every ``interval``; two
+        Nodes that missed the announcement follow the catalog's log every
+        ``interval`` (or read it whole when they fell behind it); two
         intervals of wall-clock time cover a round in progress and the skew
         between the nodes' clocks (assumed well under one interval).
         """
@@ -63,8 +64,12 @@ class Janitor:
             self._queues.forget_dropped(await self._catalog.refresh(news))
 
     async def run_once(self) -> None:
-        """Reload the catalog, forget deleted queues, drop their messages, tidy the store."""
-        await self.reload()
+        """Follow the catalog's changes, forget deleted queues, drop their messages, tidy
+        the store."""
+        self._queues.forget_dropped(await self._catalog.follow())
+        for reload in self._reloads:
+            await reload()
+        await self._catalog.trim_log()
         await self._delete_idle()
         self._queues.tidy()
         await self._queues.expire_due()

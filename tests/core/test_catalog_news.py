@@ -30,6 +30,7 @@ class _Reads:
         self.scans: list[str] = []
         self.gets = 0
         self.release = asyncio.Event()
+        self.held = asyncio.Event()  # a read is held, after it read
         self.hold_next_get = False
         scan, get = store.meta_scan, store.meta_get
 
@@ -42,6 +43,7 @@ class _Reads:
             found = await get(key)
             if self.hold_next_get:
                 self.hold_next_get = False
+                self.held.set()
                 await self.release.wait()
             return found
 
@@ -102,8 +104,7 @@ async def test_a_slow_read_does_not_put_back_what_a_faster_one_replaced(
     reads = _Reads(store)
     reads.hold_next_get = True
     slow = asyncio.create_task(there.refresh(CatalogNews(frozenset({"q"}))))
-    while reads.gets == 0:
-        await asyncio.sleep(0)  # the slow read has read the record as it was
+    await reads.held.wait()  # the slow read has read the record as it was
     await here.configure_queue("q", {"visibility_timeout": 9})
     await there.refresh(told.news[-1])  # a faster read, started later
     assert there.queue("q").settings.visibility_timeout == 9
@@ -120,8 +121,7 @@ async def test_a_read_does_not_undo_a_change_made_here_meanwhile(store: LmdbBack
     reads = _Reads(store)
     reads.hold_next_get = True
     slow = asyncio.create_task(there.refresh(CatalogNews(frozenset({"q"}))))
-    while reads.gets == 0:
-        await asyncio.sleep(0)
+    await reads.held.wait()
     await there.configure_queue("q", {"visibility_timeout": 11})  # made in this process
     reads.release.set()
     await slow

@@ -1,0 +1,135 @@
+"""The catalog's log: every change's names, numbered, so that a process that missed an
+announcement reads what changed instead of the whole catalog.
+
+Each change, once stored, appends an entry ``log/<seq>`` (the queues and topics
+it wrote, and when) by creating the next free number: two writers never take
+the same one and no number is skipped. Every process follows the log on each
+upkeep round, one read when nothing changed, so keeping up costs the same
+with a million queues as with one. Entries older than ``keep`` seconds go; a
+process that could not follow for half that long (stopped, cut off from the
+store) reads the whole catalog again instead. A process that dies between a
+change and its entry leaves a change only the next whole read finds: every
+process reads the whole catalog when it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from dynamiq.core.catalog_news import CatalogNews
+from dynamiq.core.clock import Clock
+from dynamiq.storage.base import StorageBackend
+
+__all__ = ["CatalogLog"]
+
+log = logging.getLogger("dynamiq.core")
+
+PREFIX = "log/"
+TRIM_BATCH = 1000  # entries deleted per round at most
+
+
+def _key(seq: int) -> str:
+    return f"{PREFIX}{seq:016d}"
+
+
+class CatalogLog:
+    """This process's place in the catalog's log: what it applied, what it trimmed."""
+
+    def __init__(self, store: StorageBackend, clock: Clock, keep: float = 60.0) -> None:
+        self._store = store
+        self._clock = clock
+        self._keep_ms = int(keep * 1000)
+        self._applied = 0  # the last entry this process has read (or read past)
+        self._tail = 0  # the last entry known to exist
+        self._trimmed = 0  # entries up to this one are gone, as far as this process knows
+        self._followed_ms: int | None = None  # when the log was last followed
+        self._waiting: list[tuple[CatalogNews, asyncio.Future[None]]] = []
+        self._writing: asyncio.Task[None] | None = None
+
+    async def seek_tail(self) -> None:
+        """Start following from the log's end (a whole read of the catalog follows),
+        deleting the entries too old to keep."""
+        entries = await self._store.meta_scan(PREFIX)
+        seqs = sorted(int(key[len(PREFIX) :]) for key in entries)
+        now = self._clock.wall_ms()
+        old = [s for s in seqs if self._at(entries[_key(s)]) < now - self._keep_ms]
+        if old:
+            await self._store.meta_delete([_key(s) for s in old[:TRIM_BATCH]])
+        last = seqs[-1] if seqs else 0
+        self._applied = self._tail = max(self._tail, last)
+        self._trimmed = max(self._trimmed, old[-1] if old else (seqs[0] - 1 if seqs else 0))
+        self._followed_ms = now
+
+    async def append(self, news: CatalogNews) -> None:
+        """Number a change made here (after it was stored). The changes that come
+        while an entry is being written share the next one (one write for many)."""
+        done = asyncio.get_running_loop().create_future()
+        self._waiting.append((news, done))
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.create_task(self._write())
+        await asyncio.shield(done)
+
+    async def _write(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            queues = frozenset[str]().union(*(news.queues for news, _ in batch))
+            topics = frozenset[str]().union(*(news.topics for news, _ in batch))
+            entry = json.dumps(
+                {"q": sorted(queues), "t": sorted(topics), "at": self._clock.wall_ms()}
+            ).encode()
+            try:
+                seq = self._tail + 1
+                while not await self._store.meta_create(_key(seq), entry):
+                    seq += 1  # taken by another process: read when this one follows
+                self._tail = max(self._tail, seq)
+            except BaseException as exc:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+
+    async def follow(self) -> list[CatalogNews] | None:
+        """The changes numbered since the last call, in order; None when this process
+        fell too far behind to trust the log (read the whole catalog)."""
+        now = self._clock.wall_ms()
+        if self._followed_ms is None or now - self._followed_ms > self._keep_ms // 2:
+            return None
+        found: list[CatalogNews] = []
+        while (raw := await self._store.meta_get(_key(self._applied + 1))) is not None:
+            entry = json.loads(raw)
+            found.append(CatalogNews(frozenset(entry["q"]), frozenset(entry["t"])))
+            self._applied += 1
+        self._tail = max(self._tail, self._applied)
+        self._followed_ms = now
+        return found
+
+    async def trim(self) -> None:
+        """Delete the entries older than ``keep`` (up to ``TRIM_BATCH`` a round)."""
+        cutoff = self._clock.wall_ms() - self._keep_ms
+        gone: list[str] = []
+        seq = self._trimmed + 1
+        while seq <= self._applied and len(gone) < TRIM_BATCH:
+            raw = await self._store.meta_get(_key(seq))
+            if raw is not None and self._at(raw) >= cutoff:
+                break
+            if raw is not None:
+                gone.append(_key(seq))
+            seq += 1
+        if gone:
+            await self._store.meta_delete(gone)
+        self._trimmed = seq - 1
+
+    @staticmethod
+    def _at(raw: bytes) -> int:
+        try:
+            return int(json.loads(raw)["at"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("a catalog log entry that cannot be read: dropped")
+            return 0
