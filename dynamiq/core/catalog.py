@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from dynamiq.core.catalog_index import QueueIndex
 from dynamiq.core.catalog_log import CatalogLog
 from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, done, told, touch
 from dynamiq.core.clock import Clock, MonotonicClock
@@ -117,7 +118,7 @@ class Catalog:
         self._store = store
         self._clock = clock or MonotonicClock()
         self._log = CatalogLog(store, self._clock, keep_log)
-        self._queues: dict[str, QueueRecord] = {}
+        self._queues = QueueIndex()
         self._topics: dict[str, Topic] = {}
         # What a read may take: a read racing with a change (made here, or read
         # by a faster read) must not put back what the change replaced.
@@ -130,9 +131,9 @@ class Catalog:
     def _set_queue(self, name: str, record: QueueRecord | None) -> None:
         """Apply a change made here to a queue's cached record (None: gone)."""
         if record is None:
-            self._queues.pop(name, None)
+            self._queues.pop(name)
         else:
-            self._queues[name] = record
+            self._queues.put(record)
         self._fresh.changed("q", name)
         touch("q", name)
 
@@ -160,7 +161,12 @@ class Catalog:
 
     def queues(self) -> list[str]:
         """Return every queue name, sorted."""
-        return sorted(self._queues)
+        return self._queues.names()
+
+    @property
+    def index(self) -> QueueIndex:
+        """The queues with the indexes upkeep reads (retained, expiring, by uid)."""
+        return self._queues
 
     def topic(self, name: str) -> Topic:
         """Return a topic (its subscriptions), or raise ``TopicNotFound``."""
@@ -192,17 +198,11 @@ class Catalog:
 
     def records(self) -> list[QueueRecord]:
         """Return every queue, sorted by name."""
-        return [self._queues[name] for name in sorted(self._queues)]
-
-    def uids(self) -> set[str]:
-        """Return the bucket uid of every live queue."""
-        return {r.uid for r in self._queues.values()}
+        return self._queues.records()
 
     def dead_letter_users(self, name: str) -> list[str]:
         """Return the queues (other than itself) whose dead-letter queue is ``name``, sorted."""
-        return sorted(
-            q for q, r in self._queues.items() if r.settings.dead_letter_queue == name and q != name
-        )
+        return self._queues.users_of(name)
 
     def _check_references(self, record: QueueRecord) -> None:
         target = record.settings.dead_letter_queue
@@ -254,7 +254,7 @@ class Catalog:
                 topic, _, queue = rest.partition("/")
                 subscriptions.setdefault(topic, []).append(Subscription.decode(queue, raw))
         mark = self._fresh.overtaking(ticket)
-        gone = self._take_queues(ticket, queues, set(queues) | set(self._queues), mark)
+        gone = self._take_queues(ticket, queues, set(queues) | set(self._queues.names()), mark)
         topics = {
             t: (settings[t], subscriptions.get(t, [])) if t in settings else None
             for t in set(settings) | set(self._topics)
@@ -305,9 +305,9 @@ class Catalog:
             if before is not None and (now is None or now.uid != before.uid):
                 gone.add(before.uid)
             if now is None:
-                self._queues.pop(name, None)
+                self._queues.pop(name)
             else:
-                self._queues[name] = now
+                self._queues.put(now)
             if mark:
                 self._fresh.took(ticket, "q", name)
         return gone - {r.uid for r in read.values()}
@@ -341,7 +341,7 @@ class Catalog:
         with the record read before a purge or deletion can put its uid back,
         and what was published there since must not go with the drop.
         """
-        if uid in self.uids():
+        if self._queues.by_uid(uid) is not None:
             log.warning("bucket %s is in use again (a change raced its drop): kept", uid)
         else:
             await self._store.drop(uid)

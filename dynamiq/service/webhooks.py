@@ -235,10 +235,11 @@ class Webhooks:
                     "%s never confirmed its subscription to %s: removed", s.endpoint.url, topic
                 )
                 await self._drop(s.queue)
-        for record in self._catalog.records():
-            orphan = record.name.startswith(PUSH_PREFIX) and record.name not in held
-            if orphan and now_ms - record.created_ms > settled_ms:
-                await self._drop(record.name)
+        index = self._catalog.index
+        for name in list(index.names_from(prefix=PUSH_PREFIX)):
+            record = index.get(name)
+            if record and name not in held and now_ms - record.created_ms > settled_ms:
+                await self._drop(name)
 
     async def _drop(self, queue: str) -> None:
         with contextlib.suppress(QueueNotFound, TopicNotFound):  # another node did

@@ -81,9 +81,8 @@ class Custody:
         else:
             found = await self._journal.replay_others(self._store, alive)
         now_ms = self._clock.wall_ms()
-        records = {record.uid: record for record in self._catalog.records()}
         for uid, noted in found.leases.items():
-            record = records.get(uid)
+            record = self._catalog.index.by_uid(uid)
             leases = [_held(n, now_ms) for n in noted if within is None or _in(n.id, within)]
             if record is not None and leases:  # a queue gone meanwhile holds nothing
                 self._take_over(record, leases)

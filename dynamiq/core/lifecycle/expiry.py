@@ -52,7 +52,7 @@ class Expiry:
             return 0
         now_ms = self._clock.wall_ms()
         removed = await self._timed_out(keyspace, now_ms, budget)
-        retained = [r for r in self._catalog.records() if r.settings.retention_seconds]
+        retained = self._catalog.index.retained()
         start = self._next_retained % len(retained) if retained else 0
         for record in (retained[start:] + retained[:start])[:RETENTION_QUEUES_PER_ROUND]:
             if removed >= budget:
@@ -100,10 +100,9 @@ class Expiry:
             if raw:
                 mids = hinted.setdefault(raw[HINT_ID.size :].decode(), [])
                 mids.append(HINT_ID.unpack_from(raw)[0])
-        live = {record.uid: record for record in self._catalog.records()}
         removed = 0
         for uid, mids in hinted.items():
-            record = live.get(uid)
+            record = self._catalog.index.by_uid(uid)
             if record is None:  # its queue was deleted or purged
                 continue
             ids = list(dict.fromkeys(mids))  # a hint stored twice (a retried insert) counts once

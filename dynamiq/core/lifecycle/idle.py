@@ -63,9 +63,7 @@ class IdleQueues:
         queues past their time, sorted. A queue without a recorded use starts now;
         one that is another queue's dead-letter queue is kept while it is."""
         records = [
-            r
-            for r in self._catalog.records()
-            if r.settings.expires_after_seconds and not self._catalog.dead_letter_users(r.name)
+            r for r in self._catalog.index.expiring() if not self._catalog.dead_letter_users(r.name)
         ]
         if not records:
             self._unwritten.clear()

@@ -1,0 +1,105 @@
+"""The queues a process knows, with the indexes its upkeep reads instead of walking every
+queue: names in order (listings page from a name), buckets by uid, the queues with a
+retention or an idle deadline, and who uses a queue as its dead-letter queue. Each
+kept as the records change, so a round costs what is due, not what exists."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from dynamiq.models import QueueRecord
+
+__all__ = ["QueueIndex"]
+
+
+class QueueIndex:
+    """Queue records by name, and the indexes kept beside them."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, QueueRecord] = {}
+        self._names: list[str] = []  # sorted
+        self._by_uid: dict[str, str] = {}
+        self._retained: dict[str, None] = {}  # names, in the order they got a retention
+        self._expiring: dict[str, None] = {}
+        self._users: dict[str, set[str]] = {}  # dead-letter queue -> the queues using it
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._records
+
+    def get(self, name: str) -> QueueRecord | None:
+        return self._records.get(name)
+
+    def put(self, record: QueueRecord) -> None:
+        """Keep ``record`` (new, or replacing its queue's)."""
+        name = record.name
+        before = self._records.get(name)
+        if before is None:
+            bisect.insort(self._names, name)
+        else:
+            self._unindex(before)
+        self._records[name] = record
+        self._by_uid[record.uid] = name
+        settings = record.settings
+        if settings.retention_seconds:
+            self._retained[name] = None
+        if settings.expires_after_seconds:
+            self._expiring[name] = None
+        if settings.dead_letter_queue is not None:
+            self._users.setdefault(settings.dead_letter_queue, set()).add(name)
+
+    def pop(self, name: str) -> QueueRecord | None:
+        """Forget a queue; return its record, if it was known."""
+        record = self._records.pop(name, None)
+        if record is not None:
+            del self._names[bisect.bisect_left(self._names, name)]
+            self._unindex(record)
+        return record
+
+    def _unindex(self, record: QueueRecord) -> None:
+        if self._by_uid.get(record.uid) == record.name:
+            del self._by_uid[record.uid]
+        self._retained.pop(record.name, None)
+        self._expiring.pop(record.name, None)
+        target = record.settings.dead_letter_queue
+        if target is not None and (users := self._users.get(target)) is not None:
+            users.discard(record.name)
+            if not users:
+                del self._users[target]
+
+    def names(self) -> list[str]:
+        """Every name, sorted (a copy)."""
+        return list(self._names)
+
+    def names_from(self, after: str = "", prefix: str = "") -> Iterator[str]:
+        """The names after ``after`` (and starting with ``prefix``), in order."""
+        start = bisect.bisect_right(self._names, after) if after else 0
+        start = max(start, bisect.bisect_left(self._names, prefix))
+        for name in self._names[start:]:
+            if not name.startswith(prefix):
+                return
+            yield name
+
+    def records(self) -> list[QueueRecord]:
+        """Every record, by name."""
+        return [self._records[name] for name in self._names]
+
+    def by_uid(self, uid: str) -> QueueRecord | None:
+        """The queue whose bucket is ``uid``, if any."""
+        name = self._by_uid.get(uid)
+        return None if name is None else self._records.get(name)
+
+    def retained(self) -> list[QueueRecord]:
+        """The queues with a retention (``retention_seconds``)."""
+        return [self._records[name] for name in self._retained]
+
+    def expiring(self) -> list[QueueRecord]:
+        """The queues deleted when idle (``expires_after_seconds``)."""
+        return [self._records[name] for name in self._expiring]
+
+    def users_of(self, name: str) -> list[str]:
+        """The queues (other than itself) whose dead-letter queue is ``name``, sorted."""
+        return sorted(self._users.get(name, set()) - {name})
