@@ -17,6 +17,8 @@ __all__ = ["Janitor"]
 
 log = logging.getLogger("dynamiq.core")
 
+IDLE_STATE_SECONDS = 60.0  # a queue unused this long keeps no state in memory
+
 
 class Janitor:
     """Keeps the cached catalog fresh, drops deleted queues' messages, tidies the store."""
@@ -70,6 +72,7 @@ class Janitor:
         for reload in self._reloads:
             await reload()
         await self._catalog.trim_log()
+        self._queues.states.drop_idle(IDLE_STATE_SECONDS)
         await self._delete_idle()
         self._queues.tidy()
         await self._queues.expire_due()

@@ -460,10 +460,14 @@ class QueueService:
         self.states.forget(uids)
 
     async def report(self) -> None:
-        """Report every queue's real depth and its messages in flight on this node."""
-        for record in map(self._catalog.queue, self._catalog.queues()):
-            in_flight = len(state.leases) if (state := self.states.get(record.uid)) else 0
-            self._metrics.queue_level(record.name, await self._store.count(record.uid), in_flight)
+        """Report the real depth and the messages in flight here of every queue this
+        process has in memory (used lately): an idle queue's levels do not move, or
+        the process that moved them reports them."""
+        for uid, state in self.states.items():
+            record = self._catalog.index.by_uid(uid)
+            if record is not None:
+                depth = await self._store.count(uid)
+                self._metrics.queue_level(record.name, depth, len(state.leases))
 
     def tidy(self) -> None:
         """Let go of recent records that are too old to be trusted (an upkeep round)."""

@@ -71,11 +71,13 @@ async def test_dead_letters_expiry_and_redrive_are_counted(http: TestClient[Any,
     assert samples[("dynamiq_messages_redriven_total", (("queue", "dead"),))] == 1
 
 
-async def test_without_statsd_no_depth_is_read_between_scrapes(tmp_path: Path) -> None:
+async def test_depths_are_read_with_statsd_only_and_of_queues_in_use(tmp_path: Path) -> None:
     store = _Counting(LmdbBackend(tmp_path / "store", map_size=1 << 30))
     catalog = Catalog(store)
     await catalog.create_queue("q")
+    await catalog.create_queue("idle")  # never used here: its levels are not read
     queues = QueueService(store, catalog, FakeClock())
+    await queues.publish("q", [b"m"])
     metrics = PrometheusMetrics()
     quiet = Reporter(queues, store, metrics, 1.0, queue_levels=False)
     pushing = Reporter(queues, store, metrics, 1.0, queue_levels=True)

@@ -85,6 +85,10 @@ class PartitionSet:
             self._lo, self._hi = lo, hi
             self._relayout(min(len(self._parts), self._max_count()), now)
 
+    def busy(self) -> bool:
+        """Whether a receive walks one of the partitions now."""
+        return any(self._busy) or bool(self._out)
+
     def acquire(self, now: float, skip: Container[int] = ()) -> Partition | None:
         """Take the least-recently-used free partition that may hold messages.
 

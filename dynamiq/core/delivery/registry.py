@@ -3,7 +3,8 @@
 Every part of the engine that needs a queue's in-memory side (delivery, the
 lifecycle, custody, expiry, redrive) reads it here, so none of them calls
 back into the service that owns it. A queue's state is made when the queue
-is first used and forgotten when the queue goes.
+is used, and forgotten when the queue goes or when it has been idle a while
+holding nothing the store does not (an idle queue costs its record only).
 """
 
 from __future__ import annotations
@@ -76,13 +77,25 @@ class QueueStates:
     def of(self, record: QueueRecord) -> QueueState:
         """Return a queue's state, made on first use, with its record's settings."""
         state = self._states.get(record.uid)
+        now = self._clock.now()
         if state is None:
             lo, hi = self.keyspace or WHOLE
-            state = self._states[record.uid] = QueueState(record, lo, hi, self._clock.now())
+            state = self._states[record.uid] = QueueState(record, lo, hi, now)
         elif state.settings != record.settings:
             state.settings = record.settings
-            state.partitions.configure(record.settings, self._clock.now())
+            state.partitions.configure(record.settings, now)
+        state.used = now
         return state
+
+    def drop_idle(self, idle_seconds: float) -> int:
+        """Let go of the states of queues unused for ``idle_seconds`` that hold nothing
+        the store does not (``QueueState.quiet``): made again, as new, on next use.
+        Returns how many went."""
+        cutoff = self._clock.now() - idle_seconds
+        idle = [uid for uid, s in self._states.items() if s.used < cutoff and s.quiet()]
+        for uid in idle:
+            del self._states[uid]
+        return len(idle)
 
     def get(self, uid: str) -> QueueState | None:
         """Return the state of the queue in bucket ``uid``, if this node has one."""

@@ -76,6 +76,19 @@ class QueueState:
         # Bumped when a peer says it stored messages of the queue: a receive
         # waiting here stops waiting, so that its caller asks the peers.
         self.news = 0
+        self.used = now  # when it was last asked for (``QueueStates.of``)
+
+    def quiet(self) -> bool:
+        """Whether it holds nothing the store does not: no lease, no receive waiting or
+        walking, no group front, no receive count not yet stored."""
+        return not (
+            self.leases
+            or self.waiters
+            or self.groups
+            or self.counts
+            or self.nacked
+            or self.partitions.busy()
+        )
 
     def local_stats(self, now: float) -> LocalQueueStats:
         """What only this node knows of the queue: leases, rates, what it moved on."""
