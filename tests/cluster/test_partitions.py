@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from dynamiq.client import Client
+from dynamiq.cluster.quorum import FENCE_WINDOWS, HEARTBEATS_PER_WINDOW
+from dynamiq.config import ClusterSettings
 from dynamiq.errors import NoMajority
 from dynamiq.testing.cluster import LocalCluster
 from dynamiq.testing.netns import Network, available
@@ -61,7 +63,12 @@ def test_the_side_cut_off_stops_leasing_and_the_majority_takes_over_without_doub
         until(lambda: _no_majority_at(cluster.nodes["n3"].url), 10.0, 0.1)
         # and the other two serve the whole keyspace, no sooner than the fence.
         until(lambda: covered_by(cluster, ["n1", "n2"]), 15.0, 0.05)
-        assert time.monotonic() - cut_at >= 1.5  # the fence: 1.5 suspect timeouts
+        # The fence: 1.5 windows (cluster.suspecttimeout, 1 s) of silence, counted from
+        # n3's last heartbeat, which may have come up to a heartbeat's interval (a
+        # quarter window) before the cut.
+        window = ClusterSettings().suspecttimeout
+        fence = window * (FENCE_WINDOWS - 1 / HEARTBEATS_PER_WINDOW)
+        assert time.monotonic() - cut_at >= fence
         time.sleep(3.0)
         network.heal()
         cluster.wait_converged(30)
