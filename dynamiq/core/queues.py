@@ -402,13 +402,16 @@ class QueueService:
         stripe) and its rates.
         """
         record = self._catalog.queue(queue)
-        state = self.states.of(record)
+        state = self.states.get(record.uid)  # none made: asking is not using
         depth = await self._store.count(record.uid)
-        partitions = len(state.partitions.partitions)
+        if state is None:  # idle here: no leases, no rates, its first partitions
+            partitions, here = record.settings.min_partitions, LocalQueueStats()
+        else:
+            partitions = len(state.partitions.partitions)
+            here = state.local_stats(self._clock.now())
         if not detailed:
-            return QueueStats(depth, partitions, LocalQueueStats(len(state.leases)))
+            return QueueStats(depth, partitions, LocalQueueStats(here.in_flight))
         oldest_age, delayed = await waiting(self._store, record.uid, self.states.due_seq())
-        here = state.local_stats(self._clock.now())
         return QueueStats(depth, partitions, here, oldest_age, delayed)
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
