@@ -62,6 +62,10 @@ _PAGE = (
     Param("after", {"type": "string"}),
     Param("limit", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1000}),
 )
+_STATS_PAGE = (
+    *_PAGE[:2],
+    Param("limit", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100}),
+)
 Q = "/v2/queues/{queue}"
 T = "/v2/topics/{topic}"
 
@@ -237,8 +241,9 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/stats",
         node_stats,
-        "Every queue's stats and their sums",
+        "A page of queues' stats (by name) and their sums, how many queues there are",
         response=reports.NodeStats,
+        query=_STATS_PAGE,
         access=Access.MONITOR,
     ),
     Route(

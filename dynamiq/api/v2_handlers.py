@@ -26,6 +26,7 @@ from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
 from dynamiq.service.reports import QueueView, RedriveView, SubscriptionView
 
 LIST_PAGE, MAX_LIST_PAGE = 1000, 10_000  # names per page of a listing: by default, at most
+STATS_PAGE = 100  # queues per page of /v2/stats by default (each costs a few store reads)
 
 __all__ = [
     "_outgoing",
@@ -87,12 +88,15 @@ def _changes(body: s.QueueSettingsBody, caller: Principal) -> dict[str, Any]:
     return out
 
 
-def _page(request: web.Request, names: list[str]) -> tuple[list[str], str | None]:
+def _page(
+    request: web.Request, names: list[str], default: int = LIST_PAGE
+) -> tuple[list[str], str | None]:
     """The page of ``names`` (sorted) the query asks for: those starting with ``prefix``,
-    after the name ``after``, ``limit`` at most; and the last one when more follow."""
+    after the name ``after``, ``limit`` (``default``) at most; and the last one when
+    more follow."""
     query = request.query
     prefix, after = query.get("prefix", ""), query.get("after", "")
-    raw = query.get("limit", str(LIST_PAGE))
+    raw = query.get("limit", str(default))
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 0 < int(raw) <= MAX_LIST_PAGE):
         raise Invalid(f"limit is an integer from 1 to {MAX_LIST_PAGE}", "limit")
     limit = int(raw)
@@ -258,8 +262,15 @@ async def queue_stats(request: web.Request) -> web.Response:
 
 
 async def node_stats(request: web.Request) -> web.Response:
-    """Return every queue's stats and their sums."""
-    return json_response(await node(request).node_stats())
+    """Return a page of queues' stats (by name: ``prefix``, ``after``, ``limit``) and
+    their sums (every queue's, when they fit in the page)."""
+    here = node(request)
+    caller = who(request)
+    page, after = _page(request, caller.visible(here.queue_names()), STATS_PAGE)
+    stats = await here.node_stats([caller.name_of(name) for name in page], after)
+    for detail in stats.queues:
+        detail.queue = caller.shown(detail.queue)
+    return json_response(stats)
 
 
 async def status(request: web.Request) -> web.Response:

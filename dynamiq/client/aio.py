@@ -366,9 +366,28 @@ class AsyncClient:
 
     # -- the cluster ---------------------------------------------------------
 
-    async def stats(self) -> dict[str, Any]:
-        """Return every queue's stats (depth, in flight, rates, ...) and their sums."""
-        result: dict[str, Any] = await self._call("GET", "/v2/stats")
+    async def stats(self, prefix: str = "", page_size: int = 100) -> dict[str, Any]:
+        """Return every queue's stats (depth, in flight, rates, ...) and their sums, read
+        ``page_size`` queues a request."""
+        pages = [await self.stats_page(page_size, prefix=prefix)]
+        while pages[-1].get("next"):
+            pages.append(await self.stats_page(page_size, pages[-1]["next"], prefix))
+        result = dict(pages[-1])
+        result["queues"] = [q for page in pages for q in page["queues"]]
+        result["totals"] = _summed([page["totals"] for page in pages])
+        return result
+
+    async def stats_page(
+        self, limit: int = 100, after: str = "", prefix: str = ""
+    ) -> dict[str, Any]:
+        """Return one page of queues' stats (by name) and their sums; ``next`` names the
+        queue the next page starts after (absent on the last)."""
+        query: dict[str, str | int] = {"limit": limit}
+        if after:
+            query["after"] = after
+        if prefix:
+            query["prefix"] = prefix
+        result: dict[str, Any] = await self._call("GET", f"/v2/stats?{urlencode(query)}")
         return result
 
     async def status(self) -> dict[str, Any]:
@@ -464,3 +483,15 @@ class AsyncClient:
         ``idle_timeout``; return what was done. Options as ``Worker``: ``concurrency``,
         ``batch``, ``max_in_flight``, ``visibility_timeout``, ``retry_delay``."""
         return await self.worker(queue, handler, **options).run(handle_signals=handle_signals)
+
+
+def _summed(totals: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pages' totals added up (numbers, and the numbers of nested objects)."""
+    out: dict[str, Any] = {}
+    for page in totals:
+        for key, value in page.items():
+            if isinstance(value, dict):
+                out[key] = _summed([out.get(key, {}), value])
+            else:
+                out[key] = out.get(key, 0) + value
+    return out

@@ -128,6 +128,7 @@ class Client:
     peek = _blocking(AsyncClient.peek)
     peek_oldest = _blocking(AsyncClient.peek_oldest)
     stats = _blocking(AsyncClient.stats)
+    stats_page = _blocking(AsyncClient.stats_page)
     status = _blocking(AsyncClient.status)
     create_key = _blocking(AsyncClient.create_key)
     keys = _blocking(AsyncClient.keys)

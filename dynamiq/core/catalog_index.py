@@ -83,6 +83,11 @@ class QueueIndex:
                 return
             yield name
 
+    def count_prefixed(self, prefix: str) -> int:
+        """How many names start with ``prefix`` (non-empty)."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return bisect.bisect_left(self._names, end) - bisect.bisect_left(self._names, prefix)
+
     def records(self) -> list[QueueRecord]:
         """Every record, by name."""
         return [self._records[name] for name in self._names]

@@ -419,11 +419,16 @@ class Node:
             for name, mine in zip(names, own, strict=True)
         ]
 
-    async def node_stats(self) -> NodeStats:
-        """Return every queue's cluster-wide stats and their sums."""
-        queues = await self.queue_stats(self.queue_names())
+    async def node_stats(self, names: Sequence[str], after: str | None = None) -> NodeStats:
+        """Return the cluster-wide stats of the queues ``names`` (a page of them, ``after``
+        the name the next page starts after) and their sums."""
+        queues = await self.queue_stats(names)
         nodes = len(live_nodes(self._membership))
-        return NodeStats(node_of(self._membership.local().name), nodes, queues, totals(queues))
+        index = self._catalog.index
+        count = len(index) - index.count_prefixed(PUSH_PREFIX)  # a client's queues
+        return NodeStats(
+            node_of(self._membership.local().name), nodes, queues, totals(queues), count, after
+        )
 
     async def status(self) -> Status:
         """Return this node, what it serves now, and every node it heard of."""

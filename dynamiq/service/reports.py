@@ -164,13 +164,17 @@ class Totals(msgspec.Struct):
     rates: Rates
 
 
-class NodeStats(msgspec.Struct):
-    """Every queue's stats and their sums."""
+class NodeStats(msgspec.Struct, omit_defaults=True):
+    """A page of queues' stats (every queue when they fit in one) and their sums;
+    ``queue_count`` says how many queues there are, ``next`` the name to ask after
+    for the next page (left out on the last)."""
 
     node: str
     members: int
     queues: list[QueueStatsDetail]
     totals: Totals
+    queue_count: int
+    next: str | None = None
 
 
 class MemberStatus(msgspec.Struct):

@@ -67,6 +67,30 @@ async def test_every_name_comes_once_while_others_come_and_go(
     assert set(stable) <= set(seen)
 
 
+async def test_stats_come_a_page_at_a_time(http: Http, spec: dict[str, Any]) -> None:
+    made = [f"s{i:02}" for i in range(12)]
+    for i, name in enumerate(made):
+        await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
+        body = {"messages": [{"body": "x"}] * i}
+        if i:
+            await call(http, spec, "POST", f"/v2/queues/{name}/messages", 200, body)
+    whole = await call(http, spec, "GET", "/v2/stats", 200)  # they fit in one page
+    assert [q["queue"] for q in whole["queues"]] == made and "next" not in whole
+    assert whole["queue_count"] == 12 and whole["totals"]["depth"] == sum(range(12))
+    seen, depth, after = [], 0, ""
+    while True:
+        page = await call(http, spec, "GET", f"/v2/stats?limit=5&after={after}", 200)
+        seen += [q["queue"] for q in page["queues"]]
+        depth += page["totals"]["depth"]  # each page sums its own queues
+        assert page["queue_count"] == 12
+        if "next" not in page:
+            break
+        after = page["next"]
+    assert seen == made and depth == sum(range(12))
+    some = await call(http, spec, "GET", "/v2/stats?prefix=s1", 200)
+    assert [q["queue"] for q in some["queues"]] == ["s10", "s11"]
+
+
 @pytest.mark.parametrize("limit", ["0", "10001", "x", "-1", "1.5", "9999999999"])
 async def test_a_bad_limit_is_refused(http: Http, spec: dict[str, Any], limit: str) -> None:
     refused = await call(http, spec, "GET", f"/v2/queues?limit={limit}", 422)

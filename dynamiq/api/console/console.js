@@ -223,7 +223,7 @@ async function renderMembers() {
 async function refresh() {
   if (!$("login").hidden) return;
   try {
-    const stats = await api("GET", "/v2/stats");
+    const stats = await api("GET", "/v2/stats?limit=1000");  // the first 1,000 queues by name
     state.queues = stats.queues.map((q) => q.queue);
     renderQueues(stats);
     await renderTopics(state.queues);
