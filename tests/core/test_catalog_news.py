@@ -94,9 +94,11 @@ async def test_a_purge_lets_the_old_bucket_go(store: LmdbBackend) -> None:
     assert there.queue("q").uid == here.queue("q").uid != old
 
 
-async def test_a_slow_read_does_not_put_back_what_a_faster_one_replaced(
+async def _held_read(
     store: LmdbBackend,
-) -> None:
+) -> tuple[Catalog, Catalog, _Told, _Reads, asyncio.Task[set[str]]]:
+    """Two processes' catalogs with queue ``q``; "there" reading ``q`` again, its read
+    held after it read the record as it was (release it with ``reads.release``)."""
     told = _Told()
     here, there = Catalog(store, on_change=told), Catalog(store)
     await here.create_queue("q")
@@ -104,7 +106,14 @@ async def test_a_slow_read_does_not_put_back_what_a_faster_one_replaced(
     reads = _Reads(store)
     reads.hold_next_get = True
     slow = asyncio.create_task(there.refresh(CatalogNews(frozenset({"q"}))))
-    await reads.held.wait()  # the slow read has read the record as it was
+    await reads.held.wait()
+    return here, there, told, reads, slow
+
+
+async def test_a_slow_read_does_not_put_back_what_a_faster_one_replaced(
+    store: LmdbBackend,
+) -> None:
+    here, there, told, reads, slow = await _held_read(store)
     await here.configure_queue("q", {"visibility_timeout": 9})
     await there.refresh(told.news[-1])  # a faster read, started later
     assert there.queue("q").settings.visibility_timeout == 9
@@ -114,14 +123,7 @@ async def test_a_slow_read_does_not_put_back_what_a_faster_one_replaced(
 
 
 async def test_a_read_does_not_undo_a_change_made_here_meanwhile(store: LmdbBackend) -> None:
-    told = _Told()
-    here, there = Catalog(store, on_change=told), Catalog(store)
-    await here.create_queue("q")
-    await there.reload()
-    reads = _Reads(store)
-    reads.hold_next_get = True
-    slow = asyncio.create_task(there.refresh(CatalogNews(frozenset({"q"}))))
-    await reads.held.wait()
+    _, there, _, reads, slow = await _held_read(store)
     await there.configure_queue("q", {"visibility_timeout": 11})  # made in this process
     reads.release.set()
     await slow
