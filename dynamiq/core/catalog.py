@@ -260,7 +260,7 @@ class Catalog:
             for t in set(settings) | set(self._topics)
         }
         self._take_topics(ticket, topics, mark)
-        self._fresh.finish(ticket, whole=True)
+        self._fresh.finish(ticket)
         return gone
 
     async def refresh(self, news: CatalogNews) -> set[str]:

@@ -6,11 +6,14 @@ kept as the records change, so a round costs what is due, not what exists."""
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Iterator
 
-from dynamiq.models import QueueRecord
+from dynamiq.models import QueueRecord, QueueSettings
 
 __all__ = ["QueueIndex"]
+
+SHARED_SETTINGS = 1000  # distinct settings shared between queues, at most
 
 
 class QueueIndex:
@@ -23,6 +26,7 @@ class QueueIndex:
         self._retained: dict[str, None] = {}  # names, in the order they got a retention
         self._expiring: dict[str, None] = {}
         self._users: dict[str, set[str]] = {}  # dead-letter queue -> the queues using it
+        self._settings: dict[QueueSettings, QueueSettings] = {}  # one of each seen
 
     def __len__(self) -> int:
         return len(self._records)
@@ -34,7 +38,11 @@ class QueueIndex:
         return self._records.get(name)
 
     def put(self, record: QueueRecord) -> None:
-        """Keep ``record`` (new, or replacing its queue's)."""
+        """Keep ``record`` (new, or replacing its queue's); its settings shared with
+        the queues that have the same (most have the defaults)."""
+        settings = self._shared(record.settings)
+        if settings is not record.settings:
+            record = dataclasses.replace(record, settings=settings)
         name = record.name
         before = self._records.get(name)
         if before is None:
@@ -50,6 +58,17 @@ class QueueIndex:
             self._expiring[name] = None
         if settings.dead_letter_queue is not None:
             self._users.setdefault(settings.dead_letter_queue, set()).add(name)
+
+    def _shared(self, settings: QueueSettings) -> QueueSettings:
+        try:
+            known = self._settings.get(settings)
+        except TypeError:  # a setting that cannot be hashed: kept as it is
+            return settings
+        if known is not None:
+            return known
+        if len(self._settings) < SHARED_SETTINGS:
+            self._settings[settings] = settings
+        return settings
 
     def pop(self, name: str) -> QueueRecord | None:
         """Forget a queue; return its record, if it was known."""

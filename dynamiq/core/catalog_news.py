@@ -74,8 +74,9 @@ class Freshness:
     def changed(self, kind: str, *names: str) -> None:
         """A change made here was applied to the cache (after its store write)."""
         self._tickets += 1
-        for name in names:
-            self._newest[(kind, name)] = self._tickets
+        if self._reading:  # else every read to come starts later: nothing to mark
+            for name in names:
+                self._newest[(kind, name)] = self._tickets
 
     def start(self) -> int:
         """A read begins: its ticket."""
@@ -95,11 +96,12 @@ class Freshness:
         ``ticket`` takes must then be marked, or that read could put back older)."""
         return any(t < ticket for t in self._reading)
 
-    def finish(self, ticket: int, whole: bool = False) -> None:
-        """A read is applied. After a whole one, what it covered need not be kept: no
-        read still under way started before it."""
+    def finish(self, ticket: int) -> None:
+        """A read is applied. What is marked older than every read still under way
+        holds none of them back: it goes (all of it once none is under way)."""
         self._reading.discard(ticket)
-        if whole:
-            floor = min(self._reading, default=ticket)
-            floor = min(floor, ticket)
+        if not self._reading:
+            self._newest.clear()
+        elif len(self._newest) > 2 * len(self._reading) + 64:
+            floor = min(self._reading)
             self._newest = {n: t for n, t in self._newest.items() if t >= floor}
