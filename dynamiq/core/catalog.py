@@ -25,7 +25,7 @@ from dynamiq.core.catalog_log import CatalogLog
 from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, done, told, touch
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
-from dynamiq.core.routing.push import PushEndpoint, subscription_id
+from dynamiq.core.routing.push import PushEndpoint, push_queue
 from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
@@ -120,6 +120,7 @@ class Catalog:
         self._log = CatalogLog(store, self._clock, keep_log)
         self._queues = QueueIndex()
         self._topics: dict[str, Topic] = {}
+        self._pushes: dict[str, tuple[str, Subscription]] = {}  # by queue: topic, sub
         # What a read may take: a read racing with a change (made here, or read
         # by a faster read) must not put back what the change replaced.
         self._fresh = Freshness()
@@ -139,10 +140,7 @@ class Catalog:
 
     def _set_topic(self, name: str, topic: Topic | None) -> None:
         """Apply a change made here to a topic's cached record (None: gone)."""
-        if topic is None:
-            self._topics.pop(name, None)
-        else:
-            self._topics[name] = topic
+        self._keep_topic(name, topic)
         self._fresh.changed("t", name)
         touch("t", name)
 
@@ -181,20 +179,24 @@ class Catalog:
 
     def pushes(self) -> list[tuple[str, Subscription]]:
         """Return every push subscription with its topic, by subscription id."""
-        found = [
-            (topic, s)
-            for topic, subscribed in self._topics.items()
-            for s in subscribed.subscriptions.values()
-            if s.endpoint is not None
-        ]
-        return sorted(found, key=lambda pair: pair[1].queue)
+        return [self._pushes[queue] for queue in sorted(self._pushes)]
 
     def push(self, subscription: str) -> tuple[str, Subscription] | None:
         """Return the push subscription of this id with its topic, or None."""
-        for topic, found in self.pushes():
-            if subscription_id(found.queue) == subscription:
-                return topic, found
-        return None
+        return self._pushes.get(push_queue(subscription))
+
+    def _keep_topic(self, name: str, topic: Topic | None) -> None:
+        """Cache ``topic`` (None: gone) with its push subscriptions indexed."""
+        before = self._topics.pop(name, None)
+        if before is not None:
+            for queue in before.subscriptions:
+                if (held := self._pushes.get(queue)) is not None and held[0] == name:
+                    del self._pushes[queue]
+        if topic is not None:
+            self._topics[name] = topic
+            for s in topic.subscriptions.values():
+                if s.endpoint is not None:
+                    self._pushes[s.queue] = (name, s)
 
     def records(self) -> list[QueueRecord]:
         """Return every queue, sorted by name."""
@@ -322,10 +324,10 @@ class Catalog:
             if not self._fresh.may_take(ticket, "t", name):
                 continue
             if found is None:
-                self._topics.pop(name, None)
+                self._keep_topic(name, None)
             else:
                 known = self._topics.get(name, Topic())
-                self._topics[name] = known.kept_if_same(found[1], found[0])
+                self._keep_topic(name, known.kept_if_same(found[1], found[0]))
             if mark:
                 self._fresh.took(ticket, "t", name)
 
