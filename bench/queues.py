@@ -1,6 +1,6 @@
 """Many queues on one node: what each idle queue costs, and whether busy ones notice.
 
-    python -m bench.queues [--queues 100000] [--clients 16] [--workers N]
+    python -m bench.queues [--queues 100000] [--clients 16] [--fanout 10000] [--workers N]
 
 One node (embedded LMDB, default settings: as many workers as cores unless
 ``--workers`` says) measured in one run:
@@ -16,6 +16,9 @@ One node (embedded LMDB, default settings: as many workers as cores unless
   ``/metrics`` scrape (its size and time);
 - **the busy queue beside the idle ones**: the same round trips again, and
   their ratio to the first;
+- **wide fan-out**: a topic with ``--fanout`` of the queues subscribed, each
+  publish of one message a copy in every one of them (one commit): time per
+  publish and copies a second;
 - **deletion**: every queue deleted by the same clients; deletes a second in
   each tenth.
 """
@@ -91,6 +94,26 @@ async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     return (time.perf_counter() - began) * 1000, result
 
 
+async def _wide_fanout(client: AsyncClient, width: int, clients: int) -> None:
+    """A topic every one of ``width`` queues is subscribed to: each publish of one
+    message stores a copy in each, in one commit. Time per publish, copies a second."""
+    await client.create_topic("broadcast")
+    await _spread(width, clients, lambda i: client.subscribe("broadcast", _name(i)))
+    took = []
+    for i in range(20):
+        began = time.perf_counter()
+        await client.publish_topic("broadcast", [f"news {i}".encode()])
+        took.append(time.perf_counter() - began)
+    took.sort()
+    p50, worst = statistics.median(took), took[-1]
+    print(f"a topic with {width:,} subscribed queues: a publish of one message")
+    print(
+        f"  p50 {p50 * 1000:.0f} ms, worst of 20 {worst * 1000:.0f} ms;"
+        f" {width / p50:,.0f} copies a second"
+    )
+    await client.delete_topic("broadcast")
+
+
 async def _scrape(url: str) -> str:
     async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as answer:
         return await answer.text()
@@ -100,7 +123,7 @@ def _rates(rates: list[float]) -> str:
     return " ".join(f"{r:,.0f}" for r in rates)
 
 
-async def _run(url: str, pid: int, queues: int, clients: int, trips: int) -> None:
+async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout: int) -> None:
     async with AsyncClient(url, timeout=300) as client:
         await client.create_queue(BUSY)
         await _round_trips(client, 100)  # warm-up
@@ -138,6 +161,8 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int) -> Non
             f" ({beside[0] / alone[0]:.2f}x, {beside[1] / alone[1]:.2f}x alone)"
         )
 
+        if fanout:
+            await _wide_fanout(client, min(fanout, queues), clients)
         deleted = await _spread(queues, clients, lambda i: client.delete_queue(_name(i)))
         print(f"{queues:,} queues deleted: deletes/s by tenth")
         print(f"  {_rates(deleted)}")
@@ -149,6 +174,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--trips", type=int, default=2000, help="round trips on the busy queue")
     parser.add_argument(
+        "--fanout", type=int, default=10_000, help="queues subscribed to one topic (0: none)"
+    )
+    parser.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="default: one per core (auto)"
     )
     args = parser.parse_args()
@@ -158,7 +186,7 @@ def main() -> None:
             cluster.start()
             node = cluster.nodes["n1"]
             assert node.proc is not None
-            run = _run(node.url, node.proc.pid, args.queues, args.clients, args.trips)
+            run = _run(node.url, node.proc.pid, args.queues, args.clients, args.trips, args.fanout)
             asyncio.run(run)
         finally:
             cluster.stop()
