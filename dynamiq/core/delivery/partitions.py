@@ -10,6 +10,7 @@ partition that is not known to be empty.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
@@ -39,8 +40,10 @@ class Partition:
         return isinstance(message_id, int) and self.lo <= message_id <= self.hi
 
 
+@functools.lru_cache(maxsize=256)
 def layout(lo: int, hi: int, count: int, generation: int = 0) -> tuple[Partition, ...]:
-    """Split ``[lo, hi]`` into at most ``count`` partitions of whole stripes."""
+    """Split ``[lo, hi]`` into at most ``count`` partitions of whole stripes (the same
+    layouts shared by every queue: partitions are values)."""
     first, last = stripe_of(lo), stripe_of(hi)
     stripes = last - first + 1
     count = max(1, min(count, stripes))
