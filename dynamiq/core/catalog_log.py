@@ -7,9 +7,11 @@ the same one and no number is skipped. Every process follows the log on each
 upkeep round, one read when nothing changed, so keeping up costs the same
 with a million queues as with one. Entries older than ``keep`` seconds go; a
 process that could not follow for half that long (stopped, cut off from the
-store) reads the whole catalog again instead. A process that dies between a
-change and its entry leaves a change only the next whole read finds: every
-process reads the whole catalog when it starts.
+store) reads the whole catalog again instead. A change with no entry (its
+process died between the two writes, or an older release made it during a
+rolling upgrade; that release announces it, and the others read everything
+when told so) is found by the next whole read: at start, and every ten
+minutes all the same.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ log = logging.getLogger("dynamiq.core")
 
 PREFIX = "log/"
 TRIM_BATCH = 1000  # entries deleted per round at most
+WHOLE_EVERY_MS = 600_000  # the whole catalog is read again this often all the same
 
 
 def _key(seq: int) -> str:
@@ -45,6 +48,7 @@ class CatalogLog:
         self._tail = 0  # the last entry known to exist
         self._trimmed = 0  # entries up to this one are gone, as far as this process knows
         self._followed_ms: int | None = None  # when the log was last followed
+        self._whole_ms = 0  # when the whole catalog was last read
         self._waiting: list[tuple[CatalogNews, asyncio.Future[None]]] = []
         self._writing: asyncio.Task[None] | None = None
 
@@ -59,6 +63,7 @@ class CatalogLog:
             await self._store.meta_delete([_key(s) for s in old[:TRIM_BATCH]])
         last = seqs[-1] if seqs else 0
         self._applied = self._tail = max(self._tail, last)
+        self._whole_ms = now
         self._trimmed = max(self._trimmed, old[-1] if old else (seqs[0] - 1 if seqs else 0))
         self._followed_ms = now
 
@@ -101,6 +106,8 @@ class CatalogLog:
         now = self._clock.wall_ms()
         if self._followed_ms is None or now - self._followed_ms > self._keep_ms // 2:
             return None
+        if now - self._whole_ms > WHOLE_EVERY_MS:
+            return None  # a change with no entry (a writer died between, an older release)
         found: list[CatalogNews] = []
         while (raw := await self._store.meta_get(_key(self._applied + 1))) is not None:
             entry = json.loads(raw)

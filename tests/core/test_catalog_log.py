@@ -103,6 +103,27 @@ async def test_old_entries_go_and_a_process_behind_reads_everything(
     assert "missed" in there.queues()
 
 
+async def test_a_change_with_no_entry_is_found_by_the_next_whole_read(
+    store: LmdbBackend,
+) -> None:
+    clock = FakeClock()
+    here, there = Catalog(store, clock), Catalog(store, clock)
+    await there.reload()
+    await here.create_queue("made")
+    made = await store.meta_get("q/made")
+    assert made is not None
+    record = {**json.loads(made), "uid": "0123456789abcdef"}
+    # As a writer that died between its change and the change's entry:
+    await store.meta_put({"q/unlogged": json.dumps(record).encode()})
+    for _ in range(300):  # ten minutes of rounds, following the log
+        clock.advance(2)
+        await there.follow()
+    assert there.queues() == ["made"]
+    clock.advance(2)
+    await there.follow()
+    assert there.queues() == ["made", "unlogged"]
+
+
 async def _round_reads(store: LmdbBackend, queues: int) -> tuple[int, int]:
     clock = FakeClock()
     catalog = Catalog(store, clock)
