@@ -93,7 +93,7 @@ class _Endpoint(asyncio.Protocol):
 
     def _take(self, headers: dict[str, str], body: bytes) -> None:
         if headers.get("x-amz-sns-rawdelivery") == "true":
-            message = body
+            message = body.decode()
         else:
             document = json.loads(body)
             if document["Type"] == "SubscriptionConfirmation":
@@ -103,7 +103,7 @@ class _Endpoint(asyncio.Protocol):
             message = document["Message"]
         self._counted["notifications"] += 1
         # The bench's own bodies put "sent" first when they carry it: no parse needed.
-        if message.startswith(b'{"sent"' if isinstance(message, bytes) else '{"sent"'):
+        if message.startswith('{"sent"'):
             self._arrivals.append((json.loads(message)["sent"], time.time()))
 
 

@@ -26,7 +26,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from dynamiq.errors import Invalid
 
-__all__ = ["DEFAULT_DENY", "EndpointRules", "Network", "Unreachable"]
+__all__ = ["DEFAULT_DENY", "EndpointRules", "Network", "Unreachable", "port_of", "resolve"]
 
 DEFAULT_DENY = "169.254.0.0/16,fe80::/10"
 PROTOCOLS = ("http", "https")
@@ -137,10 +137,15 @@ class EndpointRules:
         """``url`` split, once every address its host resolves to passes the rules."""
         parts = self.url(url)
         host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = port_of(parts)
         for address in await resolve(host, port):
             self.address(host, address, port)
         return parts
+
+
+def port_of(parts: SplitResult) -> int:
+    """The port a URL connects to: its own, else its scheme's."""
+    return parts.port or (443 if parts.scheme == "https" else 80)
 
 
 async def resolve(host: str, port: int) -> list[str]:

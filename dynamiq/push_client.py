@@ -28,7 +28,7 @@ from collections import defaultdict
 from urllib.parse import SplitResult, quote
 
 from dynamiq.core.routing.push import Request
-from dynamiq.endpoints import EndpointRules, Unreachable, resolve
+from dynamiq.endpoints import EndpointRules, Unreachable, port_of, resolve
 from dynamiq.errors import Invalid
 
 __all__ = ["MAX_ANSWER_BYTES", "HttpPoster"]
@@ -90,6 +90,10 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def fresh(self, now: float) -> bool:
+        """Whether it may carry another request: kept, and used lately."""
+        return self.reusable and now - self.used < IDLE_SECONDS
+
     def data_received(self, data: bytes) -> None:
         answer = self._answer
         if answer is None or answer.done():
@@ -121,19 +125,19 @@ class _Connection(asyncio.Protocol):
                 del self._buffer[: end + 4]  # an interim answer: the final one follows
                 continue
             self._body_at = end + 4
-        body = memoryview(self._buffer)[self._body_at :]
+        body = len(self._buffer) - self._body_at
         if self._chunked:
-            done = _chunked_end(body)
+            done = _chunked_end(bytes(self._buffer[self._body_at :]))
         elif self._length is not None:
-            done = len(body) >= self._length
-            if len(body) > self._length:
+            done = body >= self._length
+            if body > self._length:
                 self._keep = False  # more than it said: not to be reused
         else:
             done = False  # to the close
         if done:
             self.reusable = self._keep
             return self._status
-        if len(body) > MAX_ANSWER_BYTES:
+        if body > MAX_ANSWER_BYTES:
             return self._status  # read no further; reusable stays False: closed
         return None
 
@@ -166,9 +170,9 @@ class _Connection(asyncio.Protocol):
             self._keep = self._keep and self._chunked  # else the body ends with the close
 
 
-def _chunked_end(body: memoryview) -> bool:
-    """Whether ``body`` holds a whole chunked body (``ValueError``: it is malformed)."""
-    data, at = body.tobytes(), 0
+def _chunked_end(data: bytes) -> bool:
+    """Whether ``data`` holds a whole chunked body (``ValueError``: it is malformed)."""
+    at = 0
     while True:
         end = data.find(b"\r\n", at)
         if end < 0:
@@ -249,7 +253,7 @@ class HttpPoster:
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
-            if connection.reusable and now - connection.used < IDLE_SECONDS:
+            if connection.fresh(now):
                 return connection
             connection.close()
         return None
@@ -258,7 +262,7 @@ class HttpPoster:
         """Close connections unused for ``IDLE_SECONDS`` (origins no longer pushed to)."""
         self._swept = now
         for origin, idle in list(self._idle.items()):
-            kept = [c for c in idle if c.reusable and now - c.used < IDLE_SECONDS]
+            kept = [c for c in idle if c.fresh(now)]
             for connection in idle:
                 if connection not in kept:
                     connection.close()
@@ -309,8 +313,7 @@ class HttpPoster:
 
 
 def _origin(parts: SplitResult) -> Origin:
-    scheme = parts.scheme
-    return scheme, parts.hostname or "", parts.port or (443 if scheme == "https" else 80)
+    return parts.scheme, parts.hostname or "", port_of(parts)
 
 
 def _request_start(parts: SplitResult) -> str:

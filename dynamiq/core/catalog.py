@@ -22,7 +22,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from dynamiq.core.catalog_index import QueueIndex
 from dynamiq.core.catalog_log import CatalogLog
-from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, done, told, touch
+from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, told, touch
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PushEndpoint, push_queue
@@ -87,11 +87,8 @@ def _change(
 
     @functools.wraps(method)
     async def change(self: Catalog, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        touched, token = collecting()
-        try:
+        with collecting() as touched:
             result = await method(self, *args, **kwargs)
-        finally:
-            done(token)
         news = told(touched)
         if news.queues or news.topics:
             await self._log.append(news)
@@ -255,21 +252,18 @@ class Catalog:
             elif kind == "s":
                 topic, _, queue = rest.partition("/")
                 subscriptions.setdefault(topic, []).append(Subscription.decode(queue, raw))
-        mark = self._fresh.overtaking(ticket)
-        gone = self._take_queues(ticket, queues, set(queues) | set(self._queues.names()), mark)
+        gone = self._take_queues(ticket, queues, set(queues) | set(self._queues.names()))
         topics = {
             t: (settings[t], subscriptions.get(t, [])) if t in settings else None
             for t in set(settings) | set(self._topics)
         }
-        self._take_topics(ticket, topics, mark)
+        self._take_topics(ticket, topics)
         self._fresh.finish(ticket)
         return gone
 
     async def refresh(self, news: CatalogNews) -> set[str]:
-        """Read again what ``news`` names (a change made through another process);
-        return the uids no queue uses any more."""
-        if news.everything:
-            return await self.reload()
+        """Read again the queues and topics ``news`` names (a change made through another
+        process); return the uids no queue uses any more."""
         ticket = self._fresh.start()
         try:
             found = {q: await self._store.meta_get(f"q/{q}") for q in sorted(news.queues)}
@@ -289,16 +283,15 @@ class Catalog:
             self._fresh.finish(ticket)
             raise
         queues = {q: _decode_queue(q, raw) for q, raw in found.items() if raw is not None}
-        gone = self._take_queues(ticket, queues, set(found), mark=True)
-        self._take_topics(ticket, topics, mark=True)
+        gone = self._take_queues(ticket, queues, set(found))
+        self._take_topics(ticket, topics)
         self._fresh.finish(ticket)
         return gone
 
-    def _take_queues(
-        self, ticket: int, read: dict[str, QueueRecord], names: set[str], mark: bool
-    ) -> set[str]:
+    def _take_queues(self, ticket: int, read: dict[str, QueueRecord], names: set[str]) -> set[str]:
         """Take what a read found of ``names`` (absent from ``read``: gone), where
         nothing newer was taken; return the uids let go."""
+        mark = self._fresh.overtaking(ticket)
         gone: set[str] = set()
         for name in names:
             if not self._fresh.may_take(ticket, "q", name):
@@ -318,8 +311,8 @@ class Catalog:
         self,
         ticket: int,
         read: dict[str, tuple[TopicSettings, list[Subscription]] | None],
-        mark: bool,
     ) -> None:
+        mark = self._fresh.overtaking(ticket)
         for name, found in read.items():
             if not self._fresh.may_take(ticket, "t", name):
                 continue

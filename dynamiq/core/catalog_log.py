@@ -53,19 +53,13 @@ class CatalogLog:
         self._writing: asyncio.Task[None] | None = None
 
     async def seek_tail(self) -> None:
-        """Start following from the log's end (a whole read of the catalog follows),
-        deleting the entries too old to keep."""
-        entries = await self._store.meta_scan(PREFIX)
-        seqs = sorted(int(key[len(PREFIX) :]) for key in entries)
-        now = self._clock.wall_ms()
-        old = [s for s in seqs if self._at(entries[_key(s)]) < now - self._keep_ms]
-        if old:
-            await self._store.meta_delete([_key(s) for s in old[:TRIM_BATCH]])
+        """Start following from the log's end (a whole read of the catalog follows);
+        ``trim`` goes through what is before it."""
+        seqs = sorted(int(key[len(PREFIX) :]) for key in await self._store.meta_scan(PREFIX))
         last = seqs[-1] if seqs else 0
         self._applied = self._tail = max(self._tail, last)
-        self._whole_ms = now
-        self._trimmed = max(self._trimmed, old[-1] if old else (seqs[0] - 1 if seqs else 0))
-        self._followed_ms = now
+        self._trimmed = max(self._trimmed, seqs[0] - 1 if seqs else last)
+        self._followed_ms = self._whole_ms = self._clock.wall_ms()
 
     async def append(self, news: CatalogNews) -> None:
         """Number a change made here (after it was stored). The changes that come

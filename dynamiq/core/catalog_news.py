@@ -13,11 +13,12 @@ puts back what a faster one, or a change made here, replaced.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["EVERYTHING", "CatalogNews", "Freshness", "collecting", "done", "told", "touch"]
+__all__ = ["EVERYTHING", "CatalogNews", "Freshness", "collecting", "told", "touch"]
 
 Name = tuple[str, str]  # ("q", queue) or ("t", topic)
 
@@ -37,15 +38,15 @@ EVERYTHING = CatalogNews(everything=True)
 _COLLECTING: ContextVar[set[Name] | None] = ContextVar("catalog_news", default=None)
 
 
-def collecting() -> tuple[set[Name], object]:
-    """Start collecting what the change running in this task touches; the set, and the
-    token ``done`` takes."""
+@contextlib.contextmanager
+def collecting() -> Iterator[set[Name]]:
+    """Collect, while it lasts, what the change running in this task touches."""
     touched: set[Name] = set()
-    return touched, _COLLECTING.set(touched)
-
-
-def done(token: object) -> None:
-    _COLLECTING.reset(token)  # type: ignore[arg-type]
+    token = _COLLECTING.set(touched)
+    try:
+        yield touched
+    finally:
+        _COLLECTING.reset(token)
 
 
 def told(touched: Iterable[Name]) -> CatalogNews:
