@@ -21,13 +21,16 @@ replica) the rounds also kill or pause one of the store's primaries
 (``bench.store_faults``) and report when its replica was promoted and when
 the nodes served again. With ``--workers N`` every node is served by N
 worker processes, and the rounds also ``kill -9`` one worker of a node (its
-supervisor starts it again). Two loads run throughout:
+supervisor starts it again). These loads run throughout:
 
 - ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
   messages are never deleted and 10% are delayed by 1 s;
 - ``chaos-ordered``, at half the rate: every message is in one of 50 ordered
   groups and carries a dedup id; a publish that failed is retried with the
   same ids until acknowledged, and every tenth batch is published twice;
+- ``chaos-many``, at half the rate: batches of two spread over ``--queues``
+  queues (1,000 by default), one after another, as a queue per tenant;
+  consumers receive from those that still owe them messages;
 - ``chaos-push``, at a quarter of the rate: a topic with a webhook to an
   endpoint in this process (not with ``--partitions``: the nodes' namespaces
   do not share its loopback); every acknowledged message must reach it.
@@ -80,6 +83,7 @@ POISON_EVERY = 20  # 5% of the messages are never deleted: each must be dead-let
 DELAY_EVERY = 10  # 10% are published with a delay of 1 s
 DRAIN_SECONDS = 120  # a poison message needs three 5 s leases after the last fault
 GROUPS = 50  # ordered groups of the grouped, deduplicated load
+MANY_BATCH = 2  # messages per publish of the load spread over many queues
 REPEAT_EVERY = 10  # every tenth batch of that load is published twice
 
 
@@ -168,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--rate", type=float, default=1000.0, help="messages per second")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--queues", type=int, default=1000, help="queues the chaos-many load spreads over"
+    )
     parser.add_argument(
         "--partitions",
         action="store_true",
@@ -267,7 +274,7 @@ def _run(
     print(f"formed in {cluster.start():.1f} s")
     print(f"monotonic {time.monotonic():.2f} is {datetime.now().time()} (the nodes' log times)")
     urls = [n.url for n in cluster.nodes.values()]
-    loads = _loads(urls, args.rate)
+    loads = _loads(urls, args.rate, args.queues)
     # The endpoint listens on this host's loopback, which namespaced nodes do not share.
     push = None if args.partitions else PushLoad(urls, args.rate / 4).start()
     watch = CoverageWatch(cluster).start()
@@ -297,9 +304,12 @@ def _run(
     return 1 if failed else 0
 
 
-def _loads(urls: list[str], rate: float) -> dict[str, Workload]:
+def _loads(urls: list[str], rate: float, queues: int) -> dict[str, Workload]:
     """Make the queues and start their workloads, by name."""
+    many = [f"chaos-many-{i:05}" for i in range(queues)]
     with Client(urls) as client:
+        for name in many:
+            client.create_queue(name, visibility_timeout=5.0)
         client.create_queue("chaos-dead")
         client.create_queue(
             "chaos",
@@ -327,7 +337,11 @@ def _loads(urls: list[str], rate: float) -> dict[str, Workload]:
         dedup=True,
         repeat_every=REPEAT_EVERY,
     ).start()
-    return {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
+    loads = {"chaos": load, "chaos-ordered (grouped, deduplicated)": ordered}
+    if many:
+        spread = Workload(urls, many, rate=rate / 2, batch=MANY_BATCH, visibility=5.0)
+        loads[f"chaos-many ({queues:,} queues)"] = spread.start()
+    return loads
 
 
 def _rounds(

@@ -29,14 +29,19 @@ With deduplication every message carries its body as its dedup id, a failed
 publish is retried with the same ids until it is acknowledged, and every
 ``repeat_every``-th batch is published twice on purpose; a body found under
 more than one id was stored twice (must be 0).
+
+Over many queues (a queue per tenant), each batch goes to the next queue in
+turn and the consumers receive from the queues that still owe them messages;
+the ledger names a message by its queue and id.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict, deque
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from dynamiq.client import Client
@@ -48,24 +53,27 @@ EXAMPLES = 20  # failures of the checks kept as examples
 
 __all__ = ["Ledger", "Report", "Workload"]
 
+# What names a message in the ledger: its id, or over many queues (queue, id).
+Key = Hashable
+
 
 @dataclass
 class Ledger:
     """What the clients saw, shared by their threads (guarded by ``lock``)."""
 
-    acked: set[int] = field(default_factory=set)
-    delivered: Counter[int] = field(default_factory=Counter)
-    bodies: dict[int, str] = field(default_factory=dict)  # acknowledged id -> body
+    acked: set[Key] = field(default_factory=set)
+    delivered: Counter[Key] = field(default_factory=Counter)
+    bodies: dict[Key, str] = field(default_factory=dict)  # acknowledged message -> body
     deleted: set[str] = field(default_factory=set)  # bodies whose delete found them
     dead: Counter[str] = field(default_factory=Counter)  # bodies in the dead-letter queue
     failed_publishes: int = 0
     failed_calls: int = 0
-    stored_as: defaultdict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    # group -> its last receive's first n, the newest n delivered, that receive, that id
-    last_in_group: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    stored_as: defaultdict[str, set[Key]] = field(default_factory=lambda: defaultdict(set))
+    # group -> its last receive's first n, the newest n delivered, that receive, that message
+    last_in_group: dict[str, tuple[int, int, int, Key]] = field(default_factory=dict)
     order_violations: int = 0
     several_of_a_group: int = 0  # receives that brought two or more messages of one group
-    leased_until: dict[int, float] = field(default_factory=dict)  # id -> earliest lease end
+    leased_until: dict[Key, float] = field(default_factory=dict)  # -> earliest lease end
     double_leases: int = 0
     # The first few failures of the order and lease checks, as lines to read beside
     # the faults' times (monotonic seconds).
@@ -73,7 +81,7 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def delivered_in_group(
-        self, group: str | None, expected: str, n: int, message_id: int = 0, receive: int = 0
+        self, group: str | None, expected: str, n: int, message_id: Key = 0, receive: int = 0
     ) -> None:
         """Note that message ``n`` (id ``message_id``) of group ``expected`` arrived as
         part of ``group``, in ``receive`` (a number per receive call).
@@ -99,7 +107,7 @@ class Ledger:
         else:
             self.last_in_group[expected] = (n, n, receive, message_id)
 
-    def leased(self, ids: Sequence[int], asked: float, answered: float, seconds: float) -> None:
+    def leased(self, ids: Sequence[Key], asked: float, answered: float, seconds: float) -> None:
         """Note deliveries of ``ids`` by a receive sent at ``asked`` and answered at
         ``answered`` (monotonic) with leases of ``seconds``; count those that came
         while an earlier lease on the same id was surely live. Call with ``lock`` held."""
@@ -195,7 +203,7 @@ class Workload:
 
     Args:
         urls: the nodes; clients fail over between them.
-        queue: an existing queue.
+        queue: an existing queue, or several (each batch goes to the next in turn).
         rate: messages per second all producers aim for together.
         batch: messages per publish.
         consumers: consumer threads (each receives up to 50 and deletes them).
@@ -213,7 +221,7 @@ class Workload:
     def __init__(
         self,
         urls: Sequence[str],
-        queue: str,
+        queue: str | Sequence[str],
         rate: float = 1000.0,
         batch: int = 20,
         producers: int = 1,
@@ -228,7 +236,9 @@ class Workload:
         repeat_every: int = 0,
     ) -> None:
         self.urls = list(urls)
-        self.queue = queue
+        self.queues = [queue] if isinstance(queue, str) else list(queue)
+        # queue -> messages acknowledged and not deleted yet (under the ledger's lock)
+        self._owed: Counter[str] = Counter()
         self._groups = groups
         self._dedup = dedup
         self._repeat_every = repeat_every if dedup else 0
@@ -263,6 +273,10 @@ class Workload:
     def _client(self) -> Client:
         return Client(self.urls, timeout=5.0, rounds=20, backoff=0.05)
 
+    def _key(self, queue: str, message_id: int) -> Key:
+        """What names a message in the ledger."""
+        return message_id if len(self.queues) == 1 else (queue, message_id)
+
     def _produce(self, index: int) -> None:
         count = 0
         next_at = time.monotonic()
@@ -270,30 +284,35 @@ class Workload:
             while not self._stop.is_set():
                 bodies = [self._body(index, count + i) for i in range(self._batch)]
                 count += self._batch
-                again = self._repeat_every and (count // self._batch) % self._repeat_every == 0
+                batches = count // self._batch
+                queue = self.queues[(index + batches) % len(self.queues)]
+                again = self._repeat_every and batches % self._repeat_every == 0
                 sends = 2 if again else 1
                 for _ in range(sends):
-                    self._publish(client, bodies)
+                    self._publish(client, queue, bodies)
                 next_at += self._interval
                 time.sleep(max(0.0, next_at - time.monotonic()))
 
-    def _publish(self, client: Client, bodies: list[str]) -> None:
+    def _publish(self, client: Client, queue: str, bodies: list[str]) -> None:
         """Publish one batch; with deduplication, again until it is acknowledged."""
         while True:
             try:
-                ids = client.publish(self.queue, [self._outgoing(b) for b in bodies])
+                ids = client.publish(queue, [self._outgoing(b) for b in bodies])
             except DynamiqError:
                 with self.ledger.lock:
                     self.ledger.failed_publishes += 1
                 if self._dedup and not self._stop.is_set():
                     continue
                 return
+            keys = [self._key(queue, mid) for mid in ids]
             with self.ledger.lock:
-                self.ledger.acked.update(ids)
-                self.ledger.bodies.update(zip(ids, bodies, strict=True))
+                fresh = set(keys) - self.ledger.acked
+                self.ledger.acked.update(keys)
+                self.ledger.bodies.update(zip(keys, bodies, strict=True))
+                self._owed[queue] += len(fresh)
                 if self._dedup:
-                    for body, mid in zip(bodies, ids, strict=True):
-                        self.ledger.stored_as[body].add(mid)
+                    for body, key in zip(bodies, keys, strict=True):
+                        self.ledger.stored_as[body].add(key)
             return
 
     def _body(self, producer: int, n: int) -> str:
@@ -322,15 +341,24 @@ class Workload:
 
     def _consume(self) -> None:
         with self._client() as client:
+            if len(self.queues) == 1:
+                while not self._stop.is_set():
+                    self._consume_once(client, self.queues[0], wait=0.5)
+                return
+            spread = random.Random()  # its own: the chaos command's faults follow their seed
             while not self._stop.is_set():
-                self._consume_once(client, wait=0.5)
+                with self.ledger.lock:
+                    owing = [q for q, n in self._owed.items() if n > 0]
+                spread.shuffle(owing)  # the consumers spread over them
+                for queue in owing:
+                    self._consume_once(client, queue, wait=0.0)
+                if not owing:
+                    self._stop.wait(0.05)
 
-    def _consume_once(self, client: Client, wait: float) -> int:
+    def _consume_once(self, client: Client, queue: str, wait: float) -> int:
         asked = time.monotonic()
         try:
-            got = client.receive(
-                self.queue, 50, wait_seconds=wait, visibility_timeout=self._visibility
-            )
+            got = client.receive(queue, 50, wait_seconds=wait, visibility_timeout=self._visibility)
         except DynamiqError:
             with self.ledger.lock:
                 self.ledger.failed_calls += 1
@@ -338,44 +366,53 @@ class Workload:
         answered = time.monotonic()
         if not got:
             return 0
+        keys = {m.id: self._key(queue, m.id) for m in got}
         with self.ledger.lock:
-            self.ledger.leased([m.id for m in got], asked, answered, self._visibility)
-            self.ledger.delivered.update(m.id for m in got)
+            self.ledger.leased(list(keys.values()), asked, answered, self._visibility)
+            self.ledger.delivered.update(keys.values())
             self._receives += 1
             for m in got:
-                self._check(m, self._receives)
+                self._check(m, keys[m.id], self._receives)
         done = [m for m in got if not m.body.startswith(POISON.encode())]
         try:
-            existed = set(client.delete(self.queue, [m.id for m in done])) if done else set()
+            existed = set(client.delete(queue, [m.id for m in done])) if done else set()
         except DynamiqError:  # the lease ends and the messages come back: at-least-once
             with self.ledger.lock:
                 self.ledger.failed_calls += 1
         else:
             with self.ledger.lock:
-                self.ledger.deleted.update(m.body.decode() for m in done if m.id in existed)
+                found = [m for m in done if m.id in existed]
+                self.ledger.deleted.update(m.body.decode() for m in found)
+                self._owed[queue] -= sum(keys[m.id] in self.ledger.acked for m in found)
         return len(got)
 
-    def _check(self, m: Message, receive: int) -> None:
+    def _check(self, m: Message, key: Key, receive: int) -> None:
         """Follow a delivery's group and what it was stored as (``lock`` held)."""
         body = m.body.decode()
         if self._dedup:
-            self.ledger.stored_as[body].add(m.id)
+            self.ledger.stored_as[body].add(key)
         expected = self._group_of(body)
         if expected is not None:
             n = int(body.rpartition("-")[2])
-            self.ledger.delivered_in_group(m.group, expected, n, m.id, receive)
+            self.ledger.delivered_in_group(m.group, expected, n, key, receive)
 
     def drain(self, timeout: float = 60.0) -> bool:
-        """Receive and delete until the store holds nothing; False if time ran out.
+        """Receive and delete until the store holds nothing of any queue; False if time
+        ran out.
 
         Waits out leases lost with a node (they come back after the
         visibility timeout at most).
         """
         deadline = time.monotonic() + timeout
+        pending = deque(self.queues)
         with self._client() as client:
-            while time.monotonic() < deadline:
-                if self._consume_once(client, wait=0.2) == 0 and self._empty(client):
-                    return self._drain_dead_letters(client, deadline)
+            while pending and time.monotonic() < deadline:
+                queue = pending.popleft()
+                wait = 0.2 if not pending else 0.0  # only the last one is waited on
+                if self._consume_once(client, queue, wait) or not self._empty(client, queue):
+                    pending.append(queue)
+            if not pending:
+                return self._drain_dead_letters(client, deadline)
         return False
 
     def _drain_dead_letters(self, client: Client, deadline: float) -> bool:
@@ -401,9 +438,9 @@ class Workload:
                 continue
         return False
 
-    def _empty(self, client: Client) -> bool:
+    def _empty(self, client: Client, queue: str) -> bool:
         """Whether the store holds nothing of the queue (False when no node answers)."""
         try:
-            return int(client.queue(self.queue)["stats"]["depth"]) == 0
+            return int(client.queue(queue)["stats"]["depth"]) == 0
         except DynamiqError:
             return False
