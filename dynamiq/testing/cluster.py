@@ -91,6 +91,7 @@ class LocalNode:
     proc: subprocess.Popen[bytes] | None = None
     drawn: bool = False  # its HTTP port was drawn here (not given)
     ran: bool = False  # it has served once: its ports are its own from then on
+    start_seconds: float = START_SECONDS  # how long a start may take to serve
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -107,7 +108,7 @@ class LocalNode:
         """Start the process (its output goes to ``log_path``) and wait until it serves.
 
         Raises:
-            RuntimeError: it exited, or did not serve within ``START_SECONDS``
+            RuntimeError: it exited, or did not serve within ``start_seconds``
                 (``PortTaken``: a port it was to use is another process's).
         """
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -125,7 +126,7 @@ class LocalNode:
         self._read_ports(offset)
 
     def _read_ports(self, offset: int) -> None:
-        deadline = time.monotonic() + START_SECONDS
+        deadline = time.monotonic() + self.start_seconds
         while time.monotonic() < deadline:
             with self.log_path.open("rb") as log:
                 log.seek(offset)
