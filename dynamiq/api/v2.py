@@ -65,6 +65,7 @@ _PAGE = (
 _STATS_PAGE = (
     *_PAGE[:2],
     Param("limit", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100}),
+    Param("order", {"type": "string", "enum": ["name", "busiest"], "default": "name"}),
 )
 Q = "/v2/queues/{queue}"
 T = "/v2/topics/{topic}"
@@ -241,7 +242,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/stats",
         node_stats,
-        "A page of queues' stats (by name) and their sums, how many queues there are",
+        "A page of queues' stats (by name, or the busiest first) and their sums, how many "
+        "queues there are",
         response=reports.NodeStats,
         query=_STATS_PAGE,
         access=Access.MONITOR,

@@ -95,11 +95,7 @@ def _page(
     after the name ``after``, ``limit`` (``default``) at most; and the last one when
     more follow."""
     query = request.query
-    prefix, after = query.get("prefix", ""), query.get("after", "")
-    raw = query.get("limit", str(default))
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 0 < int(raw) <= MAX_LIST_PAGE):
-        raise Invalid(f"limit is an integer from 1 to {MAX_LIST_PAGE}", "limit")
-    limit = int(raw)
+    prefix, after, limit = query.get("prefix", ""), query.get("after", ""), _limit(request, default)
     start = bisect.bisect_right(names, after) if after else 0
     chosen: list[str] = []
     for name in itertools.islice(names, start, None):
@@ -111,6 +107,23 @@ def _page(
             return chosen, chosen[-1]
         chosen.append(name)
     return chosen, None
+
+
+def _limit(request: web.Request, default: int) -> int:
+    """The page size the query asks for (``default`` when it does not)."""
+    raw = request.query.get("limit", str(default))
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 0 < int(raw) <= MAX_LIST_PAGE):
+        raise Invalid(f"limit is an integer from 1 to {MAX_LIST_PAGE}", "limit")
+    return int(raw)
+
+
+def _busiest(request: web.Request, names: list[str]) -> list[str]:
+    """The page of ``names`` (the busiest first) the query asks for: those starting
+    with ``prefix``, ``limit`` at most; one page (``after`` pages by name only)."""
+    if "after" in request.query:
+        raise Invalid("after pages by name: with order=busiest there is one page", "after")
+    prefix = request.query.get("prefix", "")
+    return [n for n in names if n.startswith(prefix)][: _limit(request, STATS_PAGE)]
 
 
 async def list_queues(request: web.Request) -> web.Response:
@@ -262,11 +275,18 @@ async def queue_stats(request: web.Request) -> web.Response:
 
 
 async def node_stats(request: web.Request) -> web.Response:
-    """Return a page of queues' stats (by name: ``prefix``, ``after``, ``limit``) and
-    their sums (every queue's, when they fit in the page)."""
+    """Return a page of queues' stats (by name: ``prefix``, ``after``, ``limit``; or with
+    ``order=busiest`` the queues in use, the busiest first) and their sums (every
+    queue's, when they fit in the page)."""
     here = node(request)
     caller = who(request)
-    page, after = _page(request, caller.visible(here.queue_names()), STATS_PAGE)
+    order = request.query.get("order", "name")
+    if order == "busiest":
+        page, after = _busiest(request, caller.visible(here.busiest_queue_names())), None
+    elif order == "name":
+        page, after = _page(request, caller.visible(here.queue_names()), STATS_PAGE)
+    else:
+        raise Invalid("order is name or busiest", "order")
     stats = await here.node_stats([caller.name_of(name) for name in page], after)
     for detail in stats.queues:
         detail.queue = caller.shown(detail.queue)

@@ -421,6 +421,17 @@ class QueueService:
         states = [(name, self.states.get(r.uid)) for name, r in records if r is not None]
         return {name: state.local_stats(now) for name, state in states if state is not None}
 
+    def busiest(self) -> list[str]:
+        """Return the queues this node has state for, the busiest first: publishes,
+        receives and deletes here of late, then leases held, then by name."""
+        now = self._clock.now()
+        ranked = []
+        for uid, state in self.states.items():
+            record = self._catalog.find(state.name)
+            if record is not None and record.uid == uid:
+                ranked.append((-state.activity(now), -len(state.leases), state.name))
+        return [name for *_, name in sorted(ranked)]
+
     # -- lifecycle -----------------------------------------------------------
 
     async def expire_due(self, budget: int = EXPIRY_BATCH) -> int:

@@ -103,6 +103,10 @@ class Node:
         """Return every queue, sorted (the push subscriptions' own are not listed)."""
         return [q for q in self._catalog.queues() if not q.startswith(PUSH_PREFIX)]
 
+    def busiest_queue_names(self) -> list[str]:
+        """Return the queues in use on this node (this process), the busiest first."""
+        return [q for q in self._queues.busiest() if not q.startswith(PUSH_PREFIX)]
+
     def require_queue(self, name: str) -> QueueRecord:
         """Return the queue, or raise ``QueueNotFound`` (before a request body is read);
         a push subscription's own queue is no client's to name."""

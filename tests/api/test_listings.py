@@ -91,6 +91,27 @@ async def test_stats_come_a_page_at_a_time(http: Http, spec: dict[str, Any]) -> 
     assert [q["queue"] for q in some["queues"]] == ["s10", "s11"]
 
 
+async def test_stats_can_put_the_busiest_queues_first(http: Http, spec: dict[str, Any]) -> None:
+    for name in ("idle", "calm", "busy", "busier", "other-busy"):
+        await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
+    traffic = {"calm": 1, "busy": 5, "busier": 20, "other-busy": 10}
+    for name, publishes in traffic.items():
+        for _ in range(publishes):
+            body = {"messages": [{"body": "x"}]}
+            await call(http, spec, "POST", f"/v2/queues/{name}/messages", 200, body)
+    busiest = await call(http, spec, "GET", "/v2/stats?order=busiest", 200)
+    ranked = [q["queue"] for q in busiest["queues"]]
+    assert ranked == ["busier", "other-busy", "busy", "calm"]  # an unused queue is not ranked
+    assert busiest["queue_count"] == 5 and "next" not in busiest
+    assert busiest["totals"]["depth"] == sum(traffic.values())
+    top = await call(http, spec, "GET", "/v2/stats?order=busiest&limit=2&prefix=bus", 200)
+    assert [q["queue"] for q in top["queues"]] == ["busier", "busy"]
+    refused = await call(http, spec, "GET", "/v2/stats?order=busiest&after=busy", 422)
+    assert "after" in refused["message"]
+    refused = await call(http, spec, "GET", "/v2/stats?order=loudest", 422)
+    assert "order" in refused["message"]
+
+
 @pytest.mark.parametrize("limit", ["0", "10001", "x", "-1", "1.5", "9999999999"])
 async def test_a_bad_limit_is_refused(http: Http, spec: dict[str, Any], limit: str) -> None:
     refused = await call(http, spec, "GET", f"/v2/queues?limit={limit}", 422)

@@ -267,3 +267,44 @@ def test_webhooks_are_added_shown_with_their_state_and_removed(page: Any) -> Non
         expect(hook).to_have_count(0)
     finally:
         receiver.close()
+
+
+def test_many_queues_come_a_page_at_a_time_searched_and_busiest_first(page: Any) -> None:
+    expect = sync_api.expect
+    url = page.url.rstrip("/")
+    names = [f"tenant-{i:03}" for i in range(250)]
+    for name in names:
+        _call(url, "PUT", f"/v2/queues/{name}")
+    for _ in range(3):
+        _call(url, "POST", "/v2/queues/tenant-217/messages", {"messages": [{"body": "x"}]})
+    _call(url, "POST", "/v2/queues/tenant-042/messages", {"messages": [{"body": "x"}]})
+    page.reload()
+    rows = page.locator("#queues tbody tr")
+    count = page.locator("#queue-count")
+    back = page.get_by_role("button", name="Previous")
+    forward = page.get_by_role("button", name="Next")
+    expect(count).to_have_text("1-100; 250 queues in all")
+    expect(rows).to_have_count(100)
+    expect(rows.first).to_have_attribute("data-queue", "tenant-000")
+    expect(back).to_be_disabled()
+    forward.click()
+    expect(count).to_have_text("101-200; 250 queues in all")
+    expect(rows.first).to_have_attribute("data-queue", "tenant-100")
+    forward.click()
+    expect(count).to_have_text("201-250; 250 queues in all")
+    expect(rows).to_have_count(50)
+    expect(forward).to_be_disabled()
+    back.click()
+    expect(rows.first).to_have_attribute("data-queue", "tenant-100")
+    # A search starts again at its first page
+    page.get_by_label("search queues by prefix").fill("tenant-21")
+    expect(count).to_have_text('1-10 starting with "tenant-21"; 250 queues in all')
+    expect(rows).to_have_count(10)
+    expect(forward).to_be_disabled()
+    page.get_by_label("search queues by prefix").fill("")
+    # The busiest first: the queues in use, the most used first
+    page.get_by_label("busiest first").check()
+    expect(count).to_have_text("the 2 busiest; 250 queues in all")
+    expect(rows.first).to_have_attribute("data-queue", "tenant-217")
+    expect(rows.nth(1)).to_have_attribute("data-queue", "tenant-042")
+    expect(forward).to_be_disabled()

@@ -3,7 +3,13 @@
 
 const REFRESH_MS = 2000;
 const HISTORY = 120;
-const state = { selected: null, history: [], queues: [] };
+const PAGE = 100;  // queues a page
+// view: the queues shown, a page of those starting with ``prefix`` (by name after the
+// name ``after``, the pages before it in ``back``; or the busiest first, one page).
+const state = {
+  selected: null, history: [], queues: [],
+  view: { prefix: "", busiest: false, after: "", back: [], next: null },
+};
 
 const $ = (id) => document.getElementById(id);
 
@@ -209,6 +215,33 @@ async function renderTopics(queues) {
   fillSelect($("subscription").elements.queue, queues);
 }
 
+function viewQuery() {
+  const { prefix, busiest, after } = state.view;
+  const query = new URLSearchParams({ limit: String(PAGE) });
+  if (prefix) query.set("prefix", prefix);
+  if (busiest) query.set("order", "busiest");
+  else if (after) query.set("after", after);
+  return query.toString();
+}
+
+function renderPaging(stats) {
+  const { view } = state;
+  $("page-back").disabled = view.busiest || view.back.length === 0;
+  $("page-next").disabled = view.busiest || view.next === null;
+  const first = view.back.length * PAGE + 1;
+  const shown = stats.queues.length
+    ? (view.busiest ? `the ${stats.queues.length} busiest` : `${first}-${first + stats.queues.length - 1}`)
+    : "none";
+  const matching = view.prefix ? ` starting with "${view.prefix}"` : "";
+  $("queue-count").textContent = `${shown}${matching}; ${stats.queue_count} queues in all`;
+}
+
+// A new search or order starts again at the first page.
+function changeView(changes) {
+  Object.assign(state.view, changes, { after: "", back: [], next: null });
+  refresh();
+}
+
 async function renderMembers() {
   const status = await api("GET", "/v2/status");
   $("node").textContent = `node ${status.node}`;
@@ -223,9 +256,11 @@ async function renderMembers() {
 async function refresh() {
   if (!$("login").hidden) return;
   try {
-    const stats = await api("GET", "/v2/stats?limit=1000");  // the first 1,000 queues by name
+    const stats = await api("GET", `/v2/stats?${viewQuery()}`);
     state.queues = stats.queues.map((q) => q.queue);
+    state.view.next = stats.next ?? null;
     renderQueues(stats);
+    renderPaging(stats);
     await renderTopics(state.queues);
     await renderMembers();
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -411,6 +446,25 @@ function wire() {
       }
       await api("PUT", `/v2/topics/${encodeURIComponent(topic)}/subscriptions/${encodeURIComponent(queue)}`, body);
     });
+  });
+  const view = $("queue-view");
+  let typing = null;
+  view.elements.prefix.addEventListener("input", () => {
+    clearTimeout(typing);  // the search runs once typing pauses
+    typing = setTimeout(() => changeView({ prefix: view.elements.prefix.value.trim() }), 250);
+  });
+  view.addEventListener("submit", (e) => e.preventDefault());
+  view.elements.busiest.addEventListener("change", () => changeView({ busiest: view.elements.busiest.checked }));
+  $("page-next").addEventListener("click", () => {
+    if (state.view.next === null) return;
+    state.view.back.push(state.view.after);
+    state.view.after = state.view.next;
+    refresh();
+  });
+  $("page-back").addEventListener("click", () => {
+    if (state.view.back.length === 0) return;
+    state.view.after = state.view.back.pop();
+    refresh();
   });
   $("peek").addEventListener("click", () => act(peek));
   $("redrive").addEventListener("click", () => {

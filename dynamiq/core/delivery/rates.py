@@ -31,6 +31,12 @@ class RateCounter:
         self._trim(second)
         return sum(c for s, c in self._buckets if s < second) / self._window
 
+    def recent(self, now: float) -> int:
+        """Return how many events came over the last ``window`` seconds, this one's so far
+        included."""
+        self._trim(int(now))
+        return sum(c for _, c in self._buckets)
+
     def _trim(self, second: int) -> None:
         while self._buckets and self._buckets[0][0] < second - self._window:
             self._buckets.popleft()

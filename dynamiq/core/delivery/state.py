@@ -90,6 +90,12 @@ class QueueState:
             or self.partitions.busy()
         )
 
+    def activity(self, now: float) -> int:
+        """Publishes, receives and deletes here over the rates' window (this second's so far
+        included): how busy the queue is on this node."""
+        counters = (self.published_per_s, self.received_per_s, self.deleted_per_s)
+        return sum(counter.recent(now) for counter in counters)
+
     def local_stats(self, now: float) -> LocalQueueStats:
         """What only this node knows of the queue: leases, rates, what it moved on."""
         moved_on = self.moved_on
