@@ -11,7 +11,8 @@ One node (embedded LMDB, default settings: as many workers as cores unless
   clients; creates a second in each tenth of the run (flat, or falling as the
   catalog grows);
 - **idle**: the node's anonymous memory (its processes summed) per queue
-  created, its CPU while nobody calls it (with one queue, then beside them);
+  created, its CPU while nobody calls it (with one queue, then beside them:
+  right after they were made, and a minute later);
 - **reading**: ``GET /v2/stats`` (a page), every page of ``GET /v2/queues``, a
   ``/metrics`` scrape (its size and time);
 - **the busy queue beside the idle ones**: the same round trips again, and
@@ -142,9 +143,13 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout
         per_queue = (anon - anon_before) * 1024 * 1024 / queues
         print(f"anonymous memory: {anon_before:.0f} MB before, {anon:.0f} MB after")
         print(f"  {per_queue:,.0f} bytes per idle queue")
-        cpu = cpu_seconds(pid)
-        await asyncio.sleep(10)
-        print(f"idle CPU beside them: {(cpu_seconds(pid) - cpu) / 10 * 100:.1f}% of a core")
+        for when in ("right after", "a minute later"):
+            if when != "right after":
+                await asyncio.sleep(50)
+            cpu = cpu_seconds(pid)
+            await asyncio.sleep(10)
+            used = (cpu_seconds(pid) - cpu) / 10 * 100
+            print(f"idle CPU beside them, {when}: {used:.1f}% of a core")
 
         stats_ms = sorted([(await _timed(client.stats_page))[0] for _ in range(3)])
         print(f"GET /v2/stats (a page of 100 and their sums): {stats_ms[1]:.0f} ms (median of 3)")

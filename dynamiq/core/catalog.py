@@ -11,15 +11,15 @@ is still being dropped.
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import functools
-import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from dynamiq.core.catalog_codec import decode_queue, encode_queue, same_version
 from dynamiq.core.catalog_index import QueueIndex
 from dynamiq.core.catalog_log import CatalogLog
 from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, told, touch
@@ -44,35 +44,7 @@ __all__ = ["Catalog"]
 log = logging.getLogger("dynamiq.core")
 
 
-def _encode_queue(record: QueueRecord) -> bytes:
-    return json.dumps(
-        {
-            "uid": record.uid,
-            "settings": record.settings.to_dict(),
-            "created_ms": record.created_ms,
-            "modified_ms": record.modified_ms,
-        }
-    ).encode()
-
-
-_SETTINGS = frozenset(f.name for f in dataclasses.fields(QueueSettings))
-
-
-def _decode_queue(name: str, raw: bytes) -> QueueRecord:
-    data: dict[str, Any] = json.loads(raw)
-    # What a newer release added is left aside: the two serve together while a
-    # rolling upgrade goes through the cluster.
-    settings = {k: v for k, v in data["settings"].items() if k in _SETTINGS}
-    # A queue kept before deduplication scopes were settings deduplicated a grouped
-    # message's id within its group, and claimed it so: it goes on doing so.
-    settings.setdefault("dedup_scope", "group")
-    return QueueRecord(
-        name,
-        data["uid"],
-        QueueSettings(**settings),
-        data.get("created_ms", 0),
-        data.get("modified_ms", 0),
-    )
+YIELD_EVERY = 2000  # records a whole read takes between turns of the event loop
 
 
 P = ParamSpec("P")
@@ -243,16 +215,19 @@ class Catalog:
         queues: dict[str, QueueRecord] = {}
         settings: dict[str, TopicSettings] = {}
         subscriptions: dict[str, list[Subscription]] = {}
-        for key, raw in entries.items():
+        for n, (key, raw) in enumerate(entries.items()):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # a million queues take seconds: others go on meanwhile
             kind, _, rest = key.partition("/")
             if kind == "q":
-                queues[rest] = _decode_queue(rest, raw)
+                kept = same_version(self._queues.get(rest), raw)
+                queues[rest] = kept if kept is not None else decode_queue(rest, raw)
             elif kind == "t":
                 settings[rest] = TopicSettings.decode(raw)
             elif kind == "s":
                 topic, _, queue = rest.partition("/")
                 subscriptions.setdefault(topic, []).append(Subscription.decode(queue, raw))
-        gone = self._take_queues(ticket, queues, set(queues) | set(self._queues.names()))
+        gone = await self._take_queues(ticket, queues, set(queues) | set(self._queues.names()))
         topics = {
             t: (settings[t], subscriptions.get(t, [])) if t in settings else None
             for t in set(settings) | set(self._topics)
@@ -282,18 +257,22 @@ class Catalog:
         except BaseException:
             self._fresh.finish(ticket)
             raise
-        queues = {q: _decode_queue(q, raw) for q, raw in found.items() if raw is not None}
-        gone = self._take_queues(ticket, queues, set(found))
+        queues = {q: decode_queue(q, raw) for q, raw in found.items() if raw is not None}
+        gone = await self._take_queues(ticket, queues, set(found))
         self._take_topics(ticket, topics)
         self._fresh.finish(ticket)
         return gone
 
-    def _take_queues(self, ticket: int, read: dict[str, QueueRecord], names: set[str]) -> set[str]:
+    async def _take_queues(
+        self, ticket: int, read: dict[str, QueueRecord], names: set[str]
+    ) -> set[str]:
         """Take what a read found of ``names`` (absent from ``read``: gone), where
         nothing newer was taken; return the uids let go."""
         mark = self._fresh.overtaking(ticket)
         gone: set[str] = set()
-        for name in names:
+        for n, name in enumerate(names):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)
             if not self._fresh.may_take(ticket, "q", name):
                 continue
             before, now = self._queues.get(name), read.get(name)
@@ -301,7 +280,7 @@ class Catalog:
                 gone.add(before.uid)
             if now is None:
                 self._queues.pop(name)
-            else:
+            elif now is not before:  # the record a whole read found unchanged is kept
                 self._queues.put(now)
             if mark:
                 self._fresh.took(ticket, "q", name)
@@ -357,7 +336,7 @@ class Catalog:
             name, secrets.token_hex(8), settings or QueueSettings(), now_ms, now_ms
         )
         self._check_references(record)
-        if not await self._store.meta_create(f"q/{name}", _encode_queue(record)):
+        if not await self._store.meta_create(f"q/{name}", encode_queue(record)):
             raise QueueExists(name)
         self._set_queue(name, record)
         return record
@@ -366,11 +345,13 @@ class Catalog:
     async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """Change some settings of a queue, validated; effective at once."""
         current = self.queue(name)
+        # Each version of a record is later than the one before (``_unchanged``)
+        modified_ms = max(self._clock.wall_ms(), current.modified_ms + 1)
         record = replace(
-            current, settings=current.settings.updated(changes), modified_ms=self._clock.wall_ms()
+            current, settings=current.settings.updated(changes), modified_ms=modified_ms
         )
         self._check_references(record)
-        await self._store.meta_put({f"q/{name}": _encode_queue(record)})
+        await self._store.meta_put({f"q/{name}": encode_queue(record)})
         self._set_queue(name, record)
         return record
 
@@ -401,7 +382,7 @@ class Catalog:
         current = self.queue(name)
         record = replace(current, uid=secrets.token_hex(8))
         await self._store.meta_put(
-            {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": _encode_queue(record)}
+            {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": encode_queue(record)}
         )
         self._set_queue(name, record)
         return current.uid

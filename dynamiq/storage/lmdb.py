@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import logging
 import struct
 import time
@@ -36,6 +37,7 @@ _COUNT = struct.Struct(">q")
 _MADV_DONTNEED = 4
 DROP_CHUNK = 10_000
 CLAIMS_SWEPT = 10_000  # claims looked at per housekeeping round, at most
+META_CHUNK = 20_000  # configuration entries a scan reads between turns of the event loop
 
 
 def _prefix(bucket: str) -> bytes:
@@ -251,20 +253,31 @@ class LmdbBackend:
         return self._read(read)
 
     async def meta_scan(self, prefix: str) -> dict[str, bytes]:
-        """Return every configuration entry whose key starts with ``prefix``."""
+        """Return every configuration entry whose key starts with ``prefix``: read
+        ``META_CHUNK`` at a time, letting the event loop run between (a catalog of
+        a million queues; each chunk a snapshot of its own)."""
         start = prefix.encode()
+        out: dict[str, bytes] = {}
 
-        def read(txn: Any) -> dict[str, bytes]:
+        def read(txn: Any, at: bytes) -> bytes | None:
+            """Read a chunk from ``at`` on; return where the next starts (None: done)."""
             cursor = txn.cursor(db=self._meta)
-            out: dict[str, bytes] = {}
-            if cursor.set_range(start):
-                for key, value in cursor:
-                    if not key.startswith(start):
-                        break
-                    out[key.decode()] = value
-            return out
+            if not cursor.set_range(at):
+                return None
+            for n, (key, value) in enumerate(cursor):
+                if not key.startswith(start):
+                    return None
+                if n == META_CHUNK:
+                    return bytes(key)
+                out[key.decode()] = value
+            return None
 
-        return self._read(read)
+        at: bytes | None = start
+        while at is not None:
+            at = self._read(functools.partial(read, at=at))
+            if at is not None:
+                await asyncio.sleep(0)
+        return out
 
     async def meta_create(self, key: str, value: bytes) -> bool:
         """Store a configuration value only if the key is absent."""

@@ -94,14 +94,16 @@ def _has_queue(client: Client, name: str) -> bool:
 
 @contextlib.contextmanager
 def steady_load(
-    cluster: LocalCluster, queue: str, visibility: float = 5.0, **shape: Any
+    cluster: LocalCluster, queue: str | list[str], visibility: float = 5.0, **shape: Any
 ) -> Iterator[Workload]:
-    """Run 600 msg/s of publishes, receives and deletes on a new queue; drain it afterwards.
+    """Run 600 msg/s of publishes, receives and deletes on a new queue (or spread over
+    several); drain them afterwards.
 
-    ``shape`` goes to ``Workload`` (groups, dedup, ...).
+    ``shape`` goes to ``Workload`` (groups, dedup, batch, ...).
     """
     with Client(urls(cluster)) as client:
-        client.create_queue(queue)
+        for name in [queue] if isinstance(queue, str) else queue:
+            client.create_queue(name)
     time.sleep(0.5)  # the announcement reaches every node well within this
     load = Workload(urls(cluster), queue, rate=600, visibility=visibility, **shape).start()
     try:
@@ -320,6 +322,20 @@ def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) 
     assert report.acked > 1000
     assert report.lost == 0, report
     assert took is not None  # the dead node's slice was served again while it was down
+
+
+def test_kill_9_under_load_spread_over_many_queues_loses_nothing(cluster: LocalCluster) -> None:
+    tenants = [f"tenant-{i:03}" for i in range(100)]
+    with steady_load(cluster, tenants, batch=2) as load:
+        time.sleep(2.0)
+        kill_9_and_restart(
+            cluster, "n1", lambda: until(lambda: covered_by(cluster, ["n2", "n3"]), 10.0, 0.05)
+        )
+    report = load.ledger.report()
+    assert report.acked > 1000
+    assert (report.lost, report.double_leases) == (0, 0), report
+    had = {key[0] for key in load.ledger.acked if isinstance(key, tuple)}
+    assert had == set(tenants)  # each queue had some
 
 
 # Nodes on one LMDB directory share its single writer's lock: a node stopped in the
