@@ -1,9 +1,11 @@
 """Many queues on one node: what each idle queue costs, and whether busy ones notice.
 
     python -m bench.queues [--queues 100000] [--clients 16] [--fanout 10000] [--workers N]
+    python -m bench.queues --queues 10000 --redis-cluster   # the node on a Redis Cluster
 
-One node (embedded LMDB, default settings: as many workers as cores unless
-``--workers`` says) measured in one run:
+One node (embedded LMDB, or with ``--redis-cluster`` a 6-node Redis Cluster it
+starts; default settings: as many workers as cores unless ``--workers`` says)
+measured in one run:
 
 - **a busy queue alone**: publish, receive and delete one message at a time
   on one queue (``--trips`` round trips): p50 and p99 of the round trip;
@@ -21,13 +23,16 @@ One node (embedded LMDB, default settings: as many workers as cores unless
   publish of one message a copy in every one of them (one commit): time per
   publish and copies a second;
 - **deletion**: every queue deleted by the same clients; deletes a second in
-  each tenth.
+  each tenth;
+- then, unless ``--cluster-queues 0``, a 3-node cluster holding a million
+  queues (``bench.queues_cluster``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import tempfile
@@ -38,42 +43,14 @@ from typing import Any
 
 import aiohttp
 
+from bench.many import spread, tenant, tenths
 from bench.procs import cpu_seconds, memory_mib
+from bench.queues_cluster import run as run_cluster
 from dynamiq.client import AsyncClient
 from dynamiq.testing.cluster import LocalCluster
+from tests.servers import redis_cluster
 
 BUSY = "busy"
-
-
-def _name(i: int) -> str:
-    return f"tenant-{i:07d}"
-
-
-async def _spread(
-    count: int, clients: int, call: Callable[[int], Awaitable[object]]
-) -> list[float]:
-    """Run ``call(i)`` for every ``i`` below ``count`` from ``clients`` concurrent
-    callers; return the rate (calls a second) of each tenth of the run."""
-    tenth = max(1, count // 10)
-    finished: list[float] = []
-    next_i = 0
-
-    async def caller() -> None:
-        nonlocal next_i
-        while next_i < count:
-            i, next_i = next_i, next_i + 1
-            await call(i)
-            finished.append(time.monotonic())
-
-    started = time.monotonic()
-    await asyncio.gather(*(caller() for _ in range(clients)))
-    finished.sort()
-    rates, before = [], started
-    for end in range(tenth, count + 1, tenth):
-        at = finished[end - 1]
-        rates.append(tenth / max(at - before, 1e-9))
-        before = at
-    return rates
 
 
 async def _round_trips(client: AsyncClient, trips: int) -> tuple[float, float]:
@@ -99,7 +76,7 @@ async def _wide_fanout(client: AsyncClient, width: int, clients: int) -> None:
     """A topic every one of ``width`` queues is subscribed to: each publish of one
     message stores a copy in each, in one commit. Time per publish, copies a second."""
     await client.create_topic("broadcast")
-    await _spread(width, clients, lambda i: client.subscribe("broadcast", _name(i)))
+    await spread(width, clients, lambda i: client.subscribe("broadcast", tenant(i)))
     took = []
     for i in range(20):
         began = time.perf_counter()
@@ -120,10 +97,6 @@ async def _scrape(url: str) -> str:
         return await answer.text()
 
 
-def _rates(rates: list[float]) -> str:
-    return " ".join(f"{r:,.0f}" for r in rates)
-
-
 async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout: int) -> None:
     async with AsyncClient(url, timeout=300) as client:
         await client.create_queue(BUSY)
@@ -135,9 +108,9 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout
         await asyncio.sleep(10)
         print(f"idle CPU with one queue: {(cpu_seconds(pid) - cpu) / 10 * 100:.1f}% of a core")
         anon_before = memory_mib(pid, "RssAnon")
-        created = await _spread(queues, clients, lambda i: client.create_queue(_name(i)))
+        created = await spread(queues, clients, lambda i: client.create_queue(tenant(i)))
         print(f"{queues:,} queues created by {clients} clients: creates/s by tenth")
-        print(f"  {_rates(created)}")
+        print(f"  {tenths(created)}")
         await asyncio.sleep(5)  # what creation left to settle
         anon = memory_mib(pid, "RssAnon")
         per_queue = (anon - anon_before) * 1024 * 1024 / queues
@@ -168,9 +141,9 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout
 
         if fanout:
             await _wide_fanout(client, min(fanout, queues), clients)
-        deleted = await _spread(queues, clients, lambda i: client.delete_queue(_name(i)))
+        deleted = await spread(queues, clients, lambda i: client.delete_queue(tenant(i)))
         print(f"{queues:,} queues deleted: deletes/s by tenth")
-        print(f"  {_rates(deleted)}")
+        print(f"  {tenths(deleted)}")
 
 
 def main() -> None:
@@ -184,9 +157,22 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=os.cpu_count() or 1, help="default: one per core (auto)"
     )
+    parser.add_argument(
+        "--redis-cluster", action="store_true", help="run the node on a 6-node Redis Cluster"
+    )
+    parser.add_argument(
+        "--cluster-queues",
+        type=int,
+        default=1_000_000,
+        help="then queues on a 3-node cluster (0: none)",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        cluster = LocalCluster(Path(tmp), nodes=1, workers=args.workers)
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        extra: list[str] = []
+        if args.redis_cluster:
+            redis = stack.enter_context(redis_cluster(Path(tmp) / "redis"))
+            extra = ["--storage-backend", "redis", "--storage-url", redis.url]
+        cluster = LocalCluster(Path(tmp), nodes=1, workers=args.workers, extra=extra)
         try:
             cluster.start()
             node = cluster.nodes["n1"]
@@ -195,6 +181,8 @@ def main() -> None:
             asyncio.run(run)
         finally:
             cluster.stop()
+    if args.cluster_queues:
+        run_cluster(args.cluster_queues, nodes=3, clients=args.clients)
 
 
 if __name__ == "__main__":

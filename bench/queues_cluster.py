@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.many import spread, tenant, tenths
 from bench.procs import memory_mib
-from bench.queues import _name, _rates, _spread
 from dynamiq.client import AsyncClient
 from dynamiq.errors import DynamiqError
 from dynamiq.testing.cluster import LocalCluster, LocalNode
@@ -63,11 +63,11 @@ async def _creates(nodes: list[LocalNode], queues: int, clients: int) -> None:
     before = {n.name: _anon(n) for n in nodes}
     handles = [AsyncClient(n.url, timeout=300) for n in nodes]
     try:
-        created = await _spread(
-            queues, clients, lambda i: handles[i % len(handles)].create_queue(_name(i))
+        created = await spread(
+            queues, clients, lambda i: handles[i % len(handles)].create_queue(tenant(i))
         )
         print(f"{queues:,} queues created through {len(nodes)} nodes: creates/s by tenth")
-        print(f"  {_rates(created)}")
+        print(f"  {tenths(created)}")
         await asyncio.sleep(5)
         for node in nodes:
             after = _anon(node)
@@ -112,7 +112,7 @@ def run(queues: int, nodes: int, clients: int) -> None:
             cluster.start_node(last.name)
             serving = time.monotonic() - began
             converged = cluster.wait_converged(120) + serving
-            asyncio.run(_serves(last, _name(queues - 1)))
+            asyncio.run(_serves(last, tenant(queues - 1)))
             print(
                 f"{last.name} stopped and started again beside {queues:,} queues: serving after"
                 f" {serving:.1f} s, the cluster agreeing after {converged:.1f} s;"
