@@ -21,7 +21,8 @@ class QueueIndex:
 
     def __init__(self) -> None:
         self._records: dict[str, QueueRecord] = {}
-        self._names: list[str] = []  # sorted
+        self._names: list[str] = []  # sorted, once the names added since are in (``_sorted``)
+        self._added: list[str] = []  # names added since it was last sorted
         self._by_uid: dict[str, str] = {}
         self._retained: dict[str, None] = {}  # names, in the order they got a retention
         self._expiring: dict[str, None] = {}
@@ -46,7 +47,7 @@ class QueueIndex:
         name = record.name
         before = self._records.get(name)
         if before is None:
-            bisect.insort(self._names, name)
+            self._added.append(name)  # one sort for many: a whole read adds a million
         else:
             self._unindex(before)
         self._records[name] = record
@@ -74,9 +75,19 @@ class QueueIndex:
         """Forget a queue; return its record, if it was known."""
         record = self._records.pop(name, None)
         if record is not None:
-            del self._names[bisect.bisect_left(self._names, name)]
+            names = self._sorted()
+            del names[bisect.bisect_left(names, name)]
             self._unindex(record)
         return record
+
+    def _sorted(self) -> list[str]:
+        """Every name, sorted: those added since the last call sorted in (a sorted run
+        and a few more sort in linear time)."""
+        if self._added:
+            self._names += self._added
+            self._added.clear()
+            self._names.sort()
+        return self._names
 
     def _unindex(self, record: QueueRecord) -> None:
         if self._by_uid.get(record.uid) == record.name:
@@ -91,13 +102,14 @@ class QueueIndex:
 
     def names(self) -> list[str]:
         """Every name, sorted (a copy)."""
-        return list(self._names)
+        return list(self._sorted())
 
     def names_from(self, after: str = "", prefix: str = "") -> Iterator[str]:
         """The names after ``after`` (and starting with ``prefix``), in order."""
-        start = bisect.bisect_right(self._names, after) if after else 0
-        start = max(start, bisect.bisect_left(self._names, prefix))
-        for name in self._names[start:]:
+        names = self._sorted()
+        start = bisect.bisect_right(names, after) if after else 0
+        start = max(start, bisect.bisect_left(names, prefix))
+        for name in names[start:]:
             if not name.startswith(prefix):
                 return
             yield name
@@ -105,11 +117,12 @@ class QueueIndex:
     def count_prefixed(self, prefix: str) -> int:
         """How many names start with ``prefix`` (non-empty)."""
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        return bisect.bisect_left(self._names, end) - bisect.bisect_left(self._names, prefix)
+        names = self._sorted()
+        return bisect.bisect_left(names, end) - bisect.bisect_left(names, prefix)
 
     def records(self) -> list[QueueRecord]:
         """Every record, by name."""
-        return [self._records[name] for name in self._names]
+        return [self._records[name] for name in self._sorted()]
 
     def by_uid(self, uid: str) -> QueueRecord | None:
         """The queue whose bucket is ``uid``, if any."""
