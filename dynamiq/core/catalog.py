@@ -345,7 +345,7 @@ class Catalog:
     async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """Change some settings of a queue, validated; effective at once."""
         current = self.queue(name)
-        # Each version of a record is later than the one before (``_unchanged``)
+        # Each version of a record is later than the one before (``same_version``)
         modified_ms = max(self._clock.wall_ms(), current.modified_ms + 1)
         record = replace(
             current, settings=current.settings.updated(changes), modified_ms=modified_ms
