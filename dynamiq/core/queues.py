@@ -189,7 +189,7 @@ class QueueService:
         self, record: QueueRecord, state: QueueState, want: int, lease_seconds: float
     ) -> list[Message]:
         now = self._clock.now()
-        await self._offer_lapsed(record, state, state.leases.expire(now))
+        await self.life.lapsed(record, state, state.leases.expire(now))
         out: list[Message] = []
         if self.states.keyspace is None:
             return out
@@ -233,8 +233,9 @@ class QueueService:
         if cursor.next_due is not None:
             due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6
         # Leased before they are read, so that a concurrent receive walking
-        # the same stripes passes them by instead of reading them too.
-        ids = state.leases.acquire(cursor.result, now, lease)
+        # the same stripes passes them by instead of reading them too; held in
+        # hand while read, so that their leases cannot end before they are out.
+        ids = state.leases.take(cursor.result, now, lease)
         if not ids:
             return [], due_at
         try:
@@ -256,36 +257,34 @@ class QueueService:
             if got and not self._awake():  # paused meanwhile: others may hand them out
                 state.offer_again(sorted(m.id for m in got))
                 got = []
-            got, lapsed = self._lease_from_now(record, state, got, now + lease, lease)
         except BaseException:
             state.leases.release(ids)
             raise
-        if len(got) + len(lapsed) < len(ids):
-            state.leases.release(set(ids).difference(m.id for m in got).difference(lapsed))
+        if len(got) < len(ids):
+            state.leases.release(set(ids).difference(m.id for m in got))
+        self._hand_out(record, state, got, now, lease)
         return got, due_at
 
-    def _lease_from_now(
-        self, record: QueueRecord, state: QueueState, got: list[Message], ends: float, lease: float
-    ) -> tuple[list[Message], list[int]]:
-        """Lease ``got`` (leased before the reads, to end at ``ends``) for a whole lease
-        from now when the reads were slow (a store failing over, say). Return the
-        messages to hand out, and the ids whose lease ended meanwhile: not handed
-        out, as the end may have been settled and the message leased again."""
+    def _hand_out(
+        self, record: QueueRecord, state: QueueState, got: list[Message], began: float, lease: float
+    ) -> None:
+        """Let go of the leases of ``got`` (taken in hand at ``began``): as taken, or,
+        when the reads were slow (a store failing over, say), for a whole lease from
+        now, journaled (a node taking over holds them as long)."""
+        ids = [m.id for m in got]
         now = self._clock.now()
-        if not got or ends - now >= lease - SLOW_READ_SECONDS:
-            return got, []
-        deadline = state.leases.deadline
-        live = [m for m in got if deadline(m.id) == ends and ends > now]
-        kept = set(self._extend(record, state, [m.id for m in live], now, lease))
-        ended = [m.id for m in got if m.id not in kept]
+        if now - began <= SLOW_READ_SECONDS:
+            state.leases.hand_out(ids, now)
+            return
+        state.leases.hand_out(ids, now, lease)
+        if self.life.journal is not None:
+            self.life.journal.note(record.uid, state, ids)
         log.info(
-            "%s: a receive's reads took %.1f s: %d of %d leases ended meanwhile",
+            "%s: a receive's reads took %.1f s: its %d leases run from now",
             record.name,
-            now - (ends - lease),
-            len(ended),
-            len(got),
+            now - began,
+            len(ids),
         )
-        return live, ended
 
     def _extend(
         self, record: QueueRecord, state: QueueState, ids: Sequence[int], now: float, seconds: float
@@ -296,12 +295,6 @@ class QueueService:
         if self.life.journal is not None:
             self.life.journal.note(record.uid, state, live)
         return live
-
-    async def _offer_lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
-        """Settle leases that ended without a delete; offer again what is to be."""
-        if ids:
-            again = await self.life.lapsed(record, state, ids)
-            state.expired([mid for mid in again if self.states.serves(mid)])
 
     async def _walk(
         self,
@@ -375,7 +368,7 @@ class QueueService:
             return live
         live = state.leases.extend(ids, now, 0.0)  # a deadline of now ends them
         state.nacked.difference_update(live)
-        await self._offer_lapsed(record, state, state.leases.expire(now))
+        await self.life.lapsed(record, state, state.leases.expire(now))
         state.notify()
         return live
 
@@ -446,7 +439,7 @@ class QueueService:
         for uid, state in self.states.items():
             record = self._catalog.find(state.name)
             if record and record.uid == uid and state.leases:
-                await self._offer_lapsed(record, state, state.leases.expire(now))
+                await self.life.lapsed(record, state, state.leases.expire(now))
         if self.life.journal is not None:
             self.life.journal.tidy()
 

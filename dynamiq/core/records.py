@@ -103,6 +103,17 @@ def with_meta(record: bytes, meta: Meta) -> bytes:
     return _pack(flags & ~FLAG_META, published_ms, meta, record[offset:])
 
 
+def counted_to(record: bytes, count: int, first_received_ms: int) -> bytes | None:
+    """Return ``record`` with its receive count raised to ``count`` (first received
+    then, unless it was before), or None when its count is not lower."""
+    meta = _split(record)[2]
+    if meta.receive_count >= count:
+        return None
+    first = meta.first_received_ms or first_received_ms
+    raised = msgspec.structs.replace(meta, receive_count=count, first_received_ms=first)
+    return with_meta(record, raised)
+
+
 def message(message_id: int, record: bytes) -> Message:
     """Return the message a stored record holds."""
     return _message(message_id, record, 0)

@@ -74,3 +74,28 @@ def test_hold_keeps_a_lease_until_the_later_of_two_ends(fake_clock: FakeClock) -
     assert sorted(leases.expire(fake_clock.now())) == [1, 3]
     fake_clock.advance(20)
     assert leases.expire(fake_clock.now()) == [2]
+
+
+def test_a_lease_in_hand_does_not_end_until_handed_out(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    assert leases.take([1, 2, 3], fake_clock.now(), 1) == [1, 2, 3]
+    fake_clock.advance(2)
+    assert leases.expire(fake_clock.now()) == []
+    assert leases.acquire([1, 2, 3], fake_clock.now(), 1) == []  # in hand: not free
+    leases.release([3])
+    leases.hand_out([1], fake_clock.now())  # as taken: its deadline has come
+    leases.hand_out([2], fake_clock.now(), restart=5)  # a whole lease from now
+    assert leases.expire(fake_clock.now()) == [1]
+    fake_clock.advance(5)
+    assert leases.expire(fake_clock.now()) == [2]
+    assert len(leases) == 0
+
+
+def test_a_lease_handed_out_in_time_ends_at_its_deadline(fake_clock: FakeClock) -> None:
+    leases = LeaseTable()
+    leases.take([1], fake_clock.now(), 10)
+    leases.hand_out([1], fake_clock.now())
+    fake_clock.advance(9.9)
+    assert leases.expire(fake_clock.now()) == []
+    fake_clock.advance(0.1)
+    assert leases.expire(fake_clock.now()) == [1]

@@ -46,7 +46,7 @@ import msgspec
 
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.state import QueueState
-from dynamiq.core.records import meta_of, with_meta
+from dynamiq.core.records import counted_to
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["LeaseJournal", "Noted", "Replayed", "replay", "store_counts"]
@@ -316,12 +316,6 @@ async def store_counts(
     ids = [mid for mid, _, _ in counts]
     rows: list[tuple[int, bytes]] = []
     for (mid, count, first_ms), raw in zip(counts, await store.get(uid, ids), strict=True):
-        if raw is None:
-            continue
-        meta = meta_of(raw)[1]
-        if meta.receive_count < count:
-            raised = msgspec.structs.replace(
-                meta, receive_count=count, first_received_ms=meta.first_received_ms or first_ms
-            )
-            rows.append((mid, with_meta(raw, raised)))
+        if raw is not None and (raised := counted_to(raw, count, first_ms)) is not None:
+            rows.append((mid, raised))
     return sum(await store.replace(uid, rows)) if rows else 0

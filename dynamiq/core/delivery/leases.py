@@ -2,7 +2,9 @@
 
 A receive leases exactly the messages it returns; nothing is written to the
 store for a first delivery. A lease ends when the message is deleted or its
-deadline passes, after which the message is visible again.
+deadline passes, after which the message is visible again. A message being
+read or settled is held "in hand": its lease does not end while the hand holds it,
+however long the reads take, and nothing else may lease it meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class LeaseTable:
         self._heap: list[tuple[float, int, tuple[int, ...]]] = []
         self._entries = 0
         self._held = 0  # ids in the heap, live or stale
+        self._in_hand: set[int] = set()
+        self._overdue: set[int] = set()  # in hand when their deadline came
 
     def __len__(self) -> int:
         return len(self._deadline)
@@ -35,14 +39,40 @@ class LeaseTable:
         """Lease the ids that are not leased now; return those, in the given order."""
         deadline = now + timeout
         taken: list[int] = []
+        in_hand = self._in_hand
         for message_id in ids:
             current = self._deadline.get(message_id)
-            if current is not None and current > now:
+            if current is not None and (current > now or message_id in in_hand):
                 continue
             self._deadline[message_id] = deadline
             taken.append(message_id)
         self._schedule(deadline, taken)
         return taken
+
+    def take(self, ids: Iterable[int], now: float, timeout: float) -> list[int]:
+        """Lease the ids that are not leased now, as ``acquire``, and hold them in hand
+        until ``hand_out`` (or ``release``): their leases do not end meanwhile."""
+        taken = self.acquire(ids, now, timeout)
+        self._in_hand.update(taken)
+        return taken
+
+    def hand_out(self, ids: Iterable[int], now: float, restart: float | None = None) -> None:
+        """Let go of ids taken in hand. With ``restart``, their leases run that many
+        seconds from now (the reads took long); else as taken, ending at the next
+        ``expire`` if their deadline came while they were in hand."""
+        deadlines = self._deadline
+        for message_id in ids:
+            self._in_hand.discard(message_id)
+            overdue = message_id in self._overdue
+            self._overdue.discard(message_id)
+            deadline = deadlines.get(message_id)
+            if deadline is None:
+                continue
+            if restart is not None:
+                deadline = deadlines[message_id] = now + restart
+            elif not overdue:
+                continue
+            self._schedule(deadline, [message_id])
 
     def extend(self, ids: Iterable[int], now: float, timeout: float) -> list[int]:
         """Move the deadline of live leases to ``now + timeout``; return the ids extended."""
@@ -75,7 +105,11 @@ class LeaseTable:
         return self._deadline.get(message_id)
 
     def release(self, ids: Iterable[int]) -> None:
-        """End the leases of ``ids`` (deleted messages)."""
+        """End the leases of ``ids`` (deleted messages), in hand or not."""
+        if self._in_hand:
+            ids = list(ids)
+            self._in_hand.difference_update(ids)
+            self._overdue.difference_update(ids)
         for message_id in ids:
             self._deadline.pop(message_id, None)
 
@@ -89,17 +123,23 @@ class LeaseTable:
         self._deadline.clear()
         self._heap.clear()
         self._held = 0
+        self._in_hand.clear()
+        self._overdue.clear()
         return ids
 
     def expire(self, now: float) -> list[int]:
-        """End the leases whose deadline has passed; return their ids."""
+        """End the leases whose deadline has passed, but those in hand; return their ids."""
         expired: list[int] = []
-        heap, leases = self._heap, self._deadline
+        heap, leases, in_hand = self._heap, self._deadline, self._in_hand
         while heap and heap[0][0] <= now:
             deadline, _, ids = heapq.heappop(heap)
             self._held -= len(ids)
             for message_id in ids:
-                if leases.get(message_id) == deadline:
+                if leases.get(message_id) != deadline:
+                    continue
+                if message_id in in_hand:
+                    self._overdue.add(message_id)
+                else:
                     del leases[message_id]
                     expired.append(message_id)
         return expired

@@ -60,6 +60,9 @@ class QueueState:
         # The metadata (receive count) each leased message was delivered with,
         # and the leases whose end the consumer set itself.
         self.counts: dict[int, tuple[int, int]] = {}  # (receive count, first received ms)
+        # Counts of ended leases on their way to the store: a delivery meanwhile
+        # counts on from them, not from the record it read.
+        self.settling: dict[int, tuple[int, int]] = {}
         self.nacked: set[int] = set()
         # When the next delayed message seen by the last receive is due (monotonic).
         self.next_due: float | None = None
@@ -86,6 +89,7 @@ class QueueState:
             or self.waiters
             or self.groups
             or self.counts
+            or self.settling
             or self.nacked
             or self.partitions.busy()
         )

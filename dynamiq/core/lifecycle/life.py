@@ -45,6 +45,7 @@ from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.delivery.state import QueueState
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import (
+    counted_to,
     delivered,
     message,
     meta_of,
@@ -86,6 +87,8 @@ class Lifecycle:
         """
         settings = record.settings
         now_ms = self._clock.wall_ms()
+        if state.settling:
+            found = _settled(found, state.settling)
         messages = [delivered(mid, raw, now_ms) for mid, raw in found.items()]
         counted, dead, expired = _sort(settings, messages, now_ms)
         if dead:
@@ -139,17 +142,17 @@ class Lifecycle:
         state.release(gone)
         return set(gone)
 
-    async def lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> list[int]:
-        """Decide what becomes of messages whose lease ended without a delete; return
-        those to offer again now.
+    async def lapsed(self, record: QueueRecord, state: QueueState, ids: list[int]) -> None:
+        """Decide what becomes of messages whose lease ended without a delete.
 
         Per the count the message was delivered with: the dead-letter queue
         after its last allowed receive; else a hold of the backoff's delay
-        (unless the consumer set the delay itself); else offered again, its
-        count stored first where the delivery did not store it.
+        (unless the consumer set the delay itself); else offered again at once,
+        its count stored after where the delivery did not store it (a delivery
+        meanwhile counts on from it).
         """
         if not ids:
-            return ids
+            return
         if state.groups:
             # A head deleted through a node whose word did not reach this one (its
             # view of the owner was a moment old): gone, its group moves on now,
@@ -160,8 +163,9 @@ class Lifecycle:
         settings = record.settings
         ended = [(mid, state.counts.pop(mid, None)) for mid in ids]
         if not settings.counts_receives:
-            await self._store_counts(record, [(mid, c) for mid, c in ended if c is not None])
-            return ids
+            self._offer_again(state, ids)
+            await self._store_counts(record, state, [(mid, c) for mid, c in ended if c is not None])
+            return
         now, limit, backoff = self._clock.now(), settings.max_receives, settings.retry_backoff
         dead: list[int] = []
         again: list[int] = []
@@ -181,18 +185,28 @@ class Lifecycle:
             found = [(mid, raw) for mid, raw in zip(dead, records, strict=True) if raw is not None]
             state.release([mid for mid, raw in zip(dead, records, strict=True) if raw is None])
             await self.dead_letter(record, state, found, "max_receives")
-        return again
+        self._offer_again(state, again)
+
+    def _offer_again(self, state: QueueState, ids: list[int]) -> None:
+        """Offer again messages whose lease ended, those this node still serves."""
+        state.expired([mid for mid in ids if self._states.serves(mid)])
 
     async def _store_counts(
-        self, record: QueueRecord, ended: list[tuple[int, tuple[int, int]]]
+        self, record: QueueRecord, state: QueueState, ended: list[tuple[int, tuple[int, int]]]
     ) -> None:
         """Write the counts deliveries did not store, now that their leases ended."""
         if not ended:
             return
+        settling = state.settling
+        settling.update(ended)
         try:
             await store_counts(self._store, record.uid, [(m, c, f) for m, (c, f) in ended])
         except DynamiqError as exc:  # offered again all the same: a count may fall short
             log.warning("could not store the receive counts of %s: %s", record.name, exc)
+        finally:
+            for mid, counted in ended:
+                if settling.get(mid) is counted:
+                    del settling[mid]
 
     async def dead_letter(
         self,
@@ -279,6 +293,15 @@ class Lifecycle:
         if await placed([(mid, mid) for mid in rows], attempt):
             raise ServerError("found no free ids in the dead-letter queue; retry")
         return moved
+
+
+def _settled(found: dict[int, bytes], settling: dict[int, tuple[int, int]]) -> dict[int, bytes]:
+    """``found`` with the counts on their way to the store in place of those read."""
+    out = dict(found)
+    for mid, raw in found.items():
+        if (counted := settling.get(mid)) is not None:
+            out[mid] = counted_to(raw, *counted) or raw
+    return out
 
 
 def _sort(
