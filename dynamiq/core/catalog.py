@@ -401,9 +401,9 @@ class Catalog:
     @_change
     async def configure_topic(self, name: str, settings: TopicSettings) -> None:
         """Replace a topic's settings (its subscriptions stay)."""
-        current = self.topic(name)
+        self.topic(name)
         await self._store.meta_put({f"t/{name}": settings.encode()})
-        self._set_topic(name, current.with_settings(settings))
+        self._set_topic(name, self.topic(name).with_settings(settings))
 
     @_change
     async def delete_topic(self, name: str) -> None:
@@ -448,13 +448,14 @@ class Catalog:
             endpoint=endpoint,
         )
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
-        self._set_topic(topic, current.with_subscription(subscription))
+        # Onto the topic as it is now: changes made meanwhile (other subscriptions) stay.
+        self._set_topic(topic, self.topic(topic).with_subscription(subscription))
         return self._topics[topic]
 
     @_change
     async def unsubscribe(self, topic: str, queue: str) -> Topic:
         """Unsubscribe a queue (idempotent); return the topic."""
-        current = self.topic(topic)
+        self.topic(topic)
         await self._store.meta_delete([f"s/{topic}/{queue}"])
-        self._set_topic(topic, current.without(queue))
+        self._set_topic(topic, self.topic(topic).without(queue))
         return self._topics[topic]

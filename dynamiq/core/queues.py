@@ -18,6 +18,7 @@ from dynamiq.core.custody.journal import LeaseJournal
 from dynamiq.core.delivery.census import waiting
 from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, Partition, layout
+from dynamiq.core.delivery.rates import Event
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.delivery.state import QueueState, QueueStats
 from dynamiq.core.ids import EPOCH_US, SEQ_MASK, IdGenerator
@@ -123,12 +124,17 @@ class QueueService:
         )
         now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
-        for uid, (mids, records) in by_bucket(done.rows.rows, done.stored).items():
-            self._metrics.sent(queues[uid].name, len(mids))
-            self._recent.add(uid, mids, records, now)
-            state = self.states.of(queues[uid])
-            state.published(mids)
-            state.published_per_s.add(len(mids), now)
+        stored = by_bucket(done.rows.rows, done.stored)
+        self._metrics.sent({queues[uid].name: len(mids) for uid, (mids, _) in stored.items()})
+        self.states.activity.add_each(
+            Event.PUBLISHED, ((uid, len(mids)) for uid, (mids, _) in stored.items()), now
+        )
+        for uid, (mids, records) in stored.items():
+            # A queue nobody receives from here has no state: the walks of the first
+            # receive meet these in the store (a wide fan-out makes no state).
+            if (state := self.states.get(uid)) is not None:
+                self._recent.add(uid, mids, records, now)
+                state.published(mids)
         # A duplicate's first copy may be from an attempt that failed after storing
         # it, before telling the walks: they are told now.
         for uid, firsts in done.firsts(items).items():
@@ -168,7 +174,7 @@ class QueueService:
             got = await self._receive_once(record, state, max_messages, lease)
             now = self._clock.now()
             if got or now >= deadline or self._closing or state.news != news:
-                self._count_delivery(queue, state, got, max_messages)
+                self._count_delivery(record, state, got, max_messages)
                 return got
             if state.changes != seen:  # a publish came while this receive looked: again
                 continue
@@ -179,11 +185,13 @@ class QueueService:
             await state.wait(pause, self._clock)
 
     def _count_delivery(
-        self, queue: str, state: QueueState, got: list[Message], asked: int
+        self, record: QueueRecord, state: QueueState, got: list[Message], asked: int
     ) -> None:
-        self._metrics.received(queue, len(got), asked)
-        if got and (again := state.delivered(got, self._clock.now())):
-            self._metrics.redelivered(queue, again)
+        self._metrics.received(record.name, len(got), asked)
+        if got:
+            self.states.activity.add(Event.RECEIVED, record.uid, len(got), self._clock.now())
+            if again := state.delivered(got):
+                self._metrics.redelivered(record.name, again)
 
     async def _receive_once(
         self, record: QueueRecord, state: QueueState, want: int, lease_seconds: float
@@ -320,8 +328,8 @@ class QueueService:
         existed = await self._store.delete(record.uid, ids)
         self._recent.discard(record.uid, ids)
         self._metrics.deleted(queue, sum(existed))
+        self.states.activity.add(Event.DELETED, record.uid, sum(existed), self._clock.now())
         if (state := self.states.get(record.uid)) is not None:
-            state.deleted_per_s.add(sum(existed), self._clock.now())
             state.release(ids)
         return existed
 
@@ -397,32 +405,41 @@ class QueueService:
         record = self._catalog.queue(queue)
         state = self.states.get(record.uid)  # none made: asking is not using
         depth = await self._store.count(record.uid)
-        if state is None:  # idle here: no leases, no rates, its first partitions
-            partitions, here = record.settings.min_partitions, LocalQueueStats()
+        rates = self.states.activity.rates(record.uid, self._clock.now())
+        if state is None:  # not in use here: no leases, its first partitions
+            partitions, here = record.settings.min_partitions, LocalQueueStats(0, *rates)
         else:
             partitions = len(state.partitions.partitions)
-            here = state.local_stats(self._clock.now())
+            here = state.local_stats(rates)
         if not detailed:
             return QueueStats(depth, partitions, LocalQueueStats(here.in_flight))
         oldest_age, delayed = await waiting(self._store, record.uid, self.states.due_seq())
         return QueueStats(depth, partitions, here, oldest_age, delayed)
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
-        """Return what only this node knows of each queue it has state for."""
+        """Return what only this node knows of each queue it has state or rates for."""
         now = self._clock.now()
-        records = [(name, self._catalog.find(name)) for name in names]
-        states = [(name, self.states.get(r.uid)) for name, r in records if r is not None]
-        return {name: state.local_stats(now) for name, state in states if state is not None}
+        out: dict[str, LocalQueueStats] = {}
+        for name in names:
+            if (record := self._catalog.find(name)) is None:
+                continue
+            rates = self.states.activity.rates(record.uid, now)
+            if (state := self.states.get(record.uid)) is not None:
+                out[name] = state.local_stats(rates)
+            elif any(rates):
+                out[name] = LocalQueueStats(0, *rates)
+        return out
 
     def busiest(self) -> list[str]:
-        """Return the queues this node has state for, the busiest first: publishes,
-        receives and deletes here of late, then leases held, then by name."""
-        now = self._clock.now()
+        """Return the queues in use on this node, the busiest first: publishes, receives
+        and deletes here of late, then leases held, then by name."""
+        busy = self.states.activity.recent(self._clock.now())
+        held = {uid: len(state.leases) for uid, state in self.states.items()}
         ranked = []
-        for uid, state in self.states.items():
-            record = self._catalog.find(state.name)
-            if record is not None and record.uid == uid:
-                ranked.append((-state.activity(now), -len(state.leases), state.name))
+        for uid in busy.keys() | held.keys():
+            record = self._catalog.index.by_uid(uid)
+            if record is not None:
+                ranked.append((-busy.get(uid, 0), -held.get(uid, 0), record.name))
         return [name for *_, name in sorted(ranked)]
 
     # -- lifecycle -----------------------------------------------------------
@@ -437,8 +454,10 @@ class QueueService:
         holds move on time, and receive counts reach the store."""
         now = self._clock.now()
         for uid, state in self.states.items():
+            if not state.leases:
+                continue
             record = self._catalog.find(state.name)
-            if record and record.uid == uid and state.leases:
+            if record and record.uid == uid:
                 await self.life.lapsed(record, state, state.leases.expire(now))
         if self.life.journal is not None:
             self.life.journal.tidy()
@@ -468,13 +487,15 @@ class QueueService:
 
     async def report(self) -> None:
         """Report the real depth and the messages in flight here of every queue this
-        process has in memory (used lately): an idle queue's levels do not move, or
+        process has in memory or moved lately: an idle queue's levels do not move, or
         the process that moved them reports them."""
-        for uid, state in self.states.items():
+        held = {uid: len(state.leases) for uid, state in self.states.items()}
+        moved = self.states.activity.recent(self._clock.now())
+        for uid in held.keys() | moved.keys():
             record = self._catalog.index.by_uid(uid)
             if record is not None:
                 depth = await self._store.count(uid)
-                self._metrics.queue_level(record.name, depth, len(state.leases))
+                self._metrics.queue_level(record.name, depth, held.get(uid, 0))
 
     def tidy(self) -> None:
         """Let go of recent records that are too old to be trusted (an upkeep round)."""

@@ -9,6 +9,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
 from dynamiq.core.routing.filters import Subject
 from dynamiq.core.routing.notifications import Envelopes
+from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Notice, Outgoing, Published
 
@@ -59,38 +60,61 @@ class TopicService:
             filtered_out,
         )
         every = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
-        found = {q: self._catalog.find(q) for _, q in every}
+        find = self._catalog.find
+        records = {q: record for q in {q for _, q in every} if (record := find(q)) is not None}
         # A queue subscribed before it exists (SNS takes that) gets nothing: failed copies.
-        records = {q: record for q, record in found.items() if record is not None}
         placed = [(i, q) for i, q in every if q in records]
-        wrapped = {q for q in records if subscribed.subscriptions[q].envelope}
-        given = (notices or [Notice.new() for _ in messages]) if wrapped else ()
-        wrap = self._envelopes.wrap
-        items = [
-            (records[q], wrap(topic, messages[i], given[i]) if q in wrapped else messages[i])
-            for i, q in placed
-        ]
+        wrapped = subscribed.enveloped & records.keys()
+        if wrapped:
+            given = notices or [Notice.new() for _ in messages]
+            wrap = self._envelopes.wrap
+            items = [
+                (records[q], wrap(topic, messages[i], given[i]) if q in wrapped else messages[i])
+                for i, q in placed
+            ]
+        else:
+            items = [(records[q], messages[i]) for i, q in placed]
         stored = await self._queues.store_messages(items) if items else Published[int]()
-        ids: dict[str, list[int | None]] = {q: [None] * len(messages) for q in sorted(records)}
-        duplicate: dict[str, list[bool]] = {q: [False] * len(messages) for q in records}
-        for k, ((i, queue), mid) in enumerate(zip(placed, stored, strict=True)):
+        width = len(messages)
+        ids: dict[str, list[int | None]] = {q: [None] * width for q in records}
+        for (i, queue), mid in zip(placed, stored, strict=True):
             ids[queue][i] = mid
-            duplicate[queue][i] = bool(stored.duplicate) and stored.duplicate[k]
-        # A push subscription's copy is delivered when its endpoint takes it (``Pusher``).
-        pushed = {q for q in records if subscribed.subscriptions[q].endpoint is not None}
-        duplicates = stored.duplicate or [False] * len(placed)
-        counted = {
-            "published": len(messages),
-            "delivered": sum(
+        duplicate: dict[str, list[bool]] = {}
+        if stored.duplicate:
+            for (i, queue), dup in zip(placed, stored.duplicate, strict=True):
+                if dup:
+                    duplicate.setdefault(queue, [False] * width)[i] = True
+        self._count(topic, routes, filtered_out, len(every), placed, stored, subscribed)
+        return {q: Published(v, duplicate.get(q, ())) for q, v in ids.items()}
+
+    def _count(
+        self,
+        topic: str,
+        routes: list[list[str]],
+        filtered_out: Counter[str],
+        copies: int,
+        placed: list[tuple[int, str]],
+        stored: Published[int],
+        subscribed: Topic,
+    ) -> None:
+        """Count a publish's messages, its copies stored, and those that went nowhere."""
+        pushed = subscribed.pushed
+        if stored.duplicate or pushed:
+            duplicates = stored.duplicate or [False] * len(placed)
+            delivered = sum(
                 1
                 for (_, q), dup in zip(placed, duplicates, strict=True)
                 if not dup and q not in pushed
-            ),
+            )
+        else:
+            delivered = len(placed)
+        counted = {
+            "published": len(routes),
+            "delivered": delivered,
             "unrouted": sum(1 for queues in routes if not queues),
-            "failed": len(every) - len(placed),
+            "failed": copies - len(placed),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},
         }
         for event, count in counted.items():
             if count:
                 self._metrics.topic_event(topic, event, count)
-        return {q: Published(v, duplicate[q]) for q, v in ids.items()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 __all__ = ["LIFECYCLE_EVENTS", "TOPIC_EVENTS", "Metrics", "MetricsFanout"]
@@ -30,8 +30,9 @@ TOPIC_EVENTS = (
 class Metrics(Protocol):
     """Events and levels worth watching. Calls are cheap: sinks aggregate, then flush."""
 
-    def sent(self, queue: str, count: int) -> None:
-        """Record ``count`` messages stored durably in ``queue``."""
+    def sent(self, counts: Mapping[str, int]) -> None:
+        """Record messages stored durably: per queue, how many (a publish's, one call
+        for every queue a fan-out stored into)."""
         ...
 
     def received(self, queue: str, count: int, asked: int) -> None:
@@ -92,10 +93,10 @@ class MetricsFanout:
     def __init__(self, sinks: Sequence[Metrics]) -> None:
         self._sinks = tuple(sinks)
 
-    def sent(self, queue: str, count: int) -> None:
+    def sent(self, counts: Mapping[str, int]) -> None:
         """Record in every sink."""
         for sink in self._sinks:
-            sink.sent(queue, count)
+            sink.sent(counts)
 
     def received(self, queue: str, count: int, asked: int) -> None:
         """Record in every sink."""

@@ -9,7 +9,7 @@ a hundred thousand queues does not expose millions of series.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -155,9 +155,15 @@ class PrometheusMetrics:
             "dynamiq_store_commit_seconds", "Mean commit latency lately", registry=r
         )
 
-    def sent(self, queue: str, count: int) -> None:
-        """Count stored messages."""
-        self._sent(self._cap.label(queue)).inc(count)
+    def sent(self, counts: Mapping[str, int]) -> None:
+        """Count stored messages (the queues past the cap summed first)."""
+        label, series = self._cap.label, self._sent
+        summed: dict[str, int] = {}
+        for queue, count in counts.items():
+            key = label(queue)
+            summed[key] = summed.get(key, 0) + count
+        for key, count in summed.items():
+            series(key).inc(count)
 
     def received(self, queue: str, count: int, asked: int) -> None:
         """Count delivered messages and set the fill (a queue past the cap has none)."""

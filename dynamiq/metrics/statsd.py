@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 import statsd
 
@@ -48,9 +49,10 @@ class StatsdMetrics:
         key = self._prefix + name
         self._counters[key] = self._counters.get(key, 0) + value
 
-    def sent(self, queue: str, count: int) -> None:
+    def sent(self, counts: Mapping[str, int]) -> None:
         """Count stored messages."""
-        self._count(f"{queue}.sent.count", count)
+        for queue, count in counts.items():
+            self._count(f"{queue}.sent.count", count)
 
     def received(self, queue: str, count: int, asked: int) -> None:
         """Count delivered messages; the fill of this receive, in percent."""

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from dynamiq.cluster.base import Member
@@ -216,20 +216,31 @@ class PeerAsks:
         return existed
 
     async def published(
-        self, queue: str, ids: Sequence[int | None], messages: Sequence[bytes | Outgoing]
+        self,
+        placed: Mapping[str, Sequence[int | None]],
+        messages: Sequence[bytes | Outgoing],
     ) -> None:
-        """Tell the members serving some of ``ids`` (a publish's answer: the id of each
-        of ``messages``, None where none was stored) about them, before the publish
-        is answered (``tell_owners``).
+        """Tell the members serving some of a publish's ids about them, before the
+        publish is answered (``tell_owners``): per queue, the id of each of
+        ``messages``, None where none was stored there.
 
         Raises:
             BackendUnavailable: a pinned message (an ordered group's, a dedup id's)
                 lies in a slice no member could be told of in time.
         """
         client = self._reach.client
-        if client is not None:
+        if client is None:
+            return
+        told = []
+        for queue, ids in placed.items():
             self._watchers.tell(queue)
-            await tell_owners(client, self._membership, queue, ids, messages, self.serves)
+            stored = [i for i in ids if i is not None]
+            if stored and not self.serves(stored):  # else every plain publish of a serving node
+                told.append(
+                    tell_owners(client, self._membership, queue, ids, messages, self.serves)
+                )
+        if told:
+            await asyncio.gather(*told)
 
     def serves(self, ids: Sequence[int]) -> bool:
         """Whether this node leases ``ids`` now, with the right to: no other node does,

@@ -140,11 +140,11 @@ async def test_a_publish_in_a_slice_whose_owner_cannot_be_told_is_not_acknowledg
         # time to keep its group in order, so the publisher must send it again
         grouped = [Outgoing(b"m", group="g")]
         with pytest.raises(BackendUnavailable, match="n2"):
-            await cluster.asks.published("q", [lo + 1], grouped)
+            await cluster.asks.published({"q": [lo + 1]}, grouped)
         # while a plain message there is met by a walk anyway, and a publish in this
         # node's own slice needs no one.
-        await cluster.asks.published("q", [lo + 2], [b"m"])
-        await cluster.asks.published("q", [0], grouped)
+        await cluster.asks.published({"q": [lo + 2]}, [b"m"])
+        await cluster.asks.published({"q": [0]}, grouped)
     finally:
         await peers.close()
 
@@ -162,13 +162,13 @@ async def test_a_pinned_publish_in_a_slice_this_node_does_not_serve_yet_is_not_a
     # When a grouped message is stored there, Then its publish is not acknowledged:
     # the walks of whoever serves the slice may not meet it in time
     with pytest.raises(BackendUnavailable, match="does not serve"):
-        await cluster.asks.published("q", [lo + 1], grouped)
+        await cluster.asks.published({"q": [lo + 1]}, grouped)
     # and a peer telling this node of it hears the same
     with pytest.raises(BackendUnavailable, match="does not serve"):
         cluster.answers.published_here("q", [lo + 1])
     # Once the node serves the slice, the same publish is acknowledged at once
     queues.set_keyspace((mine[0], ID_MAX))
-    await cluster.asks.published("q", [lo + 1], grouped)
+    await cluster.asks.published({"q": [lo + 1]}, grouped)
     cluster.answers.published_here("q", [lo + 1])
 
 
@@ -290,8 +290,8 @@ async def test_a_peer_whose_waiting_receive_found_nothing_is_told_of_the_next_pu
         assert await cluster.answers.receive_here("q", 1, None, "n2") == []
         assert await cluster.answers.receive_here("q", 1, None, "") == []
         # When this node stores messages of the queue, twice
-        await cluster.asks.published("q", [1], [b"m"])
-        await cluster.asks.published("q", [2], [b"m"])
+        await cluster.asks.published({"q": [1]}, [b"m"])
+        await cluster.asks.published({"q": [2]}, [b"m"])
         await cluster.close()
         # Then n2 alone is told, once (it asks again, and so asks to be told again)
         assert peer.told == [("n2", "q", "n1")]

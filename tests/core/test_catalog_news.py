@@ -154,3 +154,18 @@ async def test_a_whole_reload_keeps_what_a_later_read_took(store: LmdbBackend) -
     release.set()
     await whole
     assert there.queues() == ["r"]  # neither "q" put back nor "r" lost
+
+
+async def test_changes_to_one_topic_at_once_all_stay(store: LmdbBackend) -> None:
+    # Many clients subscribing to one topic at once (each waits for its own store
+    # write): every subscription is in this process's view when its answer comes, not
+    # only once a later read of the catalog brings back what an overlapping one undid.
+    catalog = Catalog(store)
+    await catalog.create_topic("t")
+    names = [f"q{i:03d}" for i in range(64)]
+    for name in names:
+        await catalog.create_queue(name)
+    await asyncio.gather(*(catalog.subscribe("t", name) for name in names))
+    assert sorted(catalog.topic("t").subscriptions) == names
+    await asyncio.gather(*(catalog.unsubscribe("t", name) for name in names[::2]))
+    assert sorted(catalog.topic("t").subscriptions) == names[1::2]

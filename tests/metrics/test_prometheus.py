@@ -108,9 +108,9 @@ class _Counting:
 
 def test_a_nodes_workers_metrics_sum_their_counters_and_histograms_and_keep_one_gauge() -> None:
     first, second = PrometheusMetrics(), PrometheusMetrics()
-    first.sent("q", 3)
-    second.sent("q", 4)
-    second.sent("only-second", 1)
+    first.sent({"q": 3})
+    second.sent({"q": 4})
+    second.sent({"only-second": 1})
     first.request("/v2/x", "GET", 200, 0.0004)
     second.request("/v2/x", "GET", 200, 0.2)
     first.node_level(1, 0.001)
@@ -139,17 +139,18 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_queues_past_the_cap_share_one_summed_series() -> None:
     metrics = PrometheusMetrics(max_queue_series=2)
     for i, queue in enumerate(["a", "b", "c", "d", "a"]):
-        metrics.sent(queue, 10 + i)
+        metrics.sent({queue: 10 + i})
         metrics.queue_level(queue, depth=100 + i, in_flight=i)
     metrics.queue_level("c", depth=1, in_flight=0)  # a later level replaces its earlier
+    metrics.sent({"b": 1, "e": 2, "f": 3})  # a fan-out's copies, in one call
     samples = _samples(metrics.render().decode())
     sent = {
         labels: v for (name, labels), v in samples.items() if name == "dynamiq_messages_sent_total"
     }
     assert sent == {
         (("queue", "a"),): 10 + 14,
-        (("queue", "b"),): 11,
-        (("queue", OTHER_QUEUES),): 12 + 13,
+        (("queue", "b"),): 11 + 1,
+        (("queue", OTHER_QUEUES),): 12 + 13 + 2 + 3,
     }
     depth = {labels: v for (name, labels), v in samples.items() if name == "dynamiq_queue_depth"}
     assert depth == {

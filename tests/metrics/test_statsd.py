@@ -51,7 +51,7 @@ def test_sink_aggregates_until_flush_and_bounds_packets(collector: socket.socket
     port = collector.getsockname()[1]
     sink = StatsdMetrics("127.0.0.1", port, "dq.", max_packet=512)
     for _ in range(3):
-        sink.sent("jobs", 2)
+        sink.sent({"jobs": 2})
     sink.received("jobs", 3, 10)
     sink.received("jobs", 0, 10)
     for event in ("dead_lettered", "expired", "redriven"):

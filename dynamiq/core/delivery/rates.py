@@ -1,42 +1,78 @@
-"""Messages per second over a sliding window, counted in one-second buckets (pure)."""
+"""Publishes, receives and deletes per queue over a sliding window, counted in
+one-second buckets for every queue of the node at once (pure).
+
+Kept apart from the queues' in-memory state: a publish to ten thousand queues
+(a wide fan-out) counts one entry per queue in this second's bucket, and makes
+no state for queues nobody receives from here.
+"""
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Iterable
+from enum import IntEnum
 
-__all__ = ["RATE_WINDOW_SECONDS", "RateCounter"]
+__all__ = ["RATE_WINDOW_SECONDS", "Activity", "Event"]
 
 RATE_WINDOW_SECONDS = 10
 
 
-class RateCounter:
-    """Counts events and tells their rate over the last ``window`` whole seconds."""
+class Event(IntEnum):
+    PUBLISHED = 0
+    RECEIVED = 1
+    DELETED = 2
+
+
+class Activity:
+    """Counts each queue's events (by bucket) and tells their rates over the last
+    ``window`` whole seconds."""
 
     def __init__(self, window: int = RATE_WINDOW_SECONDS) -> None:
         self._window = window
-        self._buckets: deque[list[int]] = deque()  # [second, count], oldest first
+        # (second, per event: per bucket its count), oldest first
+        self._seconds: deque[tuple[int, tuple[Counter[str], ...]]] = deque()
 
-    def add(self, count: int, now: float) -> None:
-        """Count ``count`` events at time ``now`` (seconds)."""
+    def add(self, event: Event, uid: str, count: int, now: float) -> None:
+        """Count ``count`` events of the queue in bucket ``uid`` at time ``now``."""
+        if count:
+            self._second(now)[event][uid] += count
+
+    def add_each(self, event: Event, counts: Iterable[tuple[str, int]], now: float) -> None:
+        """Count events of several queues at once: ``(bucket, count)`` pairs."""
+        counted = self._second(now)[event]
+        for uid, count in counts:
+            counted[uid] += count
+
+    def rates(self, uid: str, now: float) -> tuple[float, float, float]:
+        """Return the queue's publishes, receives and deletes a second over the last
+        ``window`` seconds before ``now`` (the current second, not complete, left out)."""
         second = int(now)
-        if self._buckets and self._buckets[-1][0] == second:
-            self._buckets[-1][1] += count
-        else:
-            self._buckets.append([second, count])
         self._trim(second)
+        totals = [0, 0, 0]
+        for at, counted in self._seconds:
+            if at < second:
+                for event in Event:
+                    totals[event] += counted[event].get(uid, 0)
+        published, received, deleted = (total / self._window for total in totals)
+        return published, received, deleted
 
-    def rate(self, now: float) -> float:
-        """Return events per second over the last ``window`` seconds before ``now``."""
-        second = int(now)
-        self._trim(second)
-        return sum(c for s, c in self._buckets if s < second) / self._window
-
-    def recent(self, now: float) -> int:
-        """Return how many events came over the last ``window`` seconds, this one's so far
-        included."""
+    def recent(self, now: float) -> Counter[str]:
+        """Return per bucket its events of every kind over the window, the current
+        second's so far included: how busy each queue is on this node."""
         self._trim(int(now))
-        return sum(c for _, c in self._buckets)
+        out: Counter[str] = Counter()
+        for _, counted in self._seconds:
+            for per_uid in counted:
+                out.update(per_uid)
+        return out
+
+    def _second(self, now: float) -> tuple[Counter[str], ...]:
+        second = int(now)
+        if not self._seconds or self._seconds[-1][0] != second:
+            self._seconds.append((second, (Counter(), Counter(), Counter())))
+            self._trim(second)
+        return self._seconds[-1][1]
 
     def _trim(self, second: int) -> None:
-        while self._buckets and self._buckets[0][0] < second - self._window:
-            self._buckets.popleft()
+        while self._seconds and self._seconds[0][0] < second - self._window:
+            self._seconds.popleft()

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.groups import group_stripe
+from dynamiq.core.delivery.rates import Activity
 from dynamiq.core.delivery.state import QueueState
 from dynamiq.core.delivery.walks import Walks
 from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, IdGenerator, stripes_within
@@ -35,6 +36,7 @@ class QueueStates:
         self.stripes = (0, STRIPES - 1)  # where publishes go: the slice's whole stripes
         self.moves = 0  # keyspace changes so far
         self.walks = Walks()
+        self.activity = Activity()  # every queue's publishes, receives, deletes here
         self.set_keyspace(keyspace)
 
     # -- the slice ------------------------------------------------------------

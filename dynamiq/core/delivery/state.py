@@ -12,7 +12,6 @@ from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.delivery.groups import Groups
 from dynamiq.core.delivery.leases import LeaseTable
 from dynamiq.core.delivery.partitions import Partition, PartitionSet
-from dynamiq.core.delivery.rates import RateCounter
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease, LocalQueueStats, Message, QueueRecord
 
@@ -68,9 +67,6 @@ class QueueState:
         self.next_due: float | None = None
         # Messages this node dead-lettered, expired, redrove, per ``LIFECYCLE_EVENTS``.
         self.moved_on: Counter[str] = Counter()
-        self.published_per_s = RateCounter()
-        self.received_per_s = RateCounter()
-        self.deleted_per_s = RateCounter()
         self.cursors: dict[int, PartitionCursor] = {}
         self.waiters: set[asyncio.Future[None]] = set()
         # Bumped by every notify: a receive that saw it move while it looked
@@ -94,20 +90,13 @@ class QueueState:
             or self.partitions.busy()
         )
 
-    def activity(self, now: float) -> int:
-        """Publishes, receives and deletes here over the rates' window (this second's so far
-        included): how busy the queue is on this node."""
-        counters = (self.published_per_s, self.received_per_s, self.deleted_per_s)
-        return sum(counter.recent(now) for counter in counters)
-
-    def local_stats(self, now: float) -> LocalQueueStats:
-        """What only this node knows of the queue: leases, rates, what it moved on."""
+    def local_stats(self, rates: tuple[float, float, float]) -> LocalQueueStats:
+        """What only this node knows of the queue: leases, ``rates`` (publishes,
+        receives and deletes a second), what it moved on."""
         moved_on = self.moved_on
         return LocalQueueStats(
             len(self.leases),
-            self.published_per_s.rate(now),
-            self.received_per_s.rate(now),
-            self.deleted_per_s.rate(now),
+            *rates,
             moved_on["dead_lettered"],
             moved_on["expired"],
             moved_on["redriven"],
@@ -124,9 +113,8 @@ class QueueState:
         self.groups.forget(owns, self.leases)
         self.notify()
 
-    def delivered(self, got: Sequence[Message], now: float) -> int:
-        """Count a receive's messages; return how many came again after a lease lapsed."""
-        self.received_per_s.add(len(got), now)
+    def delivered(self, got: Sequence[Message]) -> int:
+        """Return how many of a receive's messages came again after a lease lapsed."""
         if not self.lapsed:
             return 0
         again = [m.id for m in got if m.id in self.lapsed]

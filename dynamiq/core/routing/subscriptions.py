@@ -24,6 +24,8 @@ from dynamiq.topic_settings import TopicSettings
 
 __all__ = ["Subscription", "Topic"]
 
+REACHED_KEYS = 1024  # routing keys whose subscriptions a topic keeps worked out
+
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
@@ -174,7 +176,7 @@ class Topic:
             if taken is None:
                 taken = by_key[key] = router.reached(key)
             if not router.filters:
-                out.append(sorted(taken.plain))
+                out.append(list(taken.ordered))
                 continue
             passed = {
                 q
@@ -189,6 +191,17 @@ class Topic:
                     if n:
                         filtered_out[_why(scope, subject)] += n
         return out
+
+    @functools.cached_property
+    def enveloped(self) -> frozenset[str]:
+        """The queues that get each message as an SNS notification."""
+        return frozenset(q for q, s in self.subscriptions.items() if s.envelope)
+
+    @functools.cached_property
+    def pushed(self) -> frozenset[str]:
+        """The push subscriptions' own queues (a copy there is delivered when its
+        endpoint takes it)."""
+        return frozenset(q for q, s in self.subscriptions.items() if s.endpoint is not None)
 
     @functools.cached_property
     def _router(self) -> _Router:
@@ -206,10 +219,11 @@ def _why(scope: FilterScope, subject: Subject) -> str:
 @dataclass(frozen=True, slots=True)
 class _Reached:
     """The subscriptions a routing key reaches: ``every`` one, the ``plain`` ones (no
-    filter), and how many of the filtered ones are of each scope."""
+    filter) also in order, and how many of the filtered ones are of each scope."""
 
     every: frozenset[str]
     plain: frozenset[str]
+    ordered: tuple[str, ...]
     filtered: Mapping[FilterScope, int]
 
 
@@ -233,13 +247,21 @@ class _Router:
             for value in values:
                 self.by_value.setdefault(name, {}).setdefault(value, set()).add(queue)
         self.unindexed = frozenset(unindexed)
+        self._reached: dict[str | None, _Reached] = {}
 
     def reached(self, key: str | None) -> _Reached:
-        """The subscriptions a message with routing key ``key`` reaches."""
-        every = self.every | self.trie.match(key) if self.trie else self.every
+        """The subscriptions a message with routing key ``key`` reaches (worked out once
+        per key: a wide topic's publishes reach the same thousands of queues)."""
+        found = self._reached.get(key)
+        if found is not None:
+            return found
+        every = frozenset(self.every | self.trie.match(key) if self.trie else self.every)
         plain = every - self.filters.keys()
         filtered = Counter(self.filters[q].scope for q in every - plain)
-        return _Reached(every, plain, filtered)
+        if len(self._reached) >= REACHED_KEYS:
+            self._reached.clear()
+        found = self._reached[key] = _Reached(every, plain, tuple(sorted(plain)), filtered)
+        return found
 
     def candidates(self, subject: Subject) -> set[str]:
         """The filtered subscriptions the message ``subject`` shows may pass."""
