@@ -137,6 +137,10 @@ class QueueIndex:
         """The queues deleted when idle (``expires_after_seconds``)."""
         return [self._records[name] for name in self._expiring]
 
+    def expires(self, name: str) -> bool:
+        """Whether the queue ``name`` is deleted when idle."""
+        return name in self._expiring
+
     def users_of(self, name: str) -> list[str]:
         """The queues (other than itself) whose dead-letter queue is ``name``, sorted."""
         return sorted(self._users.get(name, set()) - {name})

@@ -285,8 +285,7 @@ class Node:
         self._check_space()
         placed = await self._topics.publish(topic, messages, notices)
         self._janitor.idle.used(placed)
-        for queue, ids in placed.items():
-            await self._asks.published({queue: ids}, messages)
+        await self._asks.published(placed, messages)
         # A push subscription's queue is the node's own: no client's to be told of.
         return {q: ids for q, ids in placed.items() if not q.startswith(PUSH_PREFIX)}
 

@@ -37,9 +37,9 @@ class IdleQueues:
 
     def used(self, names: Iterable[str]) -> None:
         """Note a publish to, or a receive from, these queues (cheap: no store call)."""
+        expires = self._catalog.index.expires
         for name in names:
-            record = self._catalog.find(name)
-            if record is not None and record.settings.expires_after_seconds is not None:
+            if expires(name):
                 self._unwritten[name] = self._clock.wall_ms()
 
     async def changed(self, name: str) -> None:
