@@ -60,6 +60,20 @@ async def test_insert_never_overwrites(backend: StorageBackend) -> None:
     assert await backend.get("b", [1, 2, 3, 4]) == [b"one", b"two", b"three", None]
 
 
+async def test_an_insert_into_many_buckets_answers_each_in_its_order(
+    backend: StorageBackend,
+) -> None:
+    # A wide fan-out: a copy into each of 200 buckets, some of whose keys are taken
+    buckets = [f"fan-{i:03d}" for i in range(200)]
+    taken = buckets[::7]
+    assert await backend.insert([(b, 5, b"before") for b in taken]) == [True] * len(taken)
+    answers = await backend.insert([(b, 5, b"copy") for b in reversed(buckets)])
+    assert answers == [b not in taken for b in reversed(buckets)]
+    for b in buckets:
+        assert await backend.get(b, [5]) == [b"before" if b in taken else b"copy"]
+        assert await backend.count(b) == 1
+
+
 async def test_buckets_are_separate(backend: StorageBackend) -> None:
     await backend.insert([("a", 7, b"a7"), ("ab", 7, b"ab7")])
     assert await backend.get("a", [7]) == [b"a7"]
