@@ -15,7 +15,7 @@ from dynamiq.core.clock import Clock
 from dynamiq.core.context import EngineContext
 from dynamiq.core.custody.handover import Custody
 from dynamiq.core.custody.journal import LeaseJournal
-from dynamiq.core.delivery.census import waiting
+from dynamiq.core.delivery.census import Held, held
 from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.delivery.rates import Event
@@ -40,6 +40,7 @@ __all__ = ["QueueService", "QueueStats"]
 log = logging.getLogger("dynamiq.core")
 
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
+RECENT_BUCKETS = 64  # a publish into more queues keeps records only of those in use here
 EXPIRY_BATCH = 1000  # expired messages removed per upkeep round, at most
 SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
 # A receive whose reads took longer leases what it hands out anew from the answer.
@@ -129,11 +130,12 @@ class QueueService:
         self.states.activity.add_each(
             Event.PUBLISHED, ((uid, len(mids)) for uid, (mids, _) in stored.items()), now
         )
+        narrow = len(stored) <= RECENT_BUCKETS
         for uid, (mids, records) in stored.items():
-            # A queue nobody receives from here has no state: the walks of the first
-            # receive meet these in the store (a wide fan-out makes no state).
-            if (state := self.states.get(uid)) is not None:
+            # No state made: a first receive here walks the store (a fan-out makes none)
+            if (state := self.states.get(uid)) is not None or narrow:
                 self._recent.add(uid, mids, records, now)
+            if state is not None:
                 state.published(mids)
         # A duplicate's first copy may be from an attempt that failed after storing
         # it, before telling the walks: they are told now.
@@ -285,24 +287,16 @@ class QueueService:
             state.leases.hand_out(ids, now)
             return
         state.leases.hand_out(ids, now, lease)
-        if self.life.journal is not None:
-            self.life.journal.note(record.uid, state, ids)
+        self._journal(record, state, ids)
         log.info(
-            "%s: a receive's reads took %.1f s: its %d leases run from now",
-            record.name,
-            now - began,
-            len(ids),
+            "%s: reads took %.1f s: %d leases run from now", record.name, now - began, len(ids)
         )
 
-    def _extend(
-        self, record: QueueRecord, state: QueueState, ids: Sequence[int], now: float, seconds: float
-    ) -> list[int]:
-        """Move the live leases of ``ids`` to end ``seconds`` from ``now``, journaled (a
-        node taking over holds them as long); return the ids extended."""
-        live = state.leases.extend(ids, now, seconds)
+    def _journal(self, record: QueueRecord, state: QueueState, ids: Sequence[int]) -> None:
+        """Journal the leases of ``ids`` as they are now: a node taking over holds them
+        as long."""
         if self.life.journal is not None:
-            self.life.journal.note(record.uid, state, live)
-        return live
+            self.life.journal.note(record.uid, state, ids)
 
     async def _walk(
         self,
@@ -370,7 +364,8 @@ class QueueService:
         state = self.states.of(record)
         now = self._clock.now()
         if seconds > 0:
-            live = self._extend(record, state, ids, now, seconds)
+            live = state.leases.extend(ids, now, seconds)
+            self._journal(record, state, live)
             if record.settings.retry_backoff is not None:
                 state.nacked.update(live)
             return live
@@ -403,8 +398,11 @@ class QueueService:
         stripe) and its rates.
         """
         record = self._catalog.queue(queue)
+        if detailed:
+            found = await held(self._store, record.uid, self.states.due_seq())
+        else:
+            found = Held(await self._store.count(record.uid), None, 0)
         state = self.states.get(record.uid)  # none made: asking is not using
-        depth = await self._store.count(record.uid)
         rates = self.states.activity.rates(record.uid, self._clock.now())
         if state is None:  # not in use here: no leases, its first partitions
             partitions, here = record.settings.min_partitions, LocalQueueStats(0, *rates)
@@ -412,9 +410,8 @@ class QueueService:
             partitions = len(state.partitions.partitions)
             here = state.local_stats(rates)
         if not detailed:
-            return QueueStats(depth, partitions, LocalQueueStats(here.in_flight))
-        oldest_age, delayed = await waiting(self._store, record.uid, self.states.due_seq())
-        return QueueStats(depth, partitions, here, oldest_age, delayed)
+            return QueueStats(found.depth, partitions, LocalQueueStats(here.in_flight))
+        return QueueStats(found.depth, partitions, here, found.oldest_age, found.delayed)
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
         """Return what only this node knows of each queue it has state or rates for."""
@@ -433,13 +430,11 @@ class QueueService:
     def busiest(self) -> list[str]:
         """Return the queues in use on this node, the busiest first: publishes, receives
         and deletes here of late, then leases held, then by name."""
-        busy = self.states.activity.recent(self._clock.now())
-        held = {uid: len(state.leases) for uid, state in self.states.items()}
+        by_uid = self._catalog.index.by_uid
         ranked = []
-        for uid in busy.keys() | held.keys():
-            record = self._catalog.index.by_uid(uid)
-            if record is not None:
-                ranked.append((-busy.get(uid, 0), -held.get(uid, 0), record.name))
+        for uid, (events, leases) in self.states.in_use().items():
+            if (record := by_uid(uid)) is not None:
+                ranked.append((-events, -leases, record.name))
         return [name for *_, name in sorted(ranked)]
 
     # -- lifecycle -----------------------------------------------------------
@@ -489,13 +484,9 @@ class QueueService:
         """Report the real depth and the messages in flight here of every queue this
         process has in memory or moved lately: an idle queue's levels do not move, or
         the process that moved them reports them."""
-        held = {uid: len(state.leases) for uid, state in self.states.items()}
-        moved = self.states.activity.recent(self._clock.now())
-        for uid in held.keys() | moved.keys():
-            record = self._catalog.index.by_uid(uid)
-            if record is not None:
-                depth = await self._store.count(uid)
-                self._metrics.queue_level(record.name, depth, held.get(uid, 0))
+        for uid, (_, leases) in self.states.in_use().items():
+            if (record := self._catalog.index.by_uid(uid)) is not None:
+                self._metrics.queue_level(record.name, await self._store.count(uid), leases)
 
     def tidy(self) -> None:
         """Let go of recent records that are too old to be trusted (an upkeep round)."""

@@ -12,15 +12,19 @@ nothing else from the driver: adapters wrap their engine's errors.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from dynamiq.keyspace import KeyRange
 
 __all__ = [
+    "Census",
     "Claimed",
+    "Span",
     "StorageBackend",
+    "census_by_scans",
     "claim_record",
     "claim_value",
     "held_claim",
@@ -31,6 +35,8 @@ __all__ = [
 # One claimed insert: (bucket, key, value, claim key, claim value, claim expiry in
 # epoch milliseconds, the claim's home stripe: the top 8 bits of its objects' keys).
 Claimed = tuple[str, int, bytes, str, bytes, int, int]
+# A key range cut in two: ``(lo, mid, hi)``, the keys ``[lo, mid]`` and ``(mid, hi]``.
+Span = tuple[int, int, int]
 _EXPIRY_DIGITS = 13  # epoch milliseconds, zero-padded: good until the year 2286
 
 
@@ -122,6 +128,12 @@ class StorageBackend(Protocol):
         """Return how many objects of the bucket a scan can reach."""
         ...
 
+    async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
+        """Return the bucket's count and, per span ``(lo, mid, hi)``, its first key in
+        ``[lo, mid]`` and how many keys lie in ``(mid, hi]`` (up to ``cap``): what
+        a queue holds due and not due yet, stripe by stripe (``census_by_scans``)."""
+        ...
+
     async def drop(self, bucket: str) -> None:
         """Delete every object of a bucket (may take a while; durable when it returns)."""
         ...
@@ -202,6 +214,27 @@ async def insert_claimed_in_steps(
     for i, value in zip(todo, held, strict=True):
         out[i] = True if value is None else value
     return out
+
+
+class Census(NamedTuple):
+    """A bucket's count (``objects``); per span, its first key up to the cut (None: none) and how
+    many keys lie after it (up to a cap)."""
+
+    objects: int
+    firsts: list[int | None]
+    after: list[int]
+
+
+async def census_by_scans(
+    store: StorageBackend, bucket: str, spans: Sequence[Span], cap: int
+) -> Census:
+    """``StorageBackend.census`` as a count and two scans."""
+    count, heads, later = await asyncio.gather(
+        store.count(bucket),
+        store.scan(bucket, [(lo, mid) for lo, mid, _ in spans], 1),
+        store.scan(bucket, [(mid + 1, hi) for _, mid, hi in spans], cap),
+    )
+    return Census(count, [keys[0] if keys else None for keys in heads], list(map(len, later)))
 
 
 def claim_record(value: bytes, expires_ms: int) -> bytes:

@@ -23,7 +23,14 @@ import lmdb
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
-from dynamiq.storage.base import Claimed, claim_record, held_claim
+from dynamiq.storage.base import (
+    Census,
+    Claimed,
+    Span,
+    census_by_scans,
+    claim_record,
+    held_claim,
+)
 from dynamiq.storage.diskspace import FreeSpace
 from dynamiq.storage.lmdb_writer import Gate, GroupWriter, need
 
@@ -218,6 +225,10 @@ class LmdbBackend:
             return _COUNT.unpack(raw)[0] if raw else 0
 
         return self._read(read)
+
+    async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
+        """The bucket's count, and per span its first key and the keys after its cut."""
+        return await census_by_scans(self, bucket, spans, cap)
 
     async def drop(self, bucket: str) -> None:
         """Delete every object of a bucket, a chunk per commit."""

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
-from dynamiq.storage.base import Claimed, move_in_steps
+from dynamiq.storage.base import Census, Claimed, Span, census_by_scans, move_in_steps
 from dynamiq.storage.redis_claims import ClaimedInserts
 from dynamiq.storage.redis_layout import (
     SHARD_BITS,
@@ -45,12 +45,12 @@ from dynamiq.storage.redis_layout import (
     scatter,
     shard_keys,
 )
-from dynamiq.storage.redis_scripts import DELETE, INSERT, MOVE, REPLACE
+from dynamiq.storage.redis_scripts import CENSUS, DELETE, INSERT, MOVE, REPLACE, SCRIPTS
 
 try:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
-    from redis.exceptions import OutOfMemoryError, RedisError
+    from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
 
@@ -59,6 +59,7 @@ __all__ = ["RedisBackend"]
 META = "dq:meta"
 WAIT_MS = 5000
 SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
+HELD_BY_BUCKETS = 4096  # buckets whose shards' servers a census remembers
 FULL_RETRY_SECONDS = 5  # what a write refused by a full server is told to wait
 
 
@@ -147,14 +148,10 @@ class RedisBackend:
         self._router: _Router = (
             _Cluster(urls, pool_size) if len(urls) > 1 else _Single(url, pool_size)
         )
-        # The scripts' own client only encodes them (it never connects): every
-        # call names the pipeline it travels in.
-        encoder = aioredis.Redis()
-        self._script_insert = encoder.register_script(INSERT)
-        self._script_delete = encoder.register_script(DELETE)
-        self._script_replace = encoder.register_script(REPLACE)
-        self._script_move = encoder.register_script(MOVE)
-        self._claimed = ClaimedInserts(encoder, self._run)
+        # Per bucket, its shards grouped by the server that holds them (a census
+        # sends one script to each); forgotten when the slots move.
+        self._held_by: dict[str, list[list[int]]] = {}
+        self._claimed = ClaimedInserts(self._run)
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -200,6 +197,13 @@ class RedisBackend:
             acked = results.pop()
             if not isinstance(acked, int) or acked < self._wait_replicas:
                 raise BackendUnavailable(f"only {acked} replicas acknowledged the write")
+        refused = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
+        if refused:  # a server new, restarted or flushed: it learns the scripts, runs them
+            for script in SCRIPTS:
+                await server.script_load(script.source)
+            again = await self._pipeline(server, [commands[i] for i in refused], write)
+            for i, result in zip(refused, again, strict=True):
+                results[i] = result
         return results
 
     async def _refresh_quietly(self) -> None:
@@ -215,7 +219,7 @@ class RedisBackend:
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
             keys = list(shard_keys(bucket, shard))
             args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
-            return keys[0], lambda pipe: self._script_insert(keys=keys, args=args, client=pipe)
+            return keys[0], INSERT.call(keys, args)
 
         started = asyncio.get_running_loop().time()
         results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
@@ -242,7 +246,7 @@ class RedisBackend:
         def command(shard: int, idx: list[int]) -> Command:
             pair = list(shard_keys(bucket, shard))
             args = [member(keys[i]) for i in idx]
-            return pair[0], lambda pipe: self._script_delete(keys=pair, args=args, client=pipe)
+            return pair[0], DELETE.call(pair, args)
 
         results = await self._run([command(s, idx) for s, idx in groups.items()], True)
         return scatter(len(keys), groups.values(), results, bool)
@@ -260,7 +264,7 @@ class RedisBackend:
         def command(shard: int, idx: list[int]) -> Command:
             pair = list(shard_keys(bucket, shard))
             args = [v for i in idx for v in (member(items[i][0]), items[i][1])]
-            return pair[0], lambda pipe: self._script_replace(keys=pair, args=args, client=pipe)
+            return pair[0], REPLACE.call(pair, args)
 
         results = await self._run([command(s, idx) for s, idx in groups.items()])
         return scatter(len(items), groups.values(), results, bool)
@@ -281,7 +285,7 @@ class RedisBackend:
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
             pair = list(shard_keys(bucket, shard))
             args = [v for i in idx for v in (member(items[i][1]), member(items[i][3]), items[i][4])]
-            return pair[0], lambda pipe: self._script_move(keys=pair, args=args, client=pipe)
+            return pair[0], MOVE.call(pair, args)
 
         if local:
             results = await self._run([command(b, s, idx) for (b, s), idx in local.items()], True)
@@ -328,6 +332,54 @@ class RedisBackend:
             z = shard_keys(bucket, shard)[1]
             commands.append((z, _zcard_command(z)))
         return sum(await self._run(commands))
+
+    async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
+        """The bucket's count, and per span its first key and the keys after its cut:
+        one script per server over the shards it holds, when each span is one
+        whole shard and every shard has one (a stripe per shard: the queues')."""
+        shards = [lo >> SHARD_SHIFT for lo, _, _ in spans]
+        if shards != list(range(1 << SHARD_BITS)) or any(
+            (hi >> SHARD_SHIFT) != shard for (_, _, hi), shard in zip(spans, shards, strict=True)
+        ):
+            return await census_by_scans(self, bucket, spans, cap)
+        groups = await self._shards_by_server(bucket)
+
+        def command(group: list[int]) -> Command:
+            shards = " ".join(
+                f"{shard_keys(bucket, shard)[1]} {member(lo)} {member(mid)} {member(hi)}"
+                for shard in group
+                for lo, mid, hi in (spans[shard],)
+            )
+            args = [cap, shards]
+            z = shard_keys(bucket, group[0])[1]
+            return z, CENSUS.call([], args)
+
+        try:
+            answers = await self._run([command(group) for group in groups])
+        except BackendUnavailable:
+            self._held_by.clear()  # the slots may have moved
+            raise
+        count = 0
+        firsts: list[int | None] = [None] * len(spans)
+        after = [0] * len(spans)
+        for group, answer in zip(groups, answers, strict=True):
+            for k, shard in enumerate(group):
+                card, first, later = answer[3 * k : 3 * k + 3]
+                count += card
+                firsts[shard] = int(first, 16) if first else None
+                after[shard] = later
+        return Census(count, firsts, after)
+
+    async def _shards_by_server(self, bucket: str) -> list[list[int]]:
+        groups = self._held_by.get(bucket)
+        if groups is None:
+            by_server: dict[aioredis.Redis, list[int]] = defaultdict(list)
+            for shard in range(1 << SHARD_BITS):
+                by_server[await self._router.server_for(shard_keys(bucket, shard)[1])].append(shard)
+            if len(self._held_by) >= HELD_BY_BUCKETS:
+                self._held_by.clear()
+            groups = self._held_by[bucket] = list(by_server.values())
+        return groups
 
     async def drop(self, bucket: str) -> None:
         """Delete every object of a bucket."""

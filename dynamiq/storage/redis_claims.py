@@ -36,7 +36,7 @@ from dynamiq.storage.redis_layout import (
     scatter,
     shard_keys,
 )
-from dynamiq.storage.redis_scripts import CLAIM, DELETE, HIDE, INSERT_CLAIMED, SHOW
+from dynamiq.storage.redis_scripts import CLAIM, DELETE, HIDE, INSERT_CLAIMED, SHOW, Lua
 
 __all__ = ["ClaimedInserts"]
 
@@ -49,13 +49,8 @@ Answer = bool | bytes
 class ClaimedInserts:
     """Objects inserted with their claims, beside them or across shards."""
 
-    def __init__(self, encoder: Any, run: Run) -> None:
+    def __init__(self, run: Run) -> None:
         self._run = run
-        self._insert_claimed = encoder.register_script(INSERT_CLAIMED)
-        self._hide = encoder.register_script(HIDE)
-        self._claim = encoder.register_script(CLAIM)
-        self._show = encoder.register_script(SHOW)
-        self._delete = encoder.register_script(DELETE)
 
     async def insert(self, items: Sequence[Claimed], now_ms: int) -> list[Answer]:
         """Insert objects with their claims; per item, as ``insert_claimed`` answers."""
@@ -87,7 +82,7 @@ class ClaimedInserts:
                 _, key, value, _, claimed_as, expires_ms, _ = items[i]
                 record = claim_record(claimed_as, expires_ms)
                 args += [member(key), value, record, max(1, expires_ms - now_ms)]
-            return h, lambda pipe: self._insert_claimed(keys=keys, args=args, client=pipe)
+            return h, INSERT_CLAIMED.call(keys, args)
 
         results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
         answers = scatter(len(items), groups.values(), results, lambda a: a)
@@ -100,7 +95,7 @@ class ClaimedInserts:
         def hide(bucket: str, shard: int, idx: list[int]) -> Command:
             h, z = shard_keys(bucket, shard)
             args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
-            return h, lambda pipe: self._hide(keys=[h, z], args=args, client=pipe)
+            return h, HIDE.call([h, z], args)
 
         results = await self._run([hide(b, s, idx) for (b, s), idx in groups.items()], True)
         hidden = scatter(len(items), groups.values(), results, bool)
@@ -110,7 +105,7 @@ class ClaimedInserts:
             keys = _claim_keys(item)
             args = [now_ms, claim_record(item[4], item[5]), max(1, item[5] - now_ms)]
             args.append(member(item[1]).encode())
-            return keys[0], lambda pipe: self._claim(keys=keys, args=args, client=pipe)
+            return keys[0], CLAIM.call(keys, args)
 
         claimed = await self._run([claim(items[i]) for i in todo], True)
         answers: list[Any] = [0] * len(items)
@@ -143,11 +138,11 @@ class ClaimedInserts:
                     gone.append((items[i][0], items[i][1]))
             else:
                 out.append(answer == 1)
-        await self._each_shard(shown, self._show)
-        await self._each_shard(gone, self._delete)
+        await self._each_shard(shown, SHOW)
+        await self._each_shard(gone, DELETE)
         return out
 
-    async def _each_shard(self, objects: list[tuple[str, int]], script: Any) -> None:
+    async def _each_shard(self, objects: list[tuple[str, int]], script: Lua) -> None:
         """Run a script of members on each shard the ``(bucket, key)`` objects are in."""
         if not objects:
             return
@@ -156,7 +151,7 @@ class ClaimedInserts:
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
             pair = list(shard_keys(bucket, shard))
             args = [member(objects[i][1]) for i in idx]
-            return pair[0], lambda pipe: script(keys=pair, args=args, client=pipe)
+            return pair[0], script.call(pair, args)
 
         await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
 

@@ -1,11 +1,49 @@
 """The Lua scripts of the Redis store: each changes one shard (its hash of records
-and its sorted set of ids, ``KEYS[1]`` and ``KEYS[2]``) in one step."""
+and its sorted set of ids, ``KEYS[1]`` and ``KEYS[2]``) in one step.
+
+A script travels in a pipeline by its digest alone (``Lua.call``); a server that
+does not know it answers NOSCRIPT, and the store loads every script there and
+runs again what it refused (``SCRIPTS``). redis-py's own scripts would ask each
+server whether it knows them before every pipeline: a round trip more for each.
+"""
 
 from __future__ import annotations
 
-__all__ = ["CLAIM", "DELETE", "HIDE", "INSERT", "INSERT_CLAIMED", "MOVE", "REPLACE", "SHOW"]
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-INSERT = """
+from dynamiq.storage.redis_layout import queued
+
+__all__ = [
+    "CENSUS",
+    "CLAIM",
+    "DELETE",
+    "HIDE",
+    "INSERT",
+    "INSERT_CLAIMED",
+    "MOVE",
+    "REPLACE",
+    "SCRIPTS",
+    "SHOW",
+    "Lua",
+]
+
+
+class Lua:
+    """A script, called by its digest."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def call(self, keys: Sequence[str], args: Sequence[Any]) -> Callable[[Any], Awaitable[Any]]:
+        """Queue the script in a pipeline, on ``keys`` with ``args``."""
+        return lambda pipe: queued(pipe.evalsha(self.sha, len(keys), *keys, *args))
+
+
+INSERT = Lua(
+    """
 local out = {}
 for i = 1, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
@@ -17,8 +55,10 @@ for i = 1, #ARGV, 2 do
 end
 return out
 """
+)
 
-DELETE = """
+DELETE = Lua(
+    """
 local out = {}
 for i = 1, #ARGV do
   local gone = redis.call('HDEL', KEYS[1], ARGV[i])
@@ -27,8 +67,10 @@ for i = 1, #ARGV do
 end
 return out
 """
+)
 
-REPLACE = """
+REPLACE = Lua(
+    """
 local out = {}
 for i = 1, #ARGV, 2 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
@@ -40,9 +82,11 @@ for i = 1, #ARGV, 2 do
 end
 return out
 """
+)
 
 # A move inside one shard: 1 moved, 0 source absent, -1 target taken.
-MOVE = """
+MOVE = Lua(
+    """
 local out = {}
 for i = 1, #ARGV, 3 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
@@ -58,13 +102,15 @@ for i = 1, #ARGV, 3 do
 end
 return out
 """
+)
 
 # KEYS: the shard's hash and sorted set, then per object its claim and the claim's
 # note (where a copy inserted in another shard lies, see ``redis_claims``). ARGV:
 # the caller's clock (epoch ms), then per object its member, value, claim record
 # (13-digit expiry, then value) and the claim's time to live (ms). Per object:
 # 1 stored and claimed, 0 its id taken, else the live claim's record and note.
-INSERT_CLAIMED = """
+INSERT_CLAIMED = Lua(
+    """
 local out = {}
 local now = tonumber(ARGV[1])
 for i = 1, (#KEYS - 2) / 2 do
@@ -84,22 +130,26 @@ for i = 1, (#KEYS - 2) / 2 do
 end
 return out
 """
+)
 
 # An object stored out of sight: in its shard's hash, not its sorted set. ARGV:
 # member, value pairs. Per object: 1 stored, 0 its id taken.
-HIDE = """
+HIDE = Lua(
+    """
 local out = {}
 for i = 1, #ARGV, 2 do
   out[#out + 1] = redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 return out
 """
+)
 
 # A claim for an object in another shard. KEYS: the claim and its note. ARGV: the
 # caller's clock, the claim record, its time to live (ms), and the note (where
 # the object lies: its bucket's shard and member). 1 recorded, else the live
 # claim's record and note.
-CLAIM = """
+CLAIM = Lua(
+    """
 local held = redis.call('GET', KEYS[1])
 if held and tonumber(string.sub(held, 1, 13)) > tonumber(ARGV[1]) then
   return {held, redis.call('GET', KEYS[2]) or ''}
@@ -108,9 +158,11 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])
 return 1
 """
+)
 
 # Objects hidden by a claimed insert shown to walks, those still there. ARGV: members.
-SHOW = """
+SHOW = Lua(
+    """
 local shown = 0
 for i = 1, #ARGV do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 1 then
@@ -119,3 +171,27 @@ for i = 1, #ARGV do
 end
 return shown
 """
+)
+
+# A census of one bucket's shards held by this server, read only: the shards'
+# sorted sets are in different slots, so they travel in ARGV (the flag lets a
+# script read keys of several slots of its own server). ARGV: the cap, then one
+# string of, per shard, its sorted set, the first and last member of its span
+# and the last of the span's first part, space-separated. Per shard: its count,
+# its first member of the first part (false: none), how many members lie after
+# the first part (up to the cap).
+CENSUS = Lua(
+    """#!lua flags=no-writes,allow-cross-slot-keys
+local cap = tonumber(ARGV[1])
+local out = {}
+for z, lo, mid, hi in string.gmatch(ARGV[2], '(%S+) (%S+) (%S+) (%S+)') do
+  local head = redis.call('ZRANGEBYLEX', z, '[' .. lo, '[' .. mid, 'LIMIT', 0, 1)
+  out[#out + 1] = redis.call('ZCARD', z)
+  out[#out + 1] = head[1] or false
+  out[#out + 1] = math.min(cap, redis.call('ZLEXCOUNT', z, '(' .. mid, '[' .. hi))
+end
+return out
+"""
+)
+
+SCRIPTS = (INSERT, DELETE, REPLACE, MOVE, INSERT_CLAIMED, HIDE, CLAIM, SHOW, CENSUS)

@@ -74,6 +74,30 @@ async def test_an_insert_into_many_buckets_answers_each_in_its_order(
         assert await backend.count(b) == 1
 
 
+async def test_a_census_counts_and_cuts_each_stripe(backend: StorageBackend) -> None:
+    # Keys in stripes 0, 3 and 255 (the top 8 bits), some before each stripe's cut
+    # (due), some after (not due yet); stripe 7 holds only keys after its cut.
+    def key(stripe: int, seq: int) -> int:
+        return stripe << 55 | seq
+
+    keys = [key(0, 5), key(0, 9), key(0, 500), key(3, 100), key(3, 400), key(3, 401)]
+    keys += [key(7, 300), key(255, 1), key(255, (1 << 55) - 1)]
+    await backend.insert([("c", k, b"") for k in keys] + [("other", key(0, 1), b"")])
+    spans = [(key(s, 0), key(s, 200), key(s, (1 << 55) - 1)) for s in range(256)]
+    found = await backend.census("c", spans, cap=10)
+    assert found.objects == len(keys)
+    firsts = {s: k for s, k in enumerate(found.firsts) if k is not None}
+    assert firsts == {0: key(0, 5), 3: key(3, 100), 255: key(255, 1)}
+    after = {s: n for s, n in enumerate(found.after) if n}
+    assert after == {0: 1, 3: 2, 7: 1, 255: 1}
+    assert (await backend.census("c", spans, cap=1)).after[3] == 1  # up to the cap
+    # Spans that are not one per stripe: the same answers, as scans give them
+    some = [spans[3], (key(0, 0), key(0, 9), key(0, 499))]
+    assert await backend.census("c", some, cap=10) == (len(keys), [key(3, 100), key(0, 5)], [2, 0])
+    empty = await backend.census("none", spans, cap=10)
+    assert empty.objects == 0 and not any(empty.firsts) and not any(empty.after)
+
+
 async def test_buckets_are_separate(backend: StorageBackend) -> None:
     await backend.insert([("a", 7, b"a7"), ("ab", 7, b"ab7")])
     assert await backend.get("a", [7]) == [b"a7"]

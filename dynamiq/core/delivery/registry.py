@@ -107,6 +107,15 @@ class QueueStates:
         """Every ``(bucket, state)`` this node has, as a list (safe across awaits)."""
         return list(self._states.items())
 
+    def in_use(self) -> dict[str, tuple[int, int]]:
+        """Per bucket in use on this node (its state in memory, or events within the
+        rates' window): its publishes, receives and deletes of late, its leases held."""
+        events = self.activity.recent(self._clock.now())
+        out = {uid: (events.get(uid, 0), len(s.leases)) for uid, s in self._states.items()}
+        for uid, count in events.items():
+            out.setdefault(uid, (count, 0))
+        return out
+
     def all(self) -> list[QueueState]:
         """Every state this node has, as a list (safe across awaits)."""
         return list(self._states.values())

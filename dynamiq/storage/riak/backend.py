@@ -36,7 +36,10 @@ from urllib.parse import quote
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX, KeyRange
 from dynamiq.storage.base import (
+    Census,
     Claimed,
+    Span,
+    census_by_scans,
     claim_record,
     held_claim,
     insert_claimed_in_steps,
@@ -315,6 +318,10 @@ class RiakBackend:
     async def count(self, bucket: str) -> int:
         """Return the bucket's counter, once this node's queued deltas are in it."""
         return max(0, await self._counter(bucket))
+
+    async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
+        """The bucket's count, and per span its first key and the keys after its cut."""
+        return await census_by_scans(self, bucket, spans, cap)
 
     async def _counter(self, bucket: str) -> int:
         """The bucket's counter as stored (below 0 when it drifted), this node's queued
