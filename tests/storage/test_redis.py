@@ -109,3 +109,26 @@ async def test_a_copy_claimed_across_shards_by_a_publisher_that_died_is_shown_no
     finally:
         await raw.aclose()
         await store.close()
+
+
+async def test_a_server_that_forgot_the_scripts_learns_them_and_runs_the_writes(
+    redis_url: str,
+) -> None:
+    # Scripts go by digest alone; a server flushed or restarted knows none of them
+    await flush_redis(redis_url)
+    store = RedisBackend(redis_url)
+    server = aioredis.Redis.from_url(redis_url)
+    try:
+        assert await store.insert([("b", 1, b"one")]) == [True]
+        await server.script_flush()
+        assert await store.insert([("b", 2, b"two"), ("b", 1, b"again")]) == [True, False]
+        assert await store.get("b", [1, 2]) == [b"one", b"two"]
+        await server.script_flush()
+        assert (
+            await store.census("b", [(s << 55, s << 55, s << 55 | 5) for s in range(256)], 9)
+        ).objects == 2
+        assert await store.delete("b", [1]) == [True]
+        assert await store.count("b") == 1
+    finally:
+        await server.aclose()
+        await store.close()
