@@ -22,7 +22,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from dynamiq.core.catalog_codec import decode_queue, encode_queue, same_version
 from dynamiq.core.catalog_index import QueueIndex
 from dynamiq.core.catalog_log import CatalogLog
-from dynamiq.core.catalog_news import CatalogNews, Freshness, collecting, told, touch
+from dynamiq.core.catalog_news import CatalogNews, Freshness, Turns, collecting, told, touch
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PushEndpoint, push_queue
@@ -93,6 +93,7 @@ class Catalog:
         # What a read may take: a read racing with a change (made here, or read
         # by a faster read) must not put back what the change replaced.
         self._fresh = Freshness()
+        self._turns = Turns()  # a queue's record rewritten by one change at a time
         # Awaited after every change this node made, with what it touched: the
         # cluster tells its peers, and returns once every live one has read it
         # (any node knows the change once it is answered).
@@ -344,28 +345,30 @@ class Catalog:
     @_change
     async def configure_queue(self, name: str, changes: dict[str, Any]) -> QueueRecord:
         """Change some settings of a queue, validated; effective at once."""
-        current = self.queue(name)
-        # Each version of a record is later than the one before (``same_version``)
-        modified_ms = max(self._clock.wall_ms(), current.modified_ms + 1)
-        record = replace(
-            current, settings=current.settings.updated(changes), modified_ms=modified_ms
-        )
-        self._check_references(record)
-        await self._store.meta_put({f"q/{name}": encode_queue(record)})
-        self._set_queue(name, record)
-        return record
+        async with self._turns.of(name):
+            current = self.queue(name)
+            # Each version of a record is later than the one before (``same_version``)
+            modified_ms = max(self._clock.wall_ms(), current.modified_ms + 1)
+            record = replace(
+                current, settings=current.settings.updated(changes), modified_ms=modified_ms
+            )
+            self._check_references(record)
+            await self._store.meta_put({f"q/{name}": encode_queue(record)})
+            self._set_queue(name, record)
+            return record
 
     @_change
     async def delete_queue(self, name: str) -> str:
         """Delete a queue and its subscriptions; return the uid of the bucket to drop."""
-        record = self.queue(name)
-        users = self.dead_letter_users(name)
-        if users:
-            raise QueueInUse(name, users)
-        await self._store.meta_put({f"drop/{record.uid}": b""})
-        subscribed = [t for t, topic in self._topics.items() if name in topic.subscriptions]
-        await self._store.meta_delete([f"q/{name}", *(f"s/{t}/{name}" for t in subscribed)])
-        self._set_queue(name, None)
+        async with self._turns.of(name):
+            record = self.queue(name)
+            users = self.dead_letter_users(name)
+            if users:
+                raise QueueInUse(name, users)
+            await self._store.meta_put({f"drop/{record.uid}": b""})
+            subscribed = [t for t, topic in self._topics.items() if name in topic.subscriptions]
+            await self._store.meta_delete([f"q/{name}", *(f"s/{t}/{name}" for t in subscribed)])
+            self._set_queue(name, None)
         for t in subscribed:
             if (topic := self._topics.get(t)) is not None:
                 self._set_topic(t, topic.without(name))
@@ -379,13 +382,14 @@ class Catalog:
         new bucket before the old one goes, so that nothing a lagging node
         stores meanwhile is dropped with it unseen.
         """
-        current = self.queue(name)
-        record = replace(current, uid=secrets.token_hex(8))
-        await self._store.meta_put(
-            {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": encode_queue(record)}
-        )
-        self._set_queue(name, record)
-        return current.uid
+        async with self._turns.of(name):
+            current = self.queue(name)
+            record = replace(current, uid=secrets.token_hex(8))
+            await self._store.meta_put(
+                {f"drop/{current.uid}": b"%d" % drop_at_ms, f"q/{name}": encode_queue(record)}
+            )
+            self._set_queue(name, record)
+            return current.uid
 
     # -- topics --------------------------------------------------------------
 

@@ -13,12 +13,14 @@ puts back what a faster one, or a change made here, replaced.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["EVERYTHING", "CatalogNews", "Freshness", "collecting", "told", "touch"]
+__all__ = ["EVERYTHING", "CatalogNews", "Freshness", "Turns", "collecting", "told", "touch"]
 
 Name = tuple[str, str]  # ("q", queue) or ("t", topic)
 
@@ -106,3 +108,26 @@ class Freshness:
         elif len(self._newest) > 2 * len(self._reading) + 64:
             floor = min(self._reading)
             self._newest = {n: t for n, t in self._newest.items() if t >= floor}
+
+
+class Turns:
+    """One change at a time per name, in this process: a change that reads a record,
+    waits for the store and writes it again would otherwise undo another made
+    meanwhile (two settings changed at once), or put back a record deleted meanwhile."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: Counter[str] = Counter()
+
+    @contextlib.asynccontextmanager
+    async def of(self, name: str) -> AsyncIterator[None]:
+        """Hold ``name``'s turn while the block runs."""
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        self._users[name] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._users[name] -= 1
+            if not self._users[name]:  # nobody waits: a million names leave nothing behind
+                del self._users[name], self._locks[name]

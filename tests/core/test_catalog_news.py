@@ -8,6 +8,7 @@ import asyncio
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.catalog_news import CatalogNews
+from dynamiq.errors import QueueNotFound
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 
@@ -169,3 +170,28 @@ async def test_changes_to_one_topic_at_once_all_stay(store: LmdbBackend) -> None
     assert sorted(catalog.topic("t").subscriptions) == names
     await asyncio.gather(*(catalog.unsubscribe("t", name) for name in names[::2]))
     assert sorted(catalog.topic("t").subscriptions) == names[1::2]
+
+
+async def test_changes_to_one_queue_at_once_all_stay_and_none_undoes_a_delete(
+    store: LmdbBackend,
+) -> None:
+    catalog = Catalog(store)
+    await catalog.create_queue("q")
+    await asyncio.gather(
+        catalog.configure_queue("q", {"visibility_timeout": 7}),
+        catalog.configure_queue("q", {"delay_seconds": 3}),
+    )
+    for seen in (catalog, Catalog(store)):
+        await seen.reload()
+        settings = seen.queue("q").settings
+        assert (settings.visibility_timeout, settings.delay_seconds) == (7, 3)
+    # A change that read the record before a delete wrote: it must not put it back
+    deleted, configured = await asyncio.gather(
+        catalog.delete_queue("q"),
+        catalog.configure_queue("q", {"visibility_timeout": 9}),
+        return_exceptions=True,
+    )
+    assert isinstance(deleted, str) and isinstance(configured, QueueNotFound)
+    assert await store.meta_get("q/q") is None
+    await catalog.reload()
+    assert catalog.find("q") is None
