@@ -139,11 +139,20 @@ class Topic:
 
     def with_subscription(self, subscription: Subscription) -> Topic:
         """Return this topic with ``subscription`` added or replaced."""
-        return Topic([*self.subscriptions.values(), subscription], self.settings)
+        subscriptions = dict(self.subscriptions)  # a copy at C speed: wide topics grow by one
+        subscriptions[subscription.queue] = subscription
+        return self._with(subscriptions)
 
     def without(self, queue: str) -> Topic:
         """Return this topic without the subscription of ``queue``."""
-        return Topic((s for q, s in self.subscriptions.items() if q != queue), self.settings)
+        subscriptions = dict(self.subscriptions)
+        subscriptions.pop(queue, None)
+        return self._with(subscriptions)
+
+    def _with(self, subscriptions: dict[str, Subscription]) -> Topic:
+        topic = Topic(settings=self.settings)
+        topic.subscriptions = subscriptions
+        return topic
 
     def with_settings(self, settings: TopicSettings) -> Topic:
         """Return this topic with other settings (the same subscriptions)."""
