@@ -88,7 +88,7 @@ class Janitor:
                 uid = await self._catalog.delete_queue(name)
             except (QueueNotFound, QueueInUse):
                 continue  # deleted, or made a dead-letter queue, meanwhile
-            await self.idle.forget(name)
+            await self.idle.forget(name, expired=True)
             self._queues.forget_dropped([uid])
             window = record.settings.expires_after_seconds if record else None
             log.info("queue %s deleted: unused for %gs (expires_after_seconds)", name, window)

@@ -138,8 +138,9 @@ class Node:
 
     async def delete_queue(self, name: str) -> None:
         """Delete a queue now; its messages are dropped in the background."""
+        expired = self._catalog.index.expires(name)
         self._queues.forget_dropped([await self._catalog.delete_queue(name)])
-        await self._janitor.idle.forget(name)
+        await self._janitor.idle.forget(name, expired)
         self._janitor.kick()
 
     async def purge_queue(self, name: str) -> int:

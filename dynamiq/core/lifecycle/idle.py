@@ -84,11 +84,13 @@ class IdleQueues:
             self._stored[name] = max(ms, self._stored.get(name, 0))
         return sorted(r.name for r in records if self._deadline(r, self._stored[r.name]) <= now)
 
-    async def forget(self, name: str) -> None:
-        """Remove the recorded use of a deleted queue."""
+    async def forget(self, name: str, expired: bool) -> None:
+        """Remove the recorded use of a deleted queue (in the store too when it was one
+        deleted when idle: only those have one there)."""
         self._stored.pop(name, None)
         self._unwritten.pop(name, None)
-        await self._store.meta_delete([PREFIX + name])
+        if expired:
+            await self._store.meta_delete([PREFIX + name])
 
     def _last_use(self, name: str) -> int | None:
         uses = [t for t in (self._stored.get(name), self._unwritten.get(name)) if t is not None]
