@@ -2,9 +2,10 @@
 
 A receive leases exactly the messages it returns; nothing is written to the
 store for a first delivery. A lease ends when the message is deleted or its
-deadline passes, after which the message is visible again. A message being
-read or settled is held "in hand": its lease does not end while the hand holds it,
-however long the reads take, and nothing else may lease it meanwhile.
+deadline passes, after which the message is visible again. The messages a
+receive is reading are held "in hand": their leases do not end before the
+receive hands them out, however long the reads take, and nothing else may
+lease them meanwhile.
 """
 
 from __future__ import annotations
