@@ -60,6 +60,9 @@ META = "dq:meta"
 WAIT_MS = 5000
 SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
 HELD_BY_BUCKETS = 4096  # buckets whose shards' servers a census remembers
+# Each shard's whole key range, and the members at its ends (what a census reads).
+_SHARDS = [(s << SHARD_SHIFT, (s + 1 << SHARD_SHIFT) - 1) for s in range(1 << SHARD_BITS)]
+_SPAN_ENDS = [(member(lo), member(hi)) for lo, hi in _SHARDS]
 FULL_RETRY_SECONDS = 5  # what a write refused by a full server is told to wait
 
 
@@ -150,7 +153,10 @@ class RedisBackend:
         )
         # Per bucket, its shards grouped by the server that holds them (a census
         # sends one script to each); forgotten when the slots move.
-        self._held_by: dict[str, list[list[int]]] = {}
+        self._held_by: dict[str, list[list[tuple[int, str]]]] = {}
+        # Censuses asked for in one turn of the loop (a stats page's), sent together.
+        self._censuses: list[tuple[list[Command], asyncio.Future[list[Any]]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
         self._claimed = ClaimedInserts(self._run)
         self._wait_replicas = wait_replicas
         self._commits = 0
@@ -335,47 +341,70 @@ class RedisBackend:
 
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """The bucket's count, and per span its first key and the keys after its cut:
-        one script per server over the shards it holds, when each span is one
-        whole shard and every shard has one (a stripe per shard: the queues')."""
-        shards = [lo >> SHARD_SHIFT for lo, _, _ in spans]
-        if shards != list(range(1 << SHARD_BITS)) or any(
-            (hi >> SHARD_SHIFT) != shard for (_, _, hi), shard in zip(spans, shards, strict=True)
-        ):
+        one script per server over the shards it holds (those of a stats page's
+        queues together), when the spans are the shards, one each (the queues')."""
+        if [(lo, hi) for lo, _, hi in spans] != _SHARDS:
             return await census_by_scans(self, bucket, spans, cap)
         groups = await self._shards_by_server(bucket)
 
-        def command(group: list[int]) -> Command:
+        def command(group: list[tuple[int, str]]) -> Command:
             shards = " ".join(
-                f"{shard_keys(bucket, shard)[1]} {member(lo)} {member(mid)} {member(hi)}"
-                for shard in group
-                for lo, mid, hi in (spans[shard],)
+                f"{z} {_SPAN_ENDS[s][0]} {member(spans[s][1])} {_SPAN_ENDS[s][1]}" for s, z in group
             )
-            args = [cap, shards]
-            z = shard_keys(bucket, group[0])[1]
-            return z, CENSUS.call([], args)
+            return group[0][1], CENSUS.call([], [cap, shards])
 
-        try:
-            answers = await self._run([command(group) for group in groups])
-        except BackendUnavailable:
-            self._held_by.clear()  # the slots may have moved
-            raise
+        answers = await self._together([command(group) for group in groups])
         count = 0
         firsts: list[int | None] = [None] * len(spans)
         after = [0] * len(spans)
         for group, answer in zip(groups, answers, strict=True):
-            for k, shard in enumerate(group):
+            for k, (shard, _) in enumerate(group):
                 card, first, later = answer[3 * k : 3 * k + 3]
                 count += card
                 firsts[shard] = int(first, 16) if first else None
                 after[shard] = later
         return Census(count, firsts, after)
 
-    async def _shards_by_server(self, bucket: str) -> list[list[int]]:
+    async def _together(self, commands: list[Command]) -> list[Any]:
+        """Run a census's commands with those of every census asked for in the same turn
+        of the loop: one pipeline per server for a whole stats page."""
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._censuses.append((commands, future))
+        if len(self._censuses) == 1:  # sent once this turn's others joined, by a task of its own
+            sending = asyncio.get_running_loop().create_task(self._send_censuses())
+            self._sending.add(sending)
+            sending.add_done_callback(self._sending.discard)
+        return await future
+
+    async def _send_censuses(self) -> None:
+        await asyncio.sleep(0)  # a turn for the others asked for with this one
+        asked, self._censuses = self._censuses, []
+        try:
+            answers = await self._run([c for commands, _ in asked for c in commands])
+        except asyncio.CancelledError:  # the store closing
+            for _, future in asked:
+                future.cancel()
+            raise
+        except Exception as exc:
+            self._held_by.clear()  # the slots may have moved
+            for _, future in asked:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        start = 0
+        for commands, future in asked:
+            if not future.done():
+                future.set_result(answers[start : start + len(commands)])
+            start += len(commands)
+
+    async def _shards_by_server(self, bucket: str) -> list[list[tuple[int, str]]]:
+        """The bucket's shards (and their sorted sets) grouped by the server holding them."""
         groups = self._held_by.get(bucket)
         if groups is None:
-            by_server: dict[aioredis.Redis, list[int]] = defaultdict(list)
+            by_server: dict[aioredis.Redis, list[tuple[int, str]]] = defaultdict(list)
             for shard in range(1 << SHARD_BITS):
-                by_server[await self._router.server_for(shard_keys(bucket, shard)[1])].append(shard)
+                z = shard_keys(bucket, shard)[1]
+                by_server[await self._router.server_for(z)].append((shard, z))
             if len(self._held_by) >= HELD_BY_BUCKETS:
                 self._held_by.clear()
             groups = self._held_by[bucket] = list(by_server.values())

@@ -96,6 +96,9 @@ async def test_a_census_counts_and_cuts_each_stripe(backend: StorageBackend) -> 
     assert await backend.census("c", some, cap=10) == (len(keys), [key(3, 100), key(0, 5)], [2, 0])
     empty = await backend.census("none", spans, cap=10)
     assert empty.objects == 0 and not any(empty.firsts) and not any(empty.after)
+    # Asked for at once (a stats page): each its own
+    together = await asyncio.gather(*(backend.census(b, spans, 10) for b in ("c", "none", "c")))
+    assert together == [found, empty, found]
 
 
 async def test_buckets_are_separate(backend: StorageBackend) -> None:

@@ -10,6 +10,7 @@ from dynamiq.storage.base import StorageBackend
 __all__ = ["DELAYED_COUNTED", "Held", "held"]
 
 DELAYED_COUNTED = 1000  # per stripe
+_STRIPES = [stripe_range(stripe) for stripe in range(STRIPES)]
 
 
 class Held(NamedTuple):
@@ -28,7 +29,7 @@ async def held(store: StorageBackend, uid: str, now_seq: int) -> Held:
     due time: per stripe, the first key up to ``now_seq`` is its oldest due
     message, and the keys after it are the delayed ones.
     """
-    spans = [(lo, lo | now_seq, hi) for lo, hi in map(stripe_range, range(STRIPES))]
+    spans = [(lo, lo | now_seq, hi) for lo, hi in _STRIPES]
     found = await store.census(uid, spans, DELAYED_COUNTED)
     seqs = [seq_of(key) for key in found.firsts if key is not None]
     oldest = max(0.0, (now_seq - min(seqs)) / 1e6) if seqs else None
