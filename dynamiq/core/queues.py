@@ -40,6 +40,7 @@ __all__ = ["QueueService", "QueueStats"]
 log = logging.getLogger("dynamiq.core")
 
 RECENT_RECORDS_BYTES = 8 << 20  # about 8,000 messages of 1 KB
+NOTHING_HERE = LocalQueueStats()
 RECENT_BUCKETS = 64  # a publish into more queues keeps records only of those in use here
 EXPIRY_BATCH = 1000  # expired messages removed per upkeep round, at most
 SWEEP_SECONDS = 0.25  # how often lapsed leases are looked at without a receive
@@ -403,28 +404,23 @@ class QueueService:
         else:
             found = Held(await self._store.count(record.uid), None, 0)
         state = self.states.get(record.uid)  # none made: asking is not using
-        rates = self.states.activity.rates(record.uid, self._clock.now())
         if state is None:  # not in use here: no leases, its first partitions
-            partitions, here = record.settings.min_partitions, LocalQueueStats(0, *rates)
+            partitions, in_flight = record.settings.min_partitions, 0
         else:
-            partitions = len(state.partitions.partitions)
-            here = state.local_stats(rates)
+            partitions, in_flight = len(state.partitions.partitions), len(state.leases)
         if not detailed:
-            return QueueStats(found.depth, partitions, LocalQueueStats(here.in_flight))
+            return QueueStats(found.depth, partitions, LocalQueueStats(in_flight))
+        here = self.states.local_stats(record.uid)
         return QueueStats(found.depth, partitions, here, found.oldest_age, found.delayed)
 
     def local_stats(self, names: Sequence[str]) -> dict[str, LocalQueueStats]:
-        """Return what only this node knows of each queue it has state or rates for."""
-        now = self._clock.now()
+        """Return what only this node knows of each queue, where it knows anything."""
         out: dict[str, LocalQueueStats] = {}
         for name in names:
-            if (record := self._catalog.find(name)) is None:
-                continue
-            rates = self.states.activity.rates(record.uid, now)
-            if (state := self.states.get(record.uid)) is not None:
-                out[name] = state.local_stats(rates)
-            elif any(rates):
-                out[name] = LocalQueueStats(0, *rates)
+            if (record := self._catalog.find(name)) is not None:
+                here = self.states.local_stats(record.uid)
+                if here != NOTHING_HERE:
+                    out[name] = here
         return out
 
     def busiest(self) -> list[str]:

@@ -98,19 +98,16 @@ class TopicService:
         subscribed: Topic,
     ) -> None:
         """Count a publish's messages, its copies stored, and those that went nowhere."""
+        # A push subscription's copy is delivered when its endpoint takes it (``Pusher``).
         pushed = subscribed.pushed
-        if stored.duplicate or pushed:
-            duplicates = stored.duplicate or [False] * len(placed)
-            delivered = sum(
+        duplicates = stored.duplicate or [False] * len(placed)
+        counted = {
+            "published": len(routes),
+            "delivered": sum(
                 1
                 for (_, q), dup in zip(placed, duplicates, strict=True)
                 if not dup and q not in pushed
-            )
-        else:
-            delivered = len(placed)
-        counted = {
-            "published": len(routes),
-            "delivered": delivered,
+            ),
             "unrouted": sum(1 for queues in routes if not queues),
             "failed": copies - len(placed),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},

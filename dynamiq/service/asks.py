@@ -229,18 +229,10 @@ class PeerAsks:
                 lies in a slice no member could be told of in time.
         """
         client = self._reach.client
-        if client is None:
-            return
-        told = []
-        for queue, ids in placed.items():
-            self._watchers.tell(queue)
-            stored = [i for i in ids if i is not None]
-            if stored and not self.serves(stored):  # else every plain publish of a serving node
-                told.append(
-                    tell_owners(client, self._membership, queue, ids, messages, self.serves)
-                )
-        if told:
-            await asyncio.gather(*told)
+        if client is not None:
+            for queue in placed:
+                self._watchers.tell(queue)
+            await tell_owners(client, self._membership, placed, messages, self.serves)
 
     def serves(self, ids: Sequence[int]) -> bool:
         """Whether this node leases ``ids`` now, with the right to: no other node does,

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from bisect import bisect_right
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 
 from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.peers import PeerClient
@@ -50,13 +50,13 @@ def pinned_ids(messages: Sequence[bytes | Outgoing], ids: Sequence[int | None]) 
 async def tell_owners(
     peers: PeerClient,
     membership: Membership,
-    queue: str,
-    ids: Sequence[int | None],
+    placed: Mapping[str, Sequence[int | None]],
     messages: Sequence[bytes | Outgoing],
     serves: Callable[[Sequence[int]], bool],
 ) -> None:
-    """Tell the members whose slices hold some of a publish's ``ids`` (None where a
-    message was not stored) about them, before the publish is answered.
+    """Tell the members whose slices hold some of a publish's ids about them, before
+    the publish is answered: per queue (``placed``: several for a topic's fan-out),
+    the id of each of ``messages``, None where none was stored there.
 
     Only a message pinned to a stripe (an ordered group's, a dedup id's)
     lands outside the slice this node ``serves``, unless it serves nothing
@@ -77,20 +77,23 @@ async def tell_owners(
             sends it again, through another node if need be (a dedup id finds
             the first copy).
     """
-    stored = [i for i in ids if i is not None]
-    if not stored or serves(stored):  # every plain publish of a serving node
-        return
-    pinned = pinned_ids(messages, ids)
-    mine, theirs = by_owner(membership, stored)
-    calls = [
-        tell(peers, member, queue, owned)
-        if not pinned.isdisjoint(owned)
-        else quietly(peers.published(member, queue, owned))
-        for member, owned in theirs
-    ]
-    if own := [mid for mid in mine if mid in pinned]:
-        calls.append(_until_served(serves, own))
-    await asyncio.gather(*calls)
+    calls: list[Awaitable[None]] = []
+    for queue, ids in placed.items():
+        stored = [i for i in ids if i is not None]
+        if not stored or serves(stored):  # every plain publish of a serving node
+            continue
+        pinned = pinned_ids(messages, ids)
+        mine, theirs = by_owner(membership, stored)
+        calls += [
+            tell(peers, member, queue, owned)
+            if not pinned.isdisjoint(owned)
+            else quietly(peers.published(member, queue, owned))
+            for member, owned in theirs
+        ]
+        if own := [mid for mid in mine if mid in pinned]:
+            calls.append(_until_served(serves, own))
+    if calls:
+        await asyncio.gather(*calls)
 
 
 async def _until_served(serves: Callable[[Sequence[int]], bool], ids: list[int]) -> None:

@@ -53,8 +53,8 @@ class Activity:
             if at < second:
                 for event in Event:
                     totals[event] += counted[event].get(uid, 0)
-        published, received, deleted = (total / self._window for total in totals)
-        return published, received, deleted
+        published, received, deleted = totals
+        return published / self._window, received / self._window, deleted / self._window
 
     def recent(self, now: float) -> Counter[str]:
         """Return per bucket its events of every kind over the window, the current

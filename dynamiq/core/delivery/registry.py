@@ -18,7 +18,7 @@ from dynamiq.core.delivery.state import QueueState
 from dynamiq.core.delivery.walks import Walks
 from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, IdGenerator, stripes_within
 from dynamiq.keyspace import WHOLE, KeyRange
-from dynamiq.models import QueueRecord
+from dynamiq.models import LocalQueueStats, QueueRecord
 
 __all__ = ["QueueStates"]
 
@@ -106,6 +106,13 @@ class QueueStates:
     def items(self) -> list[tuple[str, QueueState]]:
         """Every ``(bucket, state)`` this node has, as a list (safe across awaits)."""
         return list(self._states.items())
+
+    def local_stats(self, uid: str) -> LocalQueueStats:
+        """What only this node knows of the queue in bucket ``uid``: its leases, its
+        rates, what it moved on (none of those without a state here but its rates)."""
+        rates = self.activity.rates(uid, self._clock.now())
+        state = self._states.get(uid)
+        return LocalQueueStats(0, *rates) if state is None else state.local_stats(rates)
 
     def in_use(self) -> dict[str, tuple[int, int]]:
         """Per bucket in use on this node (its state in memory, or events within the
