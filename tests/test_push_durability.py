@@ -39,8 +39,8 @@ def test_kill_9_while_pushing_loses_nothing(
     flags = ("--push-timeout", "1", "--push-connecttimeout", "1", *store)
     node = node_factory(*flags).start()
     receiver = Receiver(delay=0.02)  # a little slow: deliveries are in flight at the kill
+    sns: Any = sqs_client(node.url, "sns")
     try:
-        sns: Any = sqs_client(node.url, "sns")
         topic = sns.create_topic(Name=f"t-{uuid.uuid4().hex[:8]}")["TopicArn"]
         sns.subscribe(TopicArn=topic, Protocol="http", Endpoint=receiver.url)
         asked = receiver.wait_for("SubscriptionConfirmation")[0].document()
@@ -68,4 +68,5 @@ def test_kill_9_while_pushing_loses_nothing(
         duplicates = len(receiver.of("Notification")) - len(delivered)
         print(f"delivered before the kill: {before}; duplicates after it: {duplicates}")
     finally:
+        sns.close()
         receiver.close()

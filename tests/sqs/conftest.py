@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +17,8 @@ from tests.servers import flush_redis, require_module
 
 def sqs_client(url: str, service: str = "sqs", region: str = "us-east-1") -> Any:
     """A boto3 client of SQS (or SNS) on ``url``, configured as the AWS SDK guides say
-    for emulators (signing for ``region``)."""
+    for emulators (signing for ``region``). Close it when done: a pooled connection
+    collected open (to a node since killed, say) warns, and warnings fail tests."""
     import boto3
     from botocore.config import Config
 
@@ -47,15 +49,17 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture
-def sqs(node: str) -> Any:
+def sqs(node: str) -> Iterator[Any]:
     require_module("boto3", "test")
-    return sqs_client(node)
+    with contextlib.closing(sqs_client(node)) as client:
+        yield client
 
 
 @pytest.fixture
-def sns(node: str) -> Any:
+def sns(node: str) -> Iterator[Any]:
     require_module("boto3", "test")
-    return sqs_client(node, "sns")
+    with contextlib.closing(sqs_client(node, "sns")) as client:
+        yield client
 
 
 def queue_arn(sqs: Any, url: str) -> str:

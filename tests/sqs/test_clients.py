@@ -5,12 +5,14 @@ protocol's generation (botocore 1.31's own SQS model: form in, XML out)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,18 +175,20 @@ def test_aiobotocore_long_polls_while_another_task_sends(node: str) -> None:
     assert asyncio.run(scenario()) == ["awaited"]
 
 
-def query_client(node: str) -> Any:
+@pytest.fixture
+def query_sqs(node: str) -> Iterator[Any]:
     """An SQS client of botocore 1.31's generation: the query protocol, XML answers."""
     require_path(QUERY_MODELS / "sqs", "setup.sh fetches botocore 1.31's SQS model")
     session = botocore.session.get_session()
     session.get_component("data_loader").search_paths.insert(0, str(QUERY_MODELS))
     client = session.create_client("sqs", endpoint_url=node, region_name="us-east-1", **CREDENTIALS)
     assert client.meta.service_model.protocol == "query"
-    return client
+    with contextlib.closing(client):
+        yield client
 
 
-def test_the_query_protocol_serves_every_queue_and_message_action(node: str) -> None:
-    sqs = query_client(node)
+def test_the_query_protocol_serves_every_queue_and_message_action(query_sqs: Any) -> None:
+    sqs = query_sqs
     name = f"query-{uuid.uuid4().hex[:8]}"
     url = sqs.create_queue(
         QueueName=name, Attributes={"VisibilityTimeout": "7"}, tags={"team": "core"}
@@ -234,12 +238,12 @@ def test_the_query_protocol_serves_every_queue_and_message_action(node: str) -> 
     sqs.delete_queue(QueueUrl=url)
 
 
-def test_the_query_protocol_is_answered_at_a_queue_s_own_url(node: str) -> None:
+def test_the_query_protocol_is_answered_at_a_queue_s_own_url(query_sqs: Any) -> None:
     """Older SDKs post to the queue's URL and leave ``QueueUrl`` out of the form."""
     import urllib.parse
     import urllib.request
 
-    sqs = query_client(node)
+    sqs = query_sqs
     url = sqs.create_queue(QueueName=f"path-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     form = urllib.parse.urlencode({"Action": "SendMessage", "MessageBody": "posted"}).encode()
     with urllib.request.urlopen(urllib.request.Request(url, data=form), timeout=10) as answer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -287,15 +288,20 @@ def test_a_request_signed_for_another_region_is_refused(
     from tests.sqs.conftest import sqs_client
 
     url = new_queue()
-    west = sqs_client(node, region="us-west-2")
-    with pytest.raises(ClientError) as refused:
+    with (
+        pytest.raises(ClientError) as refused,
+        closing(sqs_client(node, region="us-west-2")) as west,
+    ):
         west.send_message(QueueUrl=url, MessageBody="meant for us-west-2")
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     assert _error(refused) == (
         "SignatureDoesNotMatch",
         "Credential should be scoped to a valid region, not 'us-west-2'.",
     )
-    with pytest.raises(ClientError) as refused:
-        sqs_client(node, "sns", region="us-west-2").list_topics()
+    with (
+        pytest.raises(ClientError) as refused,
+        closing(sqs_client(node, "sns", region="us-west-2")) as sns,
+    ):
+        sns.list_topics()
     assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
     assert "Messages" not in sqs.receive_message(QueueUrl=url)  # nothing reached the queue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -434,8 +435,12 @@ def test_any_node_of_a_cluster_serves_every_action(
 
     cluster = LocalCluster(tmp_path_factory.mktemp("sqs-cluster"), 3)
     cluster.start()
+    clients = contextlib.ExitStack()
     try:
-        n1, n2, n3 = (sqs_client(cluster.nodes[n].url) for n in ("n1", "n2", "n3"))
+        n1, n2, n3 = (
+            clients.enter_context(contextlib.closing(sqs_client(cluster.nodes[n].url)))
+            for n in ("n1", "n2", "n3")
+        )
         url = n1.create_queue(QueueName="everywhere")["QueueUrl"]
         for other in (n2, n3):  # the catalog reaches the others within a sync round
             until(functools.partial(_lists, other, "everywhere"), what="the queue on every node")
@@ -472,7 +477,10 @@ def test_any_node_of_a_cluster_serves_every_action(
             n1.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
         assert counts(n3, url) == ("0", "0")
         # SNS too: a topic made through n1 fans out what is published through n3.
-        sns1, sns3 = (sqs_client(cluster.nodes[n].url, "sns") for n in ("n1", "n3"))
+        sns1, sns3 = (
+            clients.enter_context(contextlib.closing(sqs_client(cluster.nodes[n].url, "sns")))
+            for n in ("n1", "n3")
+        )
         topic = sns1.create_topic(Name="fan")["TopicArn"]
         arn = n1.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
         sns1.subscribe(
@@ -493,6 +501,7 @@ def test_any_node_of_a_cluster_serves_every_action(
             fanned += [m["Body"] for m in batch["Messages"]]
         assert sorted(fanned) == sorted(f"e{i}" for i in range(10))
     finally:
+        clients.close()
         cluster.stop()
 
 
