@@ -34,6 +34,7 @@ import socket
 import time
 from dataclasses import dataclass
 
+from dynamiq.cluster.board import Board
 from dynamiq.cluster.swim import claim_port
 from dynamiq.config import Settings
 from dynamiq.daemon import announce, listen, run, serve
@@ -137,6 +138,7 @@ def _seats(settings: Settings, count: int) -> list[Seat]:
             ) from None
     gossip = [f"{host}:{port}" for port in ports[:count]]
     seeds = tuple(dict.fromkeys([*(core.seeds() if settings.gossip else []), *gossip]))
+    boards = Board.shared(count)
     return [
         Seat(
             worker_name(core.name, i),
@@ -145,6 +147,7 @@ def _seats(settings: Settings, count: int) -> list[Seat]:
             seeds,
             secret,
             settings.gossip,
+            boards[i],
         )
         for i in range(count)
     ]

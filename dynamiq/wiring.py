@@ -27,6 +27,7 @@ from dynamiq.api.app import build_app
 from dynamiq.api.context import Services
 from dynamiq.api.intake import Intake
 from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
+from dynamiq.cluster.board import Board
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.quorum import Quorum
 from dynamiq.cluster.swim import SwimMembership
@@ -84,6 +85,7 @@ class Seat:
     seeds: tuple[str, ...]  # the node's seeds (and its other workers' gossip addresses)
     secret: str  # the cluster's; for a node alone, one its workers share
     quorum: bool  # False for a node alone: its workers wait for no majority of each other
+    board: Board | None = None  # what the node's workers tell each other without a call
 
 
 def create_app(
@@ -259,7 +261,7 @@ def _reach(
     if signer is None:
         return Reach(membership, None)
     tls = certificates.peer_context if certificates else None
-    return Reach(membership, PeerClient(signer, tls))
+    return Reach(membership, PeerClient(signer, tls), seat.board if seat else None)
 
 
 def _keys(settings: Settings, store: StorageBackend, clock: Clock, reach: Reach) -> KeyRing | None:
@@ -299,6 +301,7 @@ def _engine(
         metrics=metrics,
         journal=LeaseJournal(Path(settings.storage.path) / "journal", name, clock),
         awake=membership.awake,
+        stirred=reach.board.stir if reach.board else None,
     )
     reloads = (keys.reload,) if keys else ()
     janitor = Janitor(queues, interval, reloads)

@@ -61,6 +61,7 @@ class QueueService:
         metrics: Metrics | None = None,
         journal: LeaseJournal | None = None,
         awake: Callable[[], bool] = lambda: True,
+        stirred: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
         # False while this node's view may be stale after a pause of the process.
@@ -69,7 +70,7 @@ class QueueService:
         self._clock = clock
         self._metrics: Metrics = metrics or MetricsFanout([])
         self.context = EngineContext(store, catalog, clock)
-        self.states = QueueStates(clock, ids, keyspace)
+        self.states = QueueStates(clock, ids, keyspace, stirred)
         self._recent = RecentRecords(RECENT_RECORDS_BYTES, CURSOR_SECONDS)
         self._closing = False
         self.life = Lifecycle(self.context, self._metrics, self.states, journal)

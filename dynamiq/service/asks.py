@@ -25,8 +25,10 @@ __all__ = ["PeerAsks", "Waiting", "waited"]
 log = logging.getLogger("dynamiq.service")
 
 # A peer that had no visible message (or did not answer) is not asked again
-# by this node for that queue for this long: receives of a queue the peers
-# hold nothing of do not pay a round trip to every peer each time. One that
+# by this node for that queue for this long, unless the node's board says a
+# sibling worker's share of the queue changed since: receives of a queue the
+# peers hold nothing of do not pay a round trip to every peer each time, and
+# what a sibling stores is received through this worker at once. One that
 # gave some, if fewer than asked, is asked again by the next receive: an
 # ordered group's next messages are there as soon as those before are
 # deleted, and a group may give fewer than a receive asked.
@@ -52,9 +54,11 @@ class PeerAsks:
         self._majority = majority
         self._queues = queues
         self._watchers = watchers
-        self._dry: dict[tuple[str, str], float] = {}  # (queue, member) -> ask again after
-        # (queue, member) -> the ask under way, resolved with whether it found nothing
-        self._asking: dict[tuple[str, str], asyncio.Future[bool]] = {}
+        # (queue, member) -> when to ask again, and the board's mark when it was dry
+        self._dry: dict[tuple[str, str], tuple[float, int]] = {}
+        # (queue, member) -> the ask under way, resolved with whether it found
+        # nothing, and the board's mark when it was made
+        self._asking: dict[tuple[str, str], tuple[asyncio.Future[bool], int]] = {}
 
     async def receive(self, ask: ReceiveRequest, waiting: Waiting = waited) -> list[Message]:
         """Lease what is visible now (``look``); when nothing is, ``wait`` for it, run
@@ -121,8 +125,8 @@ class PeerAsks:
         """Lease up to ``want`` from the peers not found dry lately; a receive that
         ``waits`` asks those with none to tell it of their next (``news``)."""
         out: list[Message] = []
-        now = time.monotonic()
-        peers = [m for m in self._reach.peers() if self._dry.get((queue, m.name), 0.0) <= now]
+        now, mark = time.monotonic(), self._reach.mark(queue)
+        peers = [m for m in self._reach.peers() if not self._still_dry(queue, m.name, now, mark)]
         random.shuffle(peers)
         waiter = self._reach.me() if waits else ""
         for member in peers:
@@ -130,6 +134,12 @@ class PeerAsks:
             if len(out) >= want:
                 break
         return out
+
+    def _still_dry(self, queue: str, member: str, now: float, mark: int) -> bool:
+        """Whether ``member`` had nothing of ``queue`` lately, and the board has not
+        moved since (``mark``)."""
+        dry = self._dry.get((queue, member))
+        return dry is not None and dry[0] > now and dry[1] == mark
 
     async def _ask(
         self,
@@ -148,12 +158,12 @@ class PeerAsks:
         """
         client = self._reach.client
         assert client is not None  # only a node with peers asks them
-        key = (queue, member.name)
+        key, mark = (queue, member.name), self._reach.mark(queue)  # the mark before the ask
         under_way = self._asking.get(key)
-        if under_way is not None and await asyncio.shield(under_way):
+        if under_way is not None and under_way[1] == mark and await asyncio.shield(under_way[0]):
             return []
         dry = asyncio.get_running_loop().create_future()
-        self._asking[key] = dry
+        self._asking[key] = (dry, mark)
         got: list[Message] = []
         answered = False  # cancelled: not dry, those waiting ask themselves
         try:
@@ -164,10 +174,10 @@ class PeerAsks:
             answered = True
         finally:
             dry.set_result(answered and not got)
-            if self._asking.get(key) is dry:
+            if self._asking.get(key, (None,))[0] is dry:
                 del self._asking[key]
         if not got:
-            self._dry[key] = time.monotonic() + PEER_DRY_SECONDS
+            self._dry[key] = (time.monotonic() + PEER_DRY_SECONDS, mark)
         else:
             self._dry.pop(key, None)
         return got
@@ -206,13 +216,22 @@ class PeerAsks:
         return [i for i, count in deliveries if counts.get(i, 0) in (0, count)]
 
     async def delete(self, queue: str, ids: Sequence[int]) -> list[bool]:
-        """Delete from the store; tell the members holding leases on the ids to let them go."""
+        """Delete from the store; tell the members holding leases on the ids to let them
+        go: this node's other workers before the answer (a group they serve moves on
+        to its next message at once), other nodes meanwhile."""
         existed = await self._queues.delete(queue, ids)
         client = self._reach.client
         if client is not None:
             gone = [i for i, ok in zip(ids, existed, strict=True) if ok]
+            siblings = {m.name for m in self._reach.siblings()}
+            told = []
             for member, owned in by_owner(self._membership, gone)[1]:
-                self._reach.spawn(quietly(client.release(member, queue, owned)))
+                release = quietly(client.release(member, queue, owned))
+                if member.name in siblings:
+                    told.append(release)
+                else:
+                    self._reach.spawn(release)
+            await asyncio.gather(*told)
         return existed
 
     async def published(

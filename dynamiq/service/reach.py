@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from dynamiq.cluster.base import Member, Membership
+from dynamiq.cluster.board import Board
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.wire import CatalogChange
 from dynamiq.core.catalog_news import EVERYTHING, CatalogNews
@@ -30,9 +31,12 @@ T = TypeVar("T")
 class Reach:
     """This process's calls to the other live members (none without a peer client)."""
 
-    def __init__(self, membership: Membership, client: PeerClient | None) -> None:
+    def __init__(
+        self, membership: Membership, client: PeerClient | None, board: Board | None = None
+    ) -> None:
         self.membership = membership
         self.client = client  # None: a node alone, nobody to call
+        self.board = board  # None: no sibling workers to read of without a call
         self._tasks: set[asyncio.Task[Any]] = set()
         self._announcement: asyncio.Task[None] | None = None  # the last catalog change told
 
@@ -44,6 +48,11 @@ class Reach:
         """Return the other live members."""
         me = self.me()
         return [m for m in self.membership.members() if m.name != me]
+
+    def mark(self, queue: str) -> int:
+        """A number that moves whenever a sibling worker's share of ``queue`` may have
+        new visible messages (always 0 without siblings)."""
+        return self.board.mark(queue) if self.board else 0
 
     def siblings(self) -> list[Member]:
         """Return the other live workers of this node (none for a node of one process)."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.groups import group_stripe
 from dynamiq.core.delivery.rates import Activity
-from dynamiq.core.delivery.state import QueueState
+from dynamiq.core.delivery.state import QueueState, Stirred, unseen
 from dynamiq.core.delivery.walks import Walks
 from dynamiq.core.ids import EPOCH_US, SEQ_BITS, STRIPES, IdGenerator, stripes_within
 from dynamiq.keyspace import WHOLE, KeyRange
@@ -27,9 +27,14 @@ class QueueStates:
     """Per queue (by bucket) its state on this node; the slice; fresh ids in it."""
 
     def __init__(
-        self, clock: Clock, ids: IdGenerator | None = None, keyspace: KeyRange | None = WHOLE
+        self,
+        clock: Clock,
+        ids: IdGenerator | None = None,
+        keyspace: KeyRange | None = WHOLE,
+        stirred: Stirred | None = None,
     ) -> None:
         self._clock = clock
+        self._stirred = stirred or unseen
         self.ids = ids or IdGenerator(clock.wall_us)
         self._states: dict[str, QueueState] = {}
         self.keyspace: KeyRange | None = None  # the ids this node leases out now
@@ -82,7 +87,7 @@ class QueueStates:
         now = self._clock.now()
         if state is None:
             lo, hi = self.keyspace or WHOLE
-            state = self._states[record.uid] = QueueState(record, lo, hi, now)
+            state = self._states[record.uid] = QueueState(record, lo, hi, now, self._stirred)
         elif state.settings != record.settings:
             state.settings = record.settings
             state.partitions.configure(record.settings, now)

@@ -15,7 +15,15 @@ from dynamiq.core.delivery.partitions import Partition, PartitionSet
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import HeldLease, LocalQueueStats, Message, QueueRecord
 
-__all__ = ["QueueState", "QueueStats"]
+__all__ = ["QueueState", "QueueStats", "Stirred", "unseen"]
+
+# Told the name of a queue whose messages may have become visible in this
+# member's share (stored, offered again, their group moved on), once they are.
+Stirred = Callable[[str], None]
+
+
+def unseen(queue: str) -> None:
+    """A stirring nobody watches."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +56,11 @@ class QueueStats:
 class QueueState:
     """The in-memory side of one queue on this node: partitions, leases, waiters."""
 
-    def __init__(self, record: QueueRecord, lo: int, hi: int, now: float) -> None:
+    def __init__(
+        self, record: QueueRecord, lo: int, hi: int, now: float, stirred: Stirred = unseen
+    ) -> None:
         self.name = record.name
+        self._stirred = stirred  # told whenever messages may have become visible here
         self.settings = record.settings
         self.partitions = PartitionSet(lo, hi, record.settings, now)
         self.leases = LeaseTable()
@@ -209,6 +220,7 @@ class QueueState:
             self.partitions.wake(ids)
             for cursor in self.cursors.values():
                 cursor.offer_again(ids)
+            self._stirred(self.name)
 
     def unavailable(self) -> Container[int]:
         """What a walk passes by: leased messages, and those waiting in their group."""
@@ -218,9 +230,14 @@ class QueueState:
         """A peer stored messages of the queue in its slice: the receives waiting here
         return (with nothing), for their callers to ask the peers."""
         self.news += 1
-        self.notify()
+        self._wake()
 
     def notify(self) -> None:
+        """The queue changed here: wake the receives waiting on it, tell ``stirred``."""
+        self._stirred(self.name)
+        self._wake()
+
+    def _wake(self) -> None:
         self.changes += 1
         for waiter in self.waiters:
             if not waiter.done():
