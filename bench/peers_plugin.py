@@ -50,6 +50,8 @@ JSON = {"Content-Type": "application/json"}
 # Where the secure node's certificates and the application key it made are kept,
 # for the client processes the driver spawns.
 SECURE = Path(tempfile.gettempdir()) / f"dynamiq-bench-secure-{PORT}"
+# The nodes started here: the driver's CPU and memory columns sum their processes.
+NODES: set[int] = set()
 
 
 def _python() -> str:
@@ -245,7 +247,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
     extra_flags: tuple[str, ...] = ()
     checkout: str | None = None  # run the node of this checkout instead of this one
-    workers = 1  # core.workers
+    workers = "1"  # core.workers
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")
@@ -264,7 +266,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             "--core-loglevelstring",
             "warn",
             "--core-workers",
-            str(self.workers),
+            self.workers,
             *self.extra_flags,
         ]
         # ``-m dynamiq`` finds the package of the working directory first.
@@ -275,11 +277,38 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         from bench.procs import MemoryWatch
 
         self._memory = MemoryWatch(p.pid)
+        _node_wide(p.pid)
         return p
 
     def stop_server(self, handle: subprocess.Popen[bytes]) -> None:
         print(f"  dynamiq memory, {self._memory.stop()}", file=sys.stderr, flush=True)
         peers._stop_popen(handle)
+
+
+def _node_wide(node: int) -> None:
+    """Have the driver read a node's CPU and memory (``node``: its first process's pid)
+    summed over its processes, its workers included: the driver reads one process."""
+    from bench.procs import cpu_seconds, processes
+
+    NODES.add(node)
+    if getattr(peers, "node_wide", False):
+        return
+    server_cpu, read_status_kb, reset_hwm = peers.server_cpu, peers.read_status_kb, peers.reset_hwm
+
+    def cpu(pid: int | None) -> float:
+        return cpu_seconds(pid) if pid in NODES else float(server_cpu(pid))
+
+    def status_kb(pid: int | None, key: str) -> int | None:
+        if pid not in NODES:
+            return read_status_kb(pid, key)  # type: ignore[no-any-return]
+        return sum(read_status_kb(p, key) or 0 for p in processes(pid))
+
+    def reset(pid: int | None) -> None:
+        for p in processes(pid) if pid in NODES else [pid]:
+            reset_hwm(p)
+
+    peers.server_cpu, peers.read_status_kb, peers.reset_hwm = cpu, status_kb, reset
+    peers.node_wide = True
 
 
 class DynamiqSecure(Dynamiq):
@@ -341,13 +370,20 @@ class DynamiqWorkers2(Dynamiq):
     """The same node served by two worker processes (``core.workers = 2``)."""
 
     name = "dynamiq-workers2"
-    workers = 2
+    workers = "2"
 
     def settings(self) -> str:
-        return (
-            super().settings() + "; core.workers=2 (the driver's CPU and RSS columns measure "
-            "the supervisor process only)"
-        )
+        return super().settings() + "; core.workers=2"
+
+
+class DynamiqWorkersAuto(Dynamiq):
+    """The same node with ``core.workers = auto`` (the default)."""
+
+    name = "dynamiq-workers-auto"
+    workers = "auto"
+
+    def settings(self) -> str:
+        return super().settings() + "; core.workers=auto"
 
 
 class DynamiqGrouped(Dynamiq):
@@ -486,6 +522,7 @@ ADAPTERS = {
     "dynamiq-baseline": DynamiqBaseline,
     "dynamiq-grouped": DynamiqGrouped,
     "dynamiq-workers2": DynamiqWorkers2,
+    "dynamiq-workers-auto": DynamiqWorkersAuto,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,

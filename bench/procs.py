@@ -21,12 +21,14 @@ def processes(pid: int) -> list[int]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time (user and system) ``pid`` and its workers have used so far, summed."""
+    """CPU time (user and system) ``pid`` and its workers have used so far, summed,
+    those that ended included (a worker killed and started again)."""
     ticks = 0
     for p in processes(pid):
-        # The fields after the command's closing parenthesis: utime, stime are 12th, 13th.
+        # The fields after the command's closing parenthesis: utime, stime, cutime and
+        # cstime (its children that ended and were waited for) are the 12th to 15th.
         fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
-        ticks += int(fields[11]) + int(fields[12])
+        ticks += sum(int(f) for f in fields[11:15])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -37,6 +37,10 @@ BACKENDS = ("lmdb", "redis", "riak")
 AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
 AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+# ``core.workers = auto`` serves a node with one process on machines of up to
+# this many cores: measured on 2 cores (the node's clients on them too), a
+# second worker was slower on every W1 column (see the README).
+ONE_WORKER_CORES = 2
 MIN_SECRET_BYTES = 32
 
 
@@ -54,7 +58,7 @@ class CoreSettings:
     backendconnectionpool: int = 16
     syncconfiginterval: int = 2000
     loglevelstring: str = "info"
-    workers: str = "auto"  # processes serving this node: "auto" (one per core) or 1..64
+    workers: str = "auto"  # processes serving this node: "auto" (``worker_count``) or 1..64
 
     def __post_init__(self) -> None:
         _require(bool(self.name.strip()), "core.name", "must not be empty")
@@ -66,7 +70,7 @@ class CoreSettings:
         _require(
             self.workers == "auto" or (self.workers.isdigit() and 1 <= int(self.workers) <= 64),
             "core.workers",
-            "must be auto (one per core) or a count from 1 to 64",
+            "must be auto or a count from 1 to 64",
         )
         for key in ("port", "seedport", "httpport"):
             _require(0 <= getattr(self, key) <= 65535, f"core.{key}", "must be a port (0-65535)")
@@ -93,10 +97,12 @@ class CoreSettings:
             )
 
     def worker_count(self) -> int:
-        """Return how many processes serve this node (``auto``: the cores it may use)."""
+        """Return how many processes serve this node; ``auto``: one on up to
+        ``ONE_WORKER_CORES`` cores it may use, else one per core."""
         if self.workers != "auto":
             return int(self.workers)
-        return max(1, min(64, len(os.sched_getaffinity(0))))
+        cores = len(os.sched_getaffinity(0))
+        return 1 if cores <= ONE_WORKER_CORES else min(64, cores)
 
     def riak_nodes(self) -> list[str]:
         """Return the Riak nodes' HTTP base URLs (``host:8098`` entries get ``http://``)."""

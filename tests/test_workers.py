@@ -49,8 +49,9 @@ def _scrape(node: NodeProcess) -> str:
         return text
 
 
-def test_workers_default_to_one_per_core_and_take_a_count() -> None:
-    assert load_settings(env={}).core.worker_count() == len(os.sched_getaffinity(0))
+def test_workers_default_to_one_on_two_cores_else_one_per_core_and_take_a_count() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert load_settings(env={}).core.worker_count() == (1 if cores <= 2 else cores)
     settings = load_settings(env={"DYNAMIQ_CORE_WORKERS": "3"})
     assert settings.core.worker_count() == 3
     for bad in ("0", "65", "many"):
