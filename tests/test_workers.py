@@ -6,10 +6,13 @@ port with ``SO_REUSEPORT``; workers are killed with kill -9 as a node would be.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import re
 import signal
 import socket
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -18,7 +21,7 @@ import pytest
 
 from dynamiq.client import Client
 from dynamiq.config_sources import load_settings
-from dynamiq.errors import ConfigError
+from dynamiq.errors import ConfigError, DynamiqError
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.testing.cluster import LocalCluster
 from tests.conftest import NodeFactory, NodeProcess
@@ -183,3 +186,65 @@ def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: P
             assert seen == ids
     finally:
         cluster.stop()
+
+
+def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
+    node_factory: NodeFactory,
+) -> None:
+    node = node_factory(*TWO).start()
+    until(lambda: _serves_all(node), 10, what="the workers never served the whole keyspace")
+    with Client(node.url) as client:
+        client.create_queue("load")
+    acknowledged: set[int] = set()
+    received: set[int] = set()
+    stop = threading.Event()
+
+    def publish(who: int) -> None:
+        for i in itertools.count():
+            if stop.is_set():
+                return
+            try:  # a connection each: both workers take some
+                with Client(node.url, rounds=1) as client:
+                    acknowledged.update(
+                        client.publish("load", [f"{who}-{i}-{j}" for j in range(10)])
+                    )
+            except DynamiqError:
+                pass  # refused or cut by the kill: not acknowledged, nothing promised
+
+    def consume() -> None:
+        with Client(node.url) as client:
+            while not stop.is_set():
+                with contextlib.suppress(DynamiqError):
+                    got = client.receive("load", 100, visibility_timeout=2, wait_seconds=0.2)
+                    received.update(m.id for m in got)
+                    if got:
+                        client.delete("load", [m.id for m in got])
+
+    threads = [threading.Thread(target=publish, args=(w,)) for w in range(3)]
+    threads.append(threading.Thread(target=consume))
+    for thread in threads:
+        thread.start()
+    try:
+        until(lambda: len(acknowledged) >= 500, 20, what="no load")
+        victim = _workers(node)[0]
+        os.kill(victim, signal.SIGKILL)
+        until(
+            lambda: victim not in _workers(node) and len(_workers(node)) == 2, 15, what="no restart"
+        )
+        until(lambda: _serves_all(node), 15, what="the restarted worker never served again")
+        count = len(acknowledged)
+        until(lambda: len(acknowledged) >= count + 500, 20, what="no load after the restart")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    with Client(node.url) as client:  # what the killed worker had leased lapses
+        deadline = time.monotonic() + 20
+        while not acknowledged <= received and time.monotonic() < deadline:
+            got = client.receive("load", 100, visibility_timeout=30, wait_seconds=0.5)
+            received.update(m.id for m in got)
+            if got:
+                client.delete("load", [m.id for m in got])
+    assert not acknowledged - received, (
+        f"{len(acknowledged - received)} acknowledged, never received"
+    )
