@@ -247,6 +247,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
 
     extra_flags: tuple[str, ...] = ()
     checkout: str | None = None  # run the node of this checkout instead of this one
+    python: str | None = None  # run the node on this interpreter instead of the checkout's
     workers = "1"  # core.workers
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
@@ -255,7 +256,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
         os.makedirs(d)
         log = open(os.path.join(d, "node.log"), "wb")  # noqa: SIM115 - lives as long as the node
         cmd = [
-            _python(),
+            self.python or _python(),
             "-m",
             "dynamiq",
             "serve",
@@ -406,6 +407,17 @@ class DynamiqBaseline(Dynamiq):
         return super().settings() + f"; the node of {self.checkout}"
 
 
+class DynamiqOtherPython(Dynamiq):
+    """The node on another interpreter (``DYNAMIQ_PYTHON``: a venv's python with the
+    checkout installed, e.g. a newer CPython), same run."""
+
+    name = "dynamiq-python"
+    python = os.environ.get("DYNAMIQ_PYTHON")
+
+    def settings(self) -> str:
+        return super().settings() + f"; the node on {self.python}"
+
+
 class _Handle:
     """A node process plus the store servers it runs on, stopped together."""
 
@@ -520,6 +532,7 @@ ADAPTERS = {
     "dynamiq-statsd": DynamiqStatsd,
     "dynamiq-secure": DynamiqSecure,
     "dynamiq-baseline": DynamiqBaseline,
+    "dynamiq-python": DynamiqOtherPython,
     "dynamiq-grouped": DynamiqGrouped,
     "dynamiq-workers2": DynamiqWorkers2,
     "dynamiq-workers-auto": DynamiqWorkersAuto,
