@@ -132,6 +132,22 @@ class CoverageWatch:
                 self._gap_since = now
 
 
+def _workers_of(node: LocalNode, patience: float = 10.0) -> list[int]:
+    """The node's worker pids, waiting a little for them (the kernel's list of the
+    node's children once read empty in the round after the node was stopped and
+    continued).
+
+    Raises:
+        RuntimeError: the node shows no worker within ``patience``.
+    """
+    deadline = time.monotonic() + patience
+    while not (workers := node.workers()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{node.name} shows no worker to kill")
+        time.sleep(0.1)
+    return workers
+
+
 def _fault(cluster: LocalCluster, watch: CoverageWatch, node: LocalNode, fault: str) -> None:
     if fault in NETWORK_FAULTS:
         assert cluster.network is not None
@@ -145,7 +161,7 @@ def _fault(cluster: LocalCluster, watch: CoverageWatch, node: LocalNode, fault: 
         cluster.network.heal()
     elif fault == "kill -9 worker":
         watch.down.add(node.name)
-        os.kill(random.choice(node.workers()), signal.SIGKILL)  # its supervisor restarts it
+        os.kill(random.choice(_workers_of(node)), signal.SIGKILL)  # its supervisor restarts it
     elif fault == "kill -9":
         watch.down.add(node.name)
         node.signal(signal.SIGKILL)
