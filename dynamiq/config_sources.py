@@ -21,7 +21,7 @@ __all__ = ["keys", "load_settings", "parse_gcfg"]
 
 # Variables the project reads for other purposes than settings: the client's
 # nodes, key and certificate authorities, the Riak tests' node, the benchmark's
-# driver and baseline checkout, the installer's extras.
+# driver, baseline checkout and other interpreter, the installer's extras.
 OTHER_VARIABLES = frozenset(
     {
         "DYNAMIQ_HOSTS",
@@ -30,6 +30,7 @@ OTHER_VARIABLES = frozenset(
         "DYNAMIQ_RIAK_URL",
         "DYNAMIQ_PEERS",
         "DYNAMIQ_BASELINE",
+        "DYNAMIQ_PYTHON",
         "DYNAMIQ_EXTRAS",
     }
 )
