@@ -38,23 +38,30 @@ class Departures:
     """
 
     def __init__(self) -> None:
-        self._watched: dict[asyncio.Task[list[Message]], web.Request] = {}  # task: whose
+        self._watched: dict[asyncio.Task[Any], web.Request] = {}  # task: whose
         self._timer: asyncio.TimerHandle | None = None
+        self._cancelled: set[asyncio.Task[Any]] = set()  # for their client's going
 
-    def watch(self, request: web.Request, task: asyncio.Task[list[Message]]) -> None:
+    def watch(self, request: web.Request, task: asyncio.Task[Any]) -> None:
         """Cancel ``task`` once ``request``'s client has gone (``forget`` it after)."""
         self._watched[task] = request
         if self._timer is None:
             self._arm()
 
-    def forget(self, task: asyncio.Task[list[Message]]) -> None:
+    def forget(self, task: asyncio.Task[Any]) -> bool:
+        """Stop watching ``task``; return whether it was cancelled for its client's going."""
         self._watched.pop(task, None)
+        if task in self._cancelled:
+            self._cancelled.discard(task)
+            return True
+        return False
 
     def _look(self) -> None:
         self._timer = None
         for task, request in list(self._watched.items()):
             if _gone(request):
                 del self._watched[task]
+                self._cancelled.add(task)
                 task.cancel()
         if self._watched:
             self._arm()
@@ -97,21 +104,27 @@ async def deliver(
 async def _unless_gone(
     request: web.Request, receive: Coroutine[Any, Any, list[Message]]
 ) -> list[Message]:
-    """Run a waiting ``receive`` as a task; cancel it when the client disconnects first.
+    """Run a waiting ``receive`` in this handler's task; cancel it when the client
+    disconnects first.
 
-    A task cancelled while it leased leaves nothing to give back: what its walk
-    took lapses. What a task done before the client was seen gone leased goes
-    on to ``deliver``, which gives it back when the answer cannot be written.
+    No task of its own: the answer goes out the moment the receive is woken,
+    not a turn of the event loop later. A receive cancelled while it leased
+    leaves nothing to give back: what its walk took lapses. What a receive done
+    before the client was seen gone leased goes on to ``deliver``, which gives
+    it back when the answer cannot be written.
     """
-    task = asyncio.get_running_loop().create_task(receive)
+    handler = asyncio.current_task()
+    assert handler is not None  # a request's handler runs in a task
     departures = request.config_dict[DEPARTURES]
-    departures.watch(request, task)
+    departures.watch(request, handler)
+    gone = False
     try:
-        return await task  # a cancel of this handler cancels the task too
+        return await receive
     except asyncio.CancelledError:
-        handler = asyncio.current_task()
-        if handler is not None and handler.cancelling():
-            raise  # this handler itself was cancelled, not the client gone
+        gone = departures.forget(handler)
+        if not gone or handler.uncancel() > 0:
+            raise  # cancelled for another reason (too), not only the client gone
         raise ClientGone("the client closed the connection during a long poll") from None
     finally:
-        departures.forget(task)
+        if not gone:
+            departures.forget(handler)

@@ -132,19 +132,21 @@ class QueueService:
         self.states.activity.add_each(
             Event.PUBLISHED, ((uid, len(mids)) for uid, (mids, _) in stored.items()), now
         )
-        narrow = len(stored) <= RECENT_BUCKETS
+        narrow, woke = len(stored) <= RECENT_BUCKETS, False
         for uid, (mids, records) in stored.items():
             # No state made: a first receive here walks the store (a fan-out makes none)
             if (state := self.states.get(uid)) is not None or narrow:
                 self._recent.add(uid, mids, records, now)
             if state is not None:
-                state.published(mids)
+                woke = state.published(mids) or woke
         # A duplicate's first copy may be from an attempt that failed after storing
         # it, before telling the walks: they are told now.
         for uid, firsts in done.firsts(items).items():
             state = self.states.of(queues[uid])
             state.published(firsts)
             self.life.note(queues[uid], state, "deduplicated", len(firsts))
+        if woke:  # the receives it woke answer first: a message's latency is theirs
+            await asyncio.sleep(0)
         return Published(done.ids, done.duplicate)
 
     # -- receiving -----------------------------------------------------------

@@ -144,12 +144,16 @@ class QueueState:
         cursor is replaced, while later ones of their groups do)."""
         self.cursors.pop(part.index, None)
 
-    def published(self, ids: list[int]) -> None:
+    def published(self, ids: list[int]) -> bool:
+        """Messages were stored under ``ids``: walks meet them, waiting receives wake.
+        Return whether any receive was waiting."""
         self.partitions.wake(ids)
         ascending = sorted(ids)
         for cursor in self.cursors.values():
             cursor.touch(ascending)
+        waited = bool(self.waiters)
         self.notify()
+        return waited
 
     def release(self, ids: Sequence[int]) -> None:
         """End the leases on ``ids`` (their messages were deleted, dead-lettered or
