@@ -46,6 +46,28 @@ def _serves_all(node: NodeProcess) -> bool:
     )
 
 
+def _two_workers(node_factory: NodeFactory, queue: str) -> NodeProcess:
+    """A node of two workers serving the whole keyspace, with ``queue`` made."""
+    node = node_factory(*TWO).start()
+    until(lambda: _serves_all(node), 10, what="the workers never served the whole keyspace")
+    with Client(node.url) as client:
+        client.create_queue(queue)
+    return node
+
+
+def _drain(client: Client, queue: str, expected: set[int], seconds: float) -> set[int]:
+    """Receive and delete until every id of ``expected`` came (or ``seconds`` passed);
+    return the ids that came."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while not expected <= seen and time.monotonic() < deadline:
+        got = client.receive(queue, 100, visibility_timeout=30, wait_seconds=0.5)
+        seen |= {m.id for m in got}
+        if got:
+            client.delete(queue, [m.id for m in got])
+    return seen
+
+
 def _scrape(node: NodeProcess) -> str:
     with urllib.request.urlopen(f"{node.url}/metrics", timeout=5) as answer:
         text: str = answer.read().decode()
@@ -100,10 +122,7 @@ def test_two_workers_share_the_port_split_the_slice_and_show_as_one_node(
 def test_a_worker_killed_is_started_again_and_its_leases_lapse_with_nothing_lost(
     node_factory: NodeFactory,
 ) -> None:
-    node = node_factory(*TWO).start()
-    until(lambda: _serves_all(node), 10, what="the workers never served the whole keyspace")
-    with Client(node.url) as client:
-        client.create_queue("work")
+    node = _two_workers(node_factory, "work")
     published: set[int] = set()
     for i in range(20):
         with Client(node.url) as client:
@@ -118,15 +137,8 @@ def test_a_worker_killed_is_started_again_and_its_leases_lapse_with_nothing_lost
     until(lambda: victim not in _workers(node) and len(_workers(node)) == 2, 15, what="no restart")
     assert survivor in _workers(node)
     until(lambda: _serves_all(node), 15, what="the restarted worker never served its half again")
-    seen: set[int] = set()
-    deadline = time.monotonic() + 20
     with Client(node.url) as client:  # every lease lapses, the killed worker's included
-        while seen != published and time.monotonic() < deadline:
-            got = client.receive("work", 100, visibility_timeout=30, wait_seconds=1)
-            seen |= {m.id for m in got}
-            if got:
-                client.delete("work", [m.id for m in got])
-        assert seen == published
+        assert _drain(client, "work", published, 20) == published
         assert client.queue("work")["stats"]["depth"] == 0
     assert any("worker dynamiq1/" in line and "exited (signal 9)" in line for line in node.log)
 
@@ -176,14 +188,7 @@ def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: P
             ids = set()
             for i in range(10):
                 ids |= set(client.publish("c", [f"c{i}"]))
-            seen: set[int] = set()
-            deadline = time.monotonic() + 10
-            while seen != ids and time.monotonic() < deadline:
-                got = client.receive("c", 10, wait_seconds=0.5)
-                seen |= {m.id for m in got}
-                if got:
-                    client.delete("c", [m.id for m in got])
-            assert seen == ids
+            assert _drain(client, "c", ids, 10) == ids
     finally:
         cluster.stop()
 
@@ -191,10 +196,7 @@ def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: P
 def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
     node_factory: NodeFactory,
 ) -> None:
-    node = node_factory(*TWO).start()
-    until(lambda: _serves_all(node), 10, what="the workers never served the whole keyspace")
-    with Client(node.url) as client:
-        client.create_queue("load")
+    node = _two_workers(node_factory, "load")
     acknowledged: set[int] = set()
     received: set[int] = set()
     stop = threading.Event()
@@ -239,12 +241,7 @@ def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
         for thread in threads:
             thread.join()
     with Client(node.url) as client:  # what the killed worker had leased lapses
-        deadline = time.monotonic() + 20
-        while not acknowledged <= received and time.monotonic() < deadline:
-            got = client.receive("load", 100, visibility_timeout=30, wait_seconds=0.5)
-            received.update(m.id for m in got)
-            if got:
-                client.delete("load", [m.id for m in got])
+        received |= _drain(client, "load", acknowledged - received, 20)
     assert not acknowledged - received, (
         f"{len(acknowledged - received)} acknowledged, never received"
     )

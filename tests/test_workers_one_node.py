@@ -48,20 +48,28 @@ class Worker:
         kind = answer.getheader("Content-Type", "")
         return json.loads(text) if kind.startswith("application/json") else text.decode()
 
-    def publish(self, queue: str, body: str, group: str | None = None) -> int:
+    def publish(self, queue: str, body: str, group: str | None = None, api: str = "v2") -> int:
+        if api == "v1":
+            return int(self.call("PUT", f"/v1/queues/{queue}/message", raw=body.encode()))
         message = {"body": body} if group is None else {"body": body, "group": group}
         return int(
             self.call("POST", f"/v2/queues/{queue}/messages", {"messages": [message]})["ids"][0]
         )
 
-    def receive(self, queue: str, want: int = 10) -> list[int]:
+    def receive(self, queue: str, want: int = 10, api: str = "v2") -> list[int]:
         """Lease up to ``want`` visible messages, without waiting."""
+        if api == "v1":
+            return [int(m["id"]) for m in self.call("GET", f"/v1/queues/{queue}/messages/{want}")]
         ask = {"max_messages": want, "wait_seconds": 0, "visibility_timeout": 60}
         got = self.call("POST", f"/v2/queues/{queue}/receive", ask)["messages"]
         return [int(m["id"]) for m in got]
 
-    def delete(self, queue: str, ids: list[int]) -> None:
-        self.call("POST", f"/v2/queues/{queue}/delete", {"ids": [str(i) for i in ids]})
+    def delete(self, queue: str, ids: list[int], api: str = "v2") -> None:
+        if api == "v1":
+            for done in ids:
+                assert self.call("DELETE", f"/v1/queues/{queue}/message/{done}") is True
+        else:
+            self.call("POST", f"/v2/queues/{queue}/delete", {"ids": [str(i) for i in ids]})
 
 
 @pytest.fixture(scope="module")
@@ -104,34 +112,19 @@ def _queue(node: NodeProcess, **settings: Any) -> str:
     return name
 
 
-def test_a_v2_publish_through_one_worker_is_received_through_the_other_at_once(
-    node: NodeProcess, workers: tuple[Worker, Worker]
+@pytest.mark.parametrize("api", ["v1", "v2"])
+def test_a_publish_through_one_worker_is_received_through_the_other_at_once(
+    node: NodeProcess, workers: tuple[Worker, Worker], api: str
 ) -> None:
     queue = _queue(node)
     misses = 0
     for i in range(TRIES):
         into, out = workers if i % 2 == 0 else workers[::-1]
-        assert out.receive(queue) == []  # as a consumer polls: nothing yet
-        sent = into.publish(queue, f"m{i}")
-        got = out.receive(queue)
+        assert out.receive(queue, api=api) == []  # as a consumer polls: nothing yet
+        sent = into.publish(queue, f"m{i}", api=api)
+        got = out.receive(queue, api=api)
         misses += sent not in got
-        into.delete(queue, got or [sent])
-    assert misses == 0, f"{misses} of {TRIES} publishes not received through the other worker"
-
-
-def test_a_v1_publish_through_one_worker_is_received_through_the_other_at_once(
-    node: NodeProcess, workers: tuple[Worker, Worker]
-) -> None:
-    queue = _queue(node)
-    misses = 0
-    for i in range(TRIES):
-        into, out = workers if i % 2 == 0 else workers[::-1]
-        assert out.call("GET", f"/v1/queues/{queue}/messages/10") == []
-        sent = int(into.call("PUT", f"/v1/queues/{queue}/message", raw=f"m{i}".encode()))
-        got = [int(m["id"]) for m in out.call("GET", f"/v1/queues/{queue}/messages/10")]
-        misses += sent not in got
-        for done in got or [sent]:
-            assert into.call("DELETE", f"/v1/queues/{queue}/message/{done}") is True
+        into.delete(queue, got or [sent], api=api)
     assert misses == 0, f"{misses} of {TRIES} publishes not received through the other worker"
 
 
