@@ -1,6 +1,6 @@
 """A node under floods: how fast it answers others meanwhile, and what it holds.
 
-    python -m bench.overload [--port 18183]
+    python -m bench.overload [--port 18183] [--workers 2]
 
 Starts a node on a scratch directory and runs three floods one after the
 other, each bounded: 2,000 receives waiting at once on an empty queue; 300
@@ -217,13 +217,16 @@ def main() -> None:
     """Run the three floods and print what the probes and the node showed."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=18183)
+    ap.add_argument("--workers", default="auto", help="the node's core.workers (default auto)")
     args = ap.parse_args()
     print(
         "flood                      probe ms: p50      p99      max   statuses   "
         "node CPU µs each   peak RSS MB (anonymous)"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        node, url = start_node(tmp, args.port, "--limits-idletimeout", "2")
+        node, url = start_node(
+            tmp, args.port, "--limits-idletimeout", "2", "--core-workers", args.workers
+        )
         try:
             _create(url, "idle")
             _create(url, "big", max_message_bytes=MIB - 1024)
