@@ -39,7 +39,8 @@ AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 # ``core.workers = auto`` serves a node with one process on machines of up to
 # this many cores: measured on 2 cores (the node's clients on them too), a
-# second worker was slower on every W1 column (see the README).
+# second worker took half as much again CPU a message, twice the memory and
+# twice the latency, for no more throughput (see the README).
 ONE_WORKER_CORES = 2
 MIN_SECRET_BYTES = 32
 

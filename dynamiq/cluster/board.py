@@ -2,13 +2,14 @@
 
 A worker that finds another's share of a queue empty does not ask it again for
 a while (a receive would otherwise pay a round trip to every sibling every
-time). Whether it may skip the ask is decided here: the supervisor maps one
-page of memory before it forks, shared by every worker it starts (restarts
+time). Whether it may skip the ask is decided here: the supervisor maps a
+little memory before it forks, shared by every worker it starts (restarts
 included), with a row of counters per worker. A worker bumps its counter for
 a queue whenever messages of the queue become visible in its share (stored,
 offered again, their group moved on), after they are visible to a receive
-there. A sibling reads the queue's counters before it asks; it skips a later
-ask only if they have not moved since the ask that found nothing.
+there. A sibling reads the others' counters of the queue before it asks; it
+skips a later ask only if they have not moved since the ask that found
+nothing.
 
 Each row has one writer, so a bump is a plain increment; the counters only
 grow, so their sum moves exactly when one of them does. Queues share a
@@ -47,9 +48,9 @@ class Board:
         self._counters[self._mine + self._slot(queue)] += 1
 
     def mark(self, queue: str) -> int:
-        """A number that changes whenever any worker stirs ``queue``."""
-        counters, slot = self._counters, self._slot(queue)
-        return sum(counters[row + slot] for row in self._rows)
+        """A number that changes whenever another worker stirs ``queue``."""
+        counters, slot, mine = self._counters, self._slot(queue), self._mine
+        return sum(counters[row + slot] for row in self._rows if row != mine)
 
     def _slot(self, queue: str) -> int:
         return zlib.crc32(queue.encode()) % self._slots

@@ -50,8 +50,8 @@ class Reach:
         return [m for m in self.membership.members() if m.name != me]
 
     def mark(self, queue: str) -> int:
-        """A number that moves whenever a sibling worker's share of ``queue`` may have
-        new visible messages (always 0 without siblings)."""
+        """A number that moves whenever another worker's share of ``queue`` may have
+        new visible messages (always 0 without sibling workers)."""
         return self.board.mark(queue) if self.board else 0
 
     def siblings(self) -> list[Member]:
