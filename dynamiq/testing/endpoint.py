@@ -1,7 +1,13 @@
 """An HTTP endpoint for push subscriptions to deliver to, as a service would run one: a
 real aiohttp server on loopback (in a thread of its own, so that synchronous clients
 such as boto3 can drive the node meanwhile), answering each POST as its ``answer``
-says and keeping what it got. For the tests and the chaos command."""
+says and keeping what it got. For the tests and the chaos command.
+
+It runs on uvloop: asyncio's own loop (CPython 3.11) makes a Python socket for
+each connection it accepts and, when the accept cannot finish (the server
+closing, or a node killed while it pushes), leaves it to the garbage
+collector, whose warning then fails whichever test is running. uvloop accepts
+in C and hands the connection to its transport at once."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import uvloop
 from aiohttp import web
 
 __all__ = ["Delivery", "Receiver"]
@@ -58,11 +65,10 @@ class Receiver:
         self.got: list[Delivery] = []
         self.in_flight = 0
         self.most_in_flight = 0
-        self._loop = asyncio.new_event_loop()
+        self._loop = uvloop.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._runner: web.AppRunner | None = None
-        self._socket: socket.socket | None = None
         self.port = 0
         self._thread.start()
         self._ready.wait(10)
@@ -83,10 +89,10 @@ class Receiver:
         app.router.add_post("/{tail:.*}", self._take)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        self._socket = socket.socket()
-        self._socket.bind(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        await web.SockSite(self._runner, self._socket, ssl_context=self.tls).start()
+        listening = socket.socket()
+        listening.bind(("127.0.0.1", 0))
+        self.port = listening.getsockname()[1]
+        await web.SockSite(self._runner, listening, ssl_context=self.tls).start()
 
     async def _take(self, request: web.Request) -> web.Response:
         delivery = Delivery(
@@ -103,18 +109,16 @@ class Receiver:
             self.in_flight -= 1
 
     async def _stop(self) -> None:
-        """Stops accepting, lets the accepts under way finish, then stops serving (which
-        closes every connection). Closing at once would leak a connection accepted just
-        before: CPython 3.11's asyncio fails to finish an accept whose server has closed
-        and leaves its socket to the garbage collector (a node killed while pushing to
-        the endpoint makes that likely)."""
+        """Stop serving, every connection cut (not closed politely: a TLS goodbye
+        would outlive the loop)."""
         if self._runner is None:
             return
-        if self._socket is not None:
-            asyncio.get_running_loop().remove_reader(self._socket.fileno())
-        for _ in range(3):  # an accept takes two turns of the loop to hand its connection over
-            await asyncio.sleep(0)
+        server = self._runner.server
+        for handler in list(server.connections) if server is not None else []:
+            if handler.transport is not None:
+                handler.transport.abort()
         await self._runner.cleanup()
+        await asyncio.sleep(0)  # the cut connections' last callbacks
 
     def of(self, kind: str) -> list[Delivery]:
         return [d for d in list(self.got) if d.kind == kind]
