@@ -20,7 +20,7 @@ from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
 from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, Partition, layout
 from dynamiq.core.delivery.rates import Event
 from dynamiq.core.delivery.registry import QueueStates
-from dynamiq.core.delivery.state import QueueState, QueueStats
+from dynamiq.core.delivery.state import QueueState, QueueStats, Stirred
 from dynamiq.core.ids import EPOCH_US, SEQ_MASK, IdGenerator
 from dynamiq.core.lifecycle.expiry import Expiry
 from dynamiq.core.lifecycle.life import Lifecycle
@@ -61,7 +61,7 @@ class QueueService:
         metrics: Metrics | None = None,
         journal: LeaseJournal | None = None,
         awake: Callable[[], bool] = lambda: True,
-        stirred: Callable[[str], None] | None = None,
+        stirred: Stirred | None = None,
     ) -> None:
         self._store = store
         # False while this node's view may be stale after a pause of the process.
@@ -143,7 +143,7 @@ class QueueService:
         # it, before telling the walks: they are told now.
         for uid, firsts in done.firsts(items).items():
             state = self.states.of(queues[uid])
-            state.published(firsts)
+            woke = state.published(firsts) or woke
             self.life.note(queues[uid], state, "deduplicated", len(firsts))
         if woke:  # the receives it woke answer first: a message's latency is theirs
             await asyncio.sleep(0)

@@ -223,15 +223,15 @@ class PeerAsks:
         client = self._reach.client
         if client is not None:
             gone = [i for i, ok in zip(ids, existed, strict=True) if ok]
-            siblings = {m.name for m in self._reach.siblings()}
             told = []
             for member, owned in by_owner(self._membership, gone)[1]:
                 release = quietly(client.release(member, queue, owned))
-                if member.name in siblings:
+                if self._reach.sibling(member):
                     told.append(release)
                 else:
                     self._reach.spawn(release)
-            await asyncio.gather(*told)
+            if told:
+                await asyncio.gather(*told)
         return existed
 
     async def published(

@@ -56,8 +56,11 @@ class Reach:
 
     def siblings(self) -> list[Member]:
         """Return the other live workers of this node (none for a node of one process)."""
-        node = node_of(self.me())
-        return [m for m in self.peers() if node_of(m.name) == node]
+        return [m for m in self.peers() if self.sibling(m)]
+
+    def sibling(self, member: Member) -> bool:
+        """Whether ``member`` is a worker of this node."""
+        return node_of(member.name) == node_of(self.me())
 
     async def ask_siblings(
         self, call: Callable[[PeerClient, Member], Awaitable[T]]
