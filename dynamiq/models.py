@@ -6,7 +6,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
@@ -27,6 +27,7 @@ __all__ = [
     "APPLICATION_PATTERN",
     "ATTRIBUTE_NAME",
     "ATTRIBUTE_TYPE",
+    "EVERY_QUEUE",
     "MAX_ATTRIBUTES",
     "NAME_PATTERN",
     "TOPIC_NAME_PATTERN",
@@ -42,6 +43,7 @@ __all__ = [
     "QueueRecord",
     "QueueSettings",
     "RetryBackoff",
+    "TopicPublished",
     "attribute_types_size",
     "attributes_size",
     "check_token",
@@ -452,6 +454,26 @@ class Published(list[T]):
         """No node took the publish: the client's spool keeps it to send later (no ids)."""
 
 
+class TopicPublished(NamedTuple):
+    """A topic publish's copies: per queue that took any, their ids in request order
+    (None where a message did not go there); per queue with a duplicate, which
+    were; and which of the queues are push subscriptions' (the node's own)."""
+
+    ids: dict[str, list[int | None]]
+    duplicate: dict[str, list[bool]]
+    pushed: frozenset[str] = frozenset()
+
+    def for_clients(self) -> TopicPublished:
+        """The copies in the queues a client knows of: push subscriptions' left out."""
+        if not self.pushed:
+            return self
+        drop = self.pushed
+        return TopicPublished(
+            {q: v for q, v in self.ids.items() if q not in drop},
+            {q: v for q, v in self.duplicate.items() if q not in drop},
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class ReceiveRequest:
     """What a consumer asks of a receive: up to ``max_messages`` leased from ``queue``.
@@ -464,6 +486,11 @@ class ReceiveRequest:
     max_messages: int
     visibility_timeout: float | None = None
     wait_seconds: float = 0.0
+
+
+# Asked of a peer's stats beside queue names: its sums over every queue it knows of
+# (no queue is named so; a peer that does not know it answers nothing for it).
+EVERY_QUEUE = ""
 
 
 class LocalQueueStats(msgspec.Struct, frozen=True, array_like=True):

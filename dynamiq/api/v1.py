@@ -107,9 +107,9 @@ async def unsubscribe(request: web.Request) -> web.Response:
 
 async def publish_topic(request: web.Request) -> web.Response:
     """Publish the raw body to every subscriber that takes it: ``{queue: id}``."""
-    ids = await node(request).publish_topic(topic_name(request), [await request.read()])
+    published = await node(request).publish_topic(topic_name(request), [await request.read()])
     shown = who(request).shown
-    return json_response({shown(queue): str(mid) for queue, (mid,) in ids.items()})
+    return json_response({shown(queue): str(mid) for queue, (mid,) in published.ids.items()})
 
 
 # -- queues -------------------------------------------------------------------

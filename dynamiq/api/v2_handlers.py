@@ -276,8 +276,8 @@ async def queue_stats(request: web.Request) -> web.Response:
 
 async def node_stats(request: web.Request) -> web.Response:
     """Return a page of queues' stats (by name: ``prefix``, ``after``, ``limit``; or with
-    ``order=busiest`` the queues in use, the busiest first) and their sums (every
-    queue's, when they fit in the page)."""
+    ``order=busiest`` the queues in use, the busiest first) and sums: over every queue
+    where the store counts them and the caller sees them all, else the page's."""
     here = node(request)
     caller = who(request)
     order = request.query.get("order", "name")
@@ -287,7 +287,9 @@ async def node_stats(request: web.Request) -> web.Response:
         page, after = _page(request, caller.visible(here.queue_names()), STATS_PAGE)
     else:
         raise Invalid("order is name or busiest", "order")
-    stats = await here.node_stats([caller.name_of(name) for name in page], after)
+    # Sums over every queue for a caller who sees them all and asked for no part of them
+    every = caller.application is None and not request.query.get("prefix")
+    stats = await here.node_stats([caller.name_of(name) for name in page], after, every)
     for detail in stats.queues:
         detail.queue = caller.shown(detail.queue)
     return json_response(stats)
@@ -365,10 +367,10 @@ async def publish_topic(request: web.Request) -> web.Response:
     """Publish a batch to the subscribers that take each message; ids per queue."""
     name, shown = topic_name(request), who(request).shown
     node(request).require_topic(name)
-    ids = await node(request).publish_topic(name, await _outgoing(request))
+    ids, duplicate, _ = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(
         s.TopicPublishResponse(
             {shown(q): [None if i is None else str(i) for i in v] for q, v in ids.items()},
-            {shown(q): v.duplicate for q, v in ids.items() if v.duplicate} or None,
+            {shown(q): v for q, v in duplicate.items()} or None,
         )
     )

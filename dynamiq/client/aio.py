@@ -374,7 +374,8 @@ class AsyncClient:
             pages.append(await self.stats_page(page_size, pages[-1]["next"], prefix))
         result = dict(pages[-1])
         result["queues"] = [q for page in pages for q in page["queues"]]
-        result["totals"] = _summed([page["totals"] for page in pages])
+        if pages[-1]["totals"].get("scope") != "all":  # each page summed its own queues
+            result["totals"] = _summed([page["totals"] for page in pages])
         return result
 
     async def stats_page(
@@ -492,6 +493,8 @@ def _summed(totals: list[dict[str, Any]]) -> dict[str, Any]:
         for key, value in page.items():
             if isinstance(value, dict):
                 out[key] = _summed([out.get(key, {}), value])
+            elif isinstance(value, str):  # what the sums are over
+                out[key] = value
             else:
                 out[key] = out.get(key, 0) + value
     return out

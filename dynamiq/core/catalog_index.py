@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from dynamiq.models import QueueRecord, QueueSettings
 
@@ -140,6 +140,10 @@ class QueueIndex:
     def expires(self, name: str) -> bool:
         """Whether the queue ``name`` is deleted when idle."""
         return name in self._expiring
+
+    def expiring_of(self, names: Iterable[str]) -> Iterable[str]:
+        """Those of ``names`` whose queues are deleted when idle."""
+        return self._expiring.keys() & names if self._expiring else ()
 
     def users_of(self, name: str) -> list[str]:
         """The queues (other than itself) whose dead-letter queue is ``name``, sorted."""

@@ -132,12 +132,12 @@ class QueueService:
         self.states.activity.add_each(
             Event.PUBLISHED, ((uid, len(mids)) for uid, (mids, _) in stored.items()), now
         )
-        narrow, woke = len(stored) <= RECENT_BUCKETS, False
-        for uid, (mids, records) in stored.items():
-            # No state made: a first receive here walks the store (a fan-out makes none)
-            if (state := self.states.get(uid)) is not None or narrow:
-                self._recent.add(uid, mids, records, now)
-            if state is not None:
+        woke = False
+        # No state made: a first receive here walks the store (a fan-out makes none)
+        for uid in stored if len(stored) <= RECENT_BUCKETS else self.states.among(stored):
+            mids, records = stored[uid]
+            self._recent.add(uid, mids, records, now)
+            if (state := self.states.get(uid)) is not None:
                 woke = state.published(mids) or woke
         # A duplicate's first copy may be from an attempt that failed after storing
         # it, before telling the walks: they are told now.

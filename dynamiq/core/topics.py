@@ -11,7 +11,7 @@ from dynamiq.core.routing.filters import Subject
 from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import Notice, Outgoing, Published
+from dynamiq.models import Notice, Outgoing, Published, TopicPublished
 
 __all__ = ["TopicService"]
 
@@ -38,7 +38,7 @@ class TopicService:
         topic: str,
         messages: Sequence[bytes | Outgoing],
         notices: Sequence[Notice] | None = None,
-    ) -> dict[str, Published[int | None]]:
+    ) -> TopicPublished:
         """Store each message in every queue that takes it, in one commit; return,
         per queue that took any, the ids of its copies in request order (None
         where a message did not go there), with which were duplicates (each
@@ -59,11 +59,10 @@ class TopicService:
             ],
             filtered_out,
         )
-        every = [(i, queue) for i, queues in enumerate(routes) for queue in queues]
         find = self._catalog.find
-        records = {q: record for q in {q for _, q in every} if (record := find(q)) is not None}
+        records = {q: record for q in set().union(*routes) if (record := find(q)) is not None}
         # A queue subscribed before it exists (SNS takes that) gets nothing: failed copies.
-        placed = [(i, q) for i, q in every if q in records]
+        placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
         wrapped = subscribed.enveloped & records.keys()
         if wrapped:
             given = notices or [Notice.new() for _ in messages]
@@ -76,23 +75,26 @@ class TopicService:
             items = [(records[q], messages[i]) for i, q in placed]
         stored = await self._queues.store_messages(items) if items else Published[int]()
         width = len(messages)
-        ids: dict[str, list[int | None]] = {q: [None] * width for q in records}
-        for (i, queue), mid in zip(placed, stored, strict=True):
-            ids[queue][i] = mid
+        ids: dict[str, list[int | None]]
+        if width == 1:  # a broadcast: each queue took the one message
+            ids = {q: [mid] for (_, q), mid in zip(placed, stored, strict=True)}
+        else:
+            ids = {q: [None] * width for q in records}
+            for (i, queue), mid in zip(placed, stored, strict=True):
+                ids[queue][i] = mid
         duplicate: dict[str, list[bool]] = {}
         if stored.duplicate:
             for (i, queue), dup in zip(placed, stored.duplicate, strict=True):
                 if dup:
                     duplicate.setdefault(queue, [False] * width)[i] = True
-        self._count(topic, routes, filtered_out, len(every), placed, stored, subscribed)
-        return {q: Published(v, duplicate.get(q, ())) for q, v in ids.items()}
+        self._count(topic, routes, filtered_out, placed, stored, subscribed)
+        return TopicPublished(ids, duplicate, subscribed.pushed & records.keys())
 
     def _count(
         self,
         topic: str,
         routes: list[list[str]],
         filtered_out: Counter[str],
-        copies: int,
         placed: list[tuple[int, str]],
         stored: Published[int],
         subscribed: Topic,
@@ -109,7 +111,7 @@ class TopicService:
                 if not dup and q not in pushed
             ),
             "unrouted": sum(1 for queues in routes if not queues),
-            "failed": copies - len(placed),
+            "failed": sum(map(len, routes)) - len(placed),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},
         }
         for event, count in counted.items():

@@ -11,7 +11,7 @@ from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
-from dynamiq.models import HeldLease, LocalQueueStats, Message
+from dynamiq.models import EVERY_QUEUE, HeldLease, LocalQueueStats, Message
 from dynamiq.service.asks import PeerAsks
 from dynamiq.service.handoff import SliceKeeper
 from dynamiq.service.majority import Majority
@@ -82,13 +82,17 @@ class PeerAnswers:
                 slice over, or stood down): whoever does may not meet them in time.
         """
         self._queues.published_elsewhere(queue, ids)
-        self._watchers.tell(queue)
+        self._watchers.tell((queue,))
         if ids and not self._asks.serves(ids):
             raise BackendUnavailable("stored in a slice this node does not serve now")
 
     def local_stats(self, queues: Sequence[str]) -> dict[str, LocalQueueStats]:
-        """Return what only this node knows of each queue: leases and rates."""
-        return self._queues.local_stats(queues)
+        """Return what only this node knows of each queue: leases and rates (for
+        ``EVERY_QUEUE``, summed over every queue)."""
+        out = self._queues.local_stats(queues)
+        if EVERY_QUEUE in queues:
+            out[EVERY_QUEUE] = self._queues.states.local_totals()
+        return out
 
     def serving(self) -> KeyRange | None:
         """Return the ids this process serves now."""

@@ -249,8 +249,7 @@ class PeerAsks:
         """
         client = self._reach.client
         if client is not None:
-            for queue in placed:
-                self._watchers.tell(queue)
+            self._watchers.tell(placed)
             await tell_owners(client, self._membership, placed, messages, self.serves)
 
     def serves(self, ids: Sequence[int]) -> bool:

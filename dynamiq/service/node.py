@@ -8,7 +8,6 @@ per-request limits.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -20,10 +19,8 @@ from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded, QueueNotFound
-from dynamiq.keyspace import node_of
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
-    LocalQueueStats,
     Message,
     Notice,
     Outgoing,
@@ -31,6 +28,7 @@ from dynamiq.models import (
     QueueRecord,
     QueueSettings,
     ReceiveRequest,
+    TopicPublished,
     attribute_types_size,
     attributes_size,
     check_token,
@@ -47,10 +45,8 @@ from dynamiq.service.reports import (
     Status,
     SubscriptionView,
     cluster_status,
-    live_nodes,
-    queue_detail,
-    totals,
 )
+from dynamiq.service.stats import StatsReader
 from dynamiq.service.webhooks import Webhooks
 from dynamiq.storage.diskspace import DISK_RETRY_SECONDS, FreeSpace
 from dynamiq.topic_settings import TopicSettings
@@ -86,6 +82,7 @@ class Node:
         self.limits = limits
         self._waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
         self.webhooks = webhooks  # push subscriptions (None: a node that pushes nothing)
+        self._stats = StatsReader(self._catalog, self._queues, self._asks, self._membership)
 
     @property
     def membership(self) -> Membership:
@@ -274,21 +271,21 @@ class Node:
         topic: str,
         messages: Sequence[bytes | Outgoing],
         notices: Sequence[Notice] | None = None,
-    ) -> dict[str, Published[int | None]]:
+    ) -> TopicPublished:
         """Store a copy of each message in every subscribed queue that takes it; return,
-        per queue that took any, its copies' ids in request order (None: not taken)
-        and which were duplicates.
+        per queue of a client's that took any, its copies' ids in request order (None:
+        not taken) and which were duplicates.
 
         A message without a delay of its own gets each queue's ``delay_seconds``;
         ``notices`` name the messages in SNS notifications.
         """
         self._check_outgoing(messages)
         self._check_space()
-        placed = await self._topics.publish(topic, messages, notices)
-        self._janitor.idle.used(placed)
-        await self._asks.published(placed, messages)
+        published = await self._topics.publish(topic, messages, notices)
+        self._janitor.idle.used(published.ids)
+        await self._asks.published(published.ids, messages)
         # A push subscription's queue is the node's own: no client's to be told of.
-        return {q: ids for q, ids in placed.items() if not q.startswith(PUSH_PREFIX)}
+        return published.for_clients()
 
     async def receive(self, ask: ReceiveRequest, wait: Waiting = waited) -> Leased:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``.
@@ -411,28 +408,15 @@ class Node:
 
     async def queue_stats(self, names: Sequence[str]) -> list[QueueStatsDetail]:
         """Return each queue's stats cluster-wide: every live node's leases and rates summed."""
-        names = list(names)
-        for name in names:
-            self._catalog.queue(name)
-        peers, own = await asyncio.gather(
-            self._asks.peer_stats(names),
-            asyncio.gather(*(self._queues.stats(n, detailed=True) for n in names)),
-        )
-        return [
-            queue_detail(name, mine, peers.get(name, LocalQueueStats()))
-            for name, mine in zip(names, own, strict=True)
-        ]
+        return await self._stats.queues(names)
 
-    async def node_stats(self, names: Sequence[str], after: str | None = None) -> NodeStats:
+    async def node_stats(
+        self, names: Sequence[str], after: str | None = None, every: bool = True
+    ) -> NodeStats:
         """Return the cluster-wide stats of the queues ``names`` (a page of them, ``after``
-        the name the next page starts after) and their sums."""
-        queues = await self.queue_stats(names)
-        nodes = len(live_nodes(self._membership))
-        index = self._catalog.index
-        count = len(index) - index.count_prefixed(PUSH_PREFIX)  # a client's queues
-        return NodeStats(
-            node_of(self._membership.local().name), nodes, queues, totals(queues), count, after
-        )
+        the name the next page starts after) and their sums (``every``: over every queue,
+        where the store counts them)."""
+        return await self._stats.page(names, after, every)
 
     async def status(self) -> Status:
         """Return this node, what it serves now, and every node it heard of."""

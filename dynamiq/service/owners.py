@@ -77,10 +77,13 @@ async def tell_owners(
             sends it again, through another node if need be (a dedup id finds
             the first copy).
     """
+    every = [i for ids in placed.values() for i in ids if i is not None]
+    if not every or serves(every):  # every plain publish of a serving node: one look
+        return
     calls: list[Awaitable[None]] = []
     for queue, ids in placed.items():
         stored = [i for i in ids if i is not None]
-        if not stored or serves(stored):  # every plain publish of a serving node
+        if not stored or serves(stored):
             continue
         pinned = pinned_ids(messages, ids)
         mine, theirs = by_owner(membership, stored)

@@ -38,6 +38,7 @@ __all__ = [
     "queue_detail",
     "span",
     "totals",
+    "totals_of",
 ]
 
 
@@ -156,12 +157,16 @@ class QueueStatsDetail(msgspec.Struct):
 
 
 class Totals(msgspec.Struct):
-    """Sums over every queue."""
+    """Sums over every queue (``scope`` "all"), or over the page's queues ("page": a
+    store that counts no messages over every queue, Redis or Riak). Over every
+    queue, ``depth`` counts every stored message (a webhook's deliveries waiting
+    included) and ``visible`` is what no lease holds: delayed messages in it."""
 
     visible: int
     in_flight: int
     depth: int
     rates: Rates
+    scope: Literal["all", "page"] = "page"
 
 
 class NodeStats(msgspec.Struct, omit_defaults=True):
@@ -233,6 +238,14 @@ def queue_detail(name: str, own: QueueStats, peers: LocalQueueStats) -> QueueSta
         both.expired,
         both.redriven,
     )
+
+
+def totals_of(depth: int, every: LocalQueueStats) -> Totals:
+    """Return the sums over every queue: ``depth`` messages stored, ``every`` member's
+    leases and rates summed over every queue."""
+    in_flight = every.in_flight
+    rates = Rates(every.publish, every.receive, every.delete)
+    return Totals(max(0, depth - in_flight), in_flight, depth, rates, "all")
 
 
 def totals(queues: Sequence[QueueStatsDetail]) -> Totals:

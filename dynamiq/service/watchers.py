@@ -8,6 +8,7 @@ asks to be told) at least every ``PEER_POLL_SECONDS`` while it waits.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from dynamiq.service.owners import quietly
 from dynamiq.service.reach import Reach
@@ -30,8 +31,14 @@ class Watchers:
         """Tell ``member`` of the next messages of ``queue`` stored here, for a while."""
         self._watching.setdefault(queue, {})[member] = time.monotonic() + WATCH_SECONDS
 
-    def tell(self, queue: str) -> None:
-        """Tell the peers waiting on ``queue`` that this node stored some (once each)."""
+    def tell(self, queues: Iterable[str]) -> None:
+        """Tell the peers waiting on any of ``queues`` that this node stored some there
+        (once each)."""
+        if self._watching:  # a wide fan-out meets no one waiting: one look at the table
+            for queue in self._watching.keys() & queues:
+                self._tell(queue)
+
+    def _tell(self, queue: str) -> None:
         watchers = self._watching.pop(queue, None)
         client = self._reach.client
         if watchers and client is not None:

@@ -128,6 +128,11 @@ class StorageBackend(Protocol):
         """Return how many objects of the bucket a scan can reach."""
         ...
 
+    async def total(self) -> int | None:
+        """Return how many objects every bucket holds together, in one read; None when
+        the store keeps no such count (it would take a read of every bucket)."""
+        ...
+
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """Return the bucket's count and, per span ``(lo, mid, hi)``, its first key in
         ``[lo, mid]`` and how many keys lie in ``(mid, hi]`` (up to ``cap``): what

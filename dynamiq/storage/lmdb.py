@@ -15,6 +15,7 @@ import functools
 import logging
 import struct
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +35,7 @@ from dynamiq.storage.base import (
 from dynamiq.storage.diskspace import FreeSpace
 from dynamiq.storage.lmdb_writer import Gate, GroupWriter, need
 
-__all__ = ["LmdbBackend", "unused_bytes"]
+__all__ = ["LmdbBackend", "stored_total", "unused_bytes"]
 
 log = logging.getLogger("dynamiq.storage")
 
@@ -45,6 +46,9 @@ _MADV_DONTNEED = 4
 DROP_CHUNK = 10_000
 CLAIMS_SWEPT = 10_000  # claims looked at per housekeeping round, at most
 META_CHUNK = 20_000  # configuration entries a scan reads between turns of the event loop
+# In ``counts``, beside each bucket's count: every bucket's objects together. No
+# bucket's key: a bucket's starts with its name's length, and names are never empty.
+_TOTAL = b"\x00"
 
 
 def _prefix(bucket: str) -> bytes:
@@ -76,6 +80,7 @@ class LmdbBackend:
             self._counts = self._env.open_db(b"counts")
             self._meta = self._env.open_db(b"meta")
             self._claims = self._env.open_db(b"claims")
+            self._count_total()
         except lmdb.Error as exc:
             raise BackendUnavailable(f"cannot open LMDB store at {path}: {exc}") from exc
         self.path = Path(path)
@@ -91,18 +96,18 @@ class LmdbBackend:
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
         """Create objects durably, never overwriting; per item, whether it was stored."""
-        prefixes = {b: _prefix(b) for b in {b for b, _, _ in items}}
+        buckets = Counter(b for b, _, _ in items)
+        prefixes = {b: _prefix(b) for b in buckets}
         pack = _KEY.pack
         rows = [(prefixes[b] + pack(k), v) for b, k, v in items]
 
         def apply(txn: Any) -> list[bool]:
             put, db = txn.put, self._messages
             stored = [put(key, value, overwrite=False, db=db) for key, value in rows]
-            added: dict[str, int] = {}
-            for (bucket, _, _), ok in zip(items, stored, strict=True):
-                added[bucket] = added.get(bucket, 0) + ok
-            for bucket, n in added.items():
-                self._add_count(txn, prefixes[bucket], n)
+            added = buckets
+            if not all(stored):  # an id another process took: rare
+                added = Counter(b for (b, _, _), ok in zip(items, stored, strict=True) if ok)
+            self._add_counts(txn, {prefixes[b]: n for b, n in added.items()})
             return stored
 
         return await self._write(apply, need(sum(len(v) for _, v in rows), len(rows)))
@@ -226,6 +231,15 @@ class LmdbBackend:
 
         return self._read(read)
 
+    async def total(self) -> int | None:
+        """Return how many objects every bucket holds together (kept beside their counts)."""
+
+        def read(txn: Any) -> int:
+            raw = txn.get(_TOTAL, db=self._counts)
+            return _COUNT.unpack(raw)[0] if raw else 0
+
+        return self._read(read)
+
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """The bucket's count, and per span its first key and the keys after its cut."""
         return await census_by_scans(self, bucket, spans, cap)
@@ -243,7 +257,10 @@ class LmdbBackend:
                         break
                     removed += 1
             if removed < DROP_CHUNK:
-                txn.delete(prefix, db=self._counts)
+                raw = txn.get(prefix, db=self._counts)
+                if raw is not None:
+                    txn.delete(prefix, db=self._counts)
+                    self._bump(txn, _TOTAL, -_COUNT.unpack(raw)[0])
                 return True
             self._add_count(txn, prefix, -removed)
             return False
@@ -374,11 +391,36 @@ class LmdbBackend:
 
     # -- machinery -----------------------------------------------------------
 
+    def _count_total(self) -> None:
+        """Count every bucket's objects together, once, in a store made before the total
+        was kept (each commit keeps it from then on)."""
+        with self._env.begin(write=True) as txn:
+            if txn.get(_TOTAL, db=self._counts) is None:
+                txn.put(_TOTAL, _COUNT.pack(stored_total(txn, self._counts)), db=self._counts)
+
     def _add_count(self, txn: Any, prefix: bytes, delta: int) -> None:
         if delta:
-            raw = txn.get(prefix, db=self._counts)
-            total = (_COUNT.unpack(raw)[0] if raw else 0) + delta
-            txn.put(prefix, _COUNT.pack(total), db=self._counts)
+            self._bump(txn, prefix, delta)
+            self._bump(txn, _TOTAL, delta)
+
+    def _bump(self, txn: Any, key: bytes, delta: int) -> None:
+        raw = txn.get(key, db=self._counts)
+        txn.put(key, _COUNT.pack((_COUNT.unpack(raw)[0] if raw else 0) + delta), db=self._counts)
+
+    def _add_counts(self, txn: Any, deltas: dict[bytes, int]) -> None:
+        """Add to many buckets' counts: in key order on one cursor (a fan-out's
+        thousands of queues cost a third less than one lookup each)."""
+        if len(deltas) == 1:
+            ((prefix, delta),) = deltas.items()
+            self._add_count(txn, prefix, delta)
+            return
+        pack, unpack = _COUNT.pack, _COUNT.unpack
+        with txn.cursor(db=self._counts) as cursor:
+            for prefix in sorted(deltas):
+                if delta := deltas[prefix]:
+                    raw = cursor.value() if cursor.set_key(prefix) else None
+                    cursor.put(prefix, pack((unpack(raw)[0] if raw else 0) + delta))
+        self._bump(txn, _TOTAL, sum(deltas.values()))
 
     def _read(self, fn: Callable[[Any], T]) -> T:
         if self._closed:
@@ -400,6 +442,15 @@ class LmdbBackend:
             raise BackendUnavailable("the store is closed")
         result: T = await self._writer.submit(apply, adds)
         return result
+
+
+def stored_total(txn: Any, counts: Any) -> int:
+    """How many objects every bucket holds together: their total as kept in ``counts``,
+    or, in a store made before it was kept, their counts added up."""
+    raw = txn.get(_TOTAL, db=counts)
+    if raw is not None:
+        return int(_COUNT.unpack(raw)[0])
+    return sum(_COUNT.unpack(value)[0] for value in txn.cursor(db=counts).iternext(False))
 
 
 def unused_bytes(env: Any, txn: Any, dbs: Iterable[Any]) -> int:

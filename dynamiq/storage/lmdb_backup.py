@@ -10,7 +10,6 @@ every message again at once.
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,12 +18,11 @@ from pathlib import Path
 import lmdb
 
 from dynamiq.errors import ConfigError
-from dynamiq.storage.lmdb import unused_bytes
+from dynamiq.storage.lmdb import stored_total, unused_bytes
 
 __all__ = ["Held", "backup", "held_in"]
 
 DATA_FILE = "data.mdb"
-_COUNT = struct.Struct(">q")
 _QUEUE_PREFIX = b"q/"
 _DBS = (b"messages", b"counts", b"meta", b"claims")
 PROGRESS_SECONDS = 0.2
@@ -66,7 +64,7 @@ def held_in(path: Path) -> Held:
                     if not key.startswith(_QUEUE_PREFIX):
                         break
                     queues += 1
-            messages = sum(_COUNT.unpack(v)[0] for _, v in txn.cursor(db=dbs[b"counts"]))
+            messages = stored_total(txn, dbs[b"counts"])
             free = unused_bytes(env, txn, dbs.values())
     finally:
         env.close()

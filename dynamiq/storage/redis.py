@@ -339,6 +339,10 @@ class RedisBackend:
             commands.append((z, _zcard_command(z)))
         return sum(await self._run(commands))
 
+    async def total(self) -> int | None:
+        """None: the store keeps a count per bucket only, none over them all."""
+        return None
+
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """The bucket's count, and per span its first key and the keys after its cut:
         one script per server over the shards it holds (those of a stats page's

@@ -57,6 +57,18 @@ async def test_listings_come_page_after_page(client: AsyncClient) -> None:
     assert await client.topics("t-a", page_size=1) == ["t-a", "t-ab"]
 
 
+async def test_stats_read_every_page_and_sum_every_queue_once(client: AsyncClient) -> None:
+    for i, name in enumerate(("a", "ab", "b", "c")):
+        await client.create_queue(name)
+        await client.publish(name, ["x"] * (i + 1))
+    whole = await client.stats(page_size=1)
+    assert [q["queue"] for q in whole["queues"]] == ["a", "ab", "b", "c"]
+    assert [q["depth"] for q in whole["queues"]] == [1, 2, 3, 4]
+    assert whole["totals"]["depth"] == 10 and whole["totals"]["in_flight"] == 0
+    part = await client.stats("a", page_size=1)  # a prefix: the pages' own sums
+    assert part["totals"]["depth"] == 3 and part["totals"]["scope"] == "page"
+
+
 async def test_errors_arrive_as_their_classes(client: AsyncClient) -> None:
     with pytest.raises(QueueNotFound):
         await client.receive("nope")

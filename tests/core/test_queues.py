@@ -117,7 +117,7 @@ async def test_topic_fan_out_stores_one_copy_per_subscriber(engine: Engine) -> N
     await catalog.create_topic("t")
     await catalog.subscribe("t", "q")
     await catalog.subscribe("t", "r")
-    ids = await TopicService(catalog, queues, ENVELOPES).publish("t", [b"one", b"two"])
+    ids = (await TopicService(catalog, queues, ENVELOPES).publish("t", [b"one", b"two"])).ids
     assert set(ids) == {"q", "r"} and all(len(v) == 2 for v in ids.values())
     for name in ("q", "r"):
         assert [m.body for m in await queues.receive(name, 5)] == [b"one", b"two"]

@@ -124,6 +124,31 @@ async def test_delete_reports_what_existed_and_counts_follow(backend: StorageBac
     assert await backend.get("d", [1, 3]) == [None, b"v"]
 
 
+async def test_a_total_counts_every_bucket_together_where_the_store_keeps_one(
+    backend: StorageBackend,
+) -> None:
+    if not isinstance(backend, LmdbBackend):  # the others count per bucket only
+        assert await backend.total() is None
+        return
+    buckets = ("a", "b", "c")
+
+    async def counted() -> int:
+        total = sum([await backend.count(b) for b in buckets])
+        assert await backend.total() == total
+        return total
+
+    assert await counted() == 0
+    await backend.insert([(b, k, b"v") for b in buckets for k in range(50)])
+    assert await backend.insert([("a", 1, b"taken"), ("a", 99, b"new")]) == [False, True]
+    assert await counted() == 151
+    await backend.delete("a", [1, 2, 1_000])
+    await backend.move([("b", 3, "c", 1_000, b"v"), ("b", 1_000, "c", 1_001, b"v")])
+    await backend.insert_claimed([("c", 2_000, b"v", "c/x", b"1", 2**62, 0)], 0)
+    assert await counted() == 150
+    await backend.drop("b")
+    assert await counted() == 101
+
+
 async def test_drop_empties_a_bucket_only(backend: StorageBackend) -> None:
     for start in range(0, 25_000, 1_000):  # a call each, within a store's deadline
         await backend.insert([("x", k, b"v") for k in range(start, start + 1_000)])

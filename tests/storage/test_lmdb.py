@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import lmdb
+
 from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
 
@@ -150,5 +152,24 @@ async def test_maintain_forgets_expired_claims(tmp_path: Path) -> None:
         assert await store.insert_claimed(again, past) == [True, True, True]
         live = [("q", 30, b"y", "q/live", b"y", now + 60_000, 0)]
         assert await store.insert_claimed(live, now) == [b"2"]
+    finally:
+        await store.close()
+
+
+async def test_a_store_made_before_the_total_was_kept_is_counted_when_opened(
+    tmp_path: Path,
+) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 28)
+    await store.insert([(b, k, b"v") for b in ("x", "y") for k in range(10)])
+    await store.close()
+    env = lmdb.open(str(tmp_path), max_dbs=8)  # as an older version left it: no total
+    with env.begin(write=True) as txn:
+        assert txn.delete(b"\x00", db=env.open_db(b"counts", txn=txn))
+    env.close()
+    store = LmdbBackend(tmp_path, map_size=1 << 28)
+    try:
+        assert await store.total() == 20
+        await store.delete("x", [0, 1])
+        assert await store.total() == 18
     finally:
         await store.close()

@@ -9,7 +9,7 @@ no state for queues nobody receives from here.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import IntEnum
 
 __all__ = ["RATE_WINDOW_SECONDS", "Activity", "Event"]
@@ -46,13 +46,23 @@ class Activity:
     def rates(self, uid: str, now: float) -> tuple[float, float, float]:
         """Return the queue's publishes, receives and deletes a second over the last
         ``window`` seconds before ``now`` (the current second, not complete, left out)."""
+        return self._summed(now, lambda counted: counted.get(uid, 0))
+
+    def totals(self, now: float) -> tuple[float, float, float]:
+        """Return every queue's publishes, receives and deletes a second together, as
+        ``rates`` does one queue's."""
+        return self._summed(now, lambda counted: sum(counted.values()))
+
+    def _summed(
+        self, now: float, count: Callable[[Counter[str]], int]
+    ) -> tuple[float, float, float]:
         second = int(now)
         self._trim(second)
         totals = [0, 0, 0]
         for at, counted in self._seconds:
             if at < second:
                 for event in Event:
-                    totals[event] += counted[event].get(uid, 0)
+                    totals[event] += count(counted[event])
         published, received, deleted = totals
         return published / self._window, received / self._window, deleted / self._window
 

@@ -9,7 +9,7 @@ holding nothing the store does not (an idle queue costs its record only).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.groups import group_stripe
@@ -108,6 +108,13 @@ class QueueStates:
         """Return the state of the queue in bucket ``uid``, if this node has one."""
         return self._states.get(uid)
 
+    def among(self, uids: Collection[str]) -> list[str]:
+        """Those of the buckets ``uids`` whose queues have a state here."""
+        states = self._states
+        if len(states) < len(uids):
+            return [uid for uid in states if uid in uids]
+        return [uid for uid in uids if uid in states]
+
     def items(self) -> list[tuple[str, QueueState]]:
         """Every ``(bucket, state)`` this node has, as a list (safe across awaits)."""
         return list(self._states.items())
@@ -118,6 +125,11 @@ class QueueStates:
         rates = self.activity.rates(uid, self._clock.now())
         state = self._states.get(uid)
         return LocalQueueStats(0, *rates) if state is None else state.local_stats(rates)
+
+    def local_totals(self) -> LocalQueueStats:
+        """What only this node knows, summed over every queue: leases held and rates."""
+        leases = sum(len(state.leases) for state in self._states.values())
+        return LocalQueueStats(leases, *self.activity.totals(self._clock.now()))
 
     def in_use(self) -> dict[str, tuple[int, int]]:
         """Per bucket in use on this node (its state in memory, or events within the

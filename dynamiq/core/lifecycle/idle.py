@@ -37,10 +37,8 @@ class IdleQueues:
 
     def used(self, names: Iterable[str]) -> None:
         """Note a publish to, or a receive from, these queues (cheap: no store call)."""
-        expires = self._catalog.index.expires
-        for name in names:
-            if expires(name):
-                self._unwritten[name] = self._clock.wall_ms()
+        for name in self._catalog.index.expiring_of(names):
+            self._unwritten[name] = self._clock.wall_ms()
 
     async def changed(self, name: str) -> None:
         """Note a queue created or reconfigured: written at once."""

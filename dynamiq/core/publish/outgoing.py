@@ -41,11 +41,16 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
     queue's ``delay_seconds``; one with ``ttl_seconds`` carries its expiry."""
     now_ms = now_us // 1000
     out = Rows([], [], [], {})
+    encoded: dict[tuple[int, bool], bytes] = {}  # a fan-out stores each message many times
     for record, m in items:
         settings = record.settings
         if isinstance(m, bytes):
             if settings.delay_seconds == 0:  # the usual publish: nothing to work out
-                out.rows.append((record.uid, encode(m, now_ms, settings.compressed_messages)))
+                compress = settings.compressed_messages
+                stored = encoded.get((id(m), compress))
+                if stored is None:
+                    stored = encoded[id(m), compress] = encode(m, now_ms, compress)
+                out.rows.append((record.uid, stored))
                 out.due.append(0)
                 out.expires.append(0)
                 continue

@@ -319,6 +319,10 @@ class RiakBackend:
         """Return the bucket's counter, once this node's queued deltas are in it."""
         return max(0, await self._counter(bucket))
 
+    async def total(self) -> int | None:
+        """None: the store keeps a count per bucket only, none over them all."""
+        return None
+
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """The bucket's count, and per span its first key and the keys after its cut."""
         return await census_by_scans(self, bucket, spans, cap)
