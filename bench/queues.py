@@ -4,7 +4,8 @@
     python -m bench.queues --queues 10000 --redis-cluster   # the node on a Redis Cluster
 
 One node (embedded LMDB, or with ``--redis-cluster`` a 6-node Redis Cluster it
-starts; default settings: as many workers as cores unless ``--workers`` says)
+starts; default settings: the workers ``core.workers = auto`` picks, unless
+``--workers`` says)
 measured in one run:
 
 - **a busy queue alone**: publish, receive and delete one message at a time
@@ -33,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import statistics
 import tempfile
 import time
@@ -47,6 +47,7 @@ from bench.many import spread, tenant, tenths
 from bench.procs import cpu_seconds, memory_mib
 from bench.queues_cluster import run as run_cluster
 from dynamiq.client import AsyncClient
+from dynamiq.config import CoreSettings
 from dynamiq.testing.cluster import LocalCluster
 from tests.servers import redis_cluster
 
@@ -155,7 +156,10 @@ def main() -> None:
         "--fanout", type=int, default=10_000, help="queues subscribed to one topic (0: none)"
     )
     parser.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="default: one per core (auto)"
+        "--workers",
+        type=int,
+        default=CoreSettings().worker_count(),
+        help="default: what core.workers = auto picks here",
     )
     parser.add_argument(
         "--redis-cluster", action="store_true", help="run the node on a 6-node Redis Cluster"

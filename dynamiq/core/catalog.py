@@ -365,9 +365,11 @@ class Catalog:
             users = self.dead_letter_users(name)
             if users:
                 raise QueueInUse(name, users)
-            await self._store.meta_put({f"drop/{record.uid}": b""})
             subscribed = [t for t, topic in self._topics.items() if name in topic.subscriptions]
-            await self._store.meta_delete([f"q/{name}", *(f"s/{t}/{name}" for t in subscribed)])
+            # The drop's mark first: a crash between leaves a bucket to drop, never one lost
+            await self._store.meta_put(
+                {f"drop/{record.uid}": b""}, [f"q/{name}", *(f"s/{t}/{name}" for t in subscribed)]
+            )
             self._set_queue(name, None)
         for t in subscribed:
             if (topic := self._topics.get(t)) is not None:

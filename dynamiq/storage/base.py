@@ -155,8 +155,9 @@ class StorageBackend(Protocol):
         """Store a configuration value only if the key is absent; return whether it was."""
         ...
 
-    async def meta_put(self, entries: dict[str, bytes]) -> None:
-        """Store configuration values, overwriting."""
+    async def meta_put(self, entries: dict[str, bytes], delete: Sequence[str] = ()) -> None:
+        """Store configuration values, overwriting; then delete the keys ``delete``:
+        one write where the store allows, else the values first."""
         ...
 
     async def meta_delete(self, keys: Sequence[str]) -> int:

@@ -312,13 +312,16 @@ class LmdbBackend:
         raw = key.encode()
         return await self._write(lambda txn: txn.put(raw, value, overwrite=False, db=self._meta))
 
-    async def meta_put(self, entries: dict[str, bytes]) -> None:
-        """Store configuration values, overwriting."""
+    async def meta_put(self, entries: dict[str, bytes], delete: Sequence[str] = ()) -> None:
+        """Store configuration values, overwriting, and delete ``delete``, in one commit."""
         rows = [(k.encode(), v) for k, v in entries.items()]
+        gone = [k.encode() for k in delete]
 
         def apply(txn: Any) -> None:
             for key, value in rows:
                 txn.put(key, value, db=self._meta)
+            for key in gone:
+                txn.delete(key, db=self._meta)
 
         await self._write(apply)
 

@@ -442,11 +442,17 @@ class RedisBackend:
         )
         return bool(created)
 
-    async def meta_put(self, entries: dict[str, bytes]) -> None:
-        """Store configuration values, overwriting."""
+    async def meta_put(self, entries: dict[str, bytes], delete: Sequence[str] = ()) -> None:
+        """Store configuration values, overwriting, then delete ``delete``: one pipeline
+        to the server holding them, run in that order."""
+        mapping = cast("dict[Any, Any]", entries)
+        commands: list[Command] = []
         if entries:
-            mapping = cast("dict[Any, Any]", entries)
-            await self._run([(META, lambda pipe: queued(pipe.hset(META, mapping=mapping)))], True)
+            commands.append((META, lambda pipe: queued(pipe.hset(META, mapping=mapping))))
+        if delete:
+            commands.append((META, lambda pipe: queued(pipe.hdel(META, *delete))))
+        if commands:
+            await self._run(commands, True)
 
     async def meta_delete(self, keys: Sequence[str]) -> int:
         """Delete configuration keys; return how many existed."""

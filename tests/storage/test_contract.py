@@ -220,6 +220,11 @@ async def test_meta_create_put_scan_delete(backend: StorageBackend) -> None:
     assert await backend.meta_scan("q/") == {"q/a": b"1", "q/b": b"3"}
     assert await backend.meta_delete(["q/a", "q/zz"]) == 1
     assert await backend.meta_scan("") == {"q/b": b"3", "t/x": b""}
+    # a queue's deletion: its drop marked and its record gone in one call
+    await backend.meta_put({"drop/u1": b""}, ["q/b", "s/x/b", "q/zz"])
+    assert await backend.meta_scan("") == {"drop/u1": b"", "t/x": b""}
+    await backend.meta_put({}, ["drop/u1"])
+    assert await backend.meta_scan("") == {"t/x": b""}
 
 
 async def test_a_claim_holds_its_key_until_it_expires(backend: StorageBackend) -> None:

@@ -402,11 +402,13 @@ class RiakBackend:
         await self._update_map("config", self._meta(), update)
         return True
 
-    async def meta_put(self, entries: dict[str, bytes]) -> None:
-        """Store configuration values, overwriting."""
+    async def meta_put(self, entries: dict[str, bytes], delete: Sequence[str] = ()) -> None:
+        """Store configuration values, overwriting, then delete ``delete``."""
         if entries:
             update = {"update": {f"{k}_register": _b64(v) for k, v in entries.items()}}
             await self._update_map("config", self._meta(), update)
+        if delete:
+            await self.meta_delete(delete)
 
     async def meta_delete(self, keys: Sequence[str]) -> int:
         """Remove configuration keys (with the map's context); return how many existed."""
