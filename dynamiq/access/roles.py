@@ -89,6 +89,8 @@ class Principal:
 
     def visible(self, names: Iterable[str]) -> list[str]:
         """Return the names of ``names`` this caller sees, as it knows them."""
+        if self.application is None:  # every name, as it is
+            return list(names)
         return [self.shown(n) for n in names if self.sees(n)]
 
 

@@ -116,9 +116,20 @@ class QueueIndex:
 
     def count_prefixed(self, prefix: str) -> int:
         """How many names start with ``prefix`` (non-empty)."""
+        lo, hi = self._prefixed(prefix)
+        return hi - lo
+
+    def names_without(self, prefix: str) -> list[str]:
+        """Every name but those starting with ``prefix`` (non-empty), sorted (a copy)."""
+        lo, hi = self._prefixed(prefix)
+        names = self._sorted()
+        return names[:lo] + names[hi:]
+
+    def _prefixed(self, prefix: str) -> tuple[int, int]:
+        """Where the names starting with ``prefix`` lie among the sorted names."""
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         names = self._sorted()
-        return bisect.bisect_left(names, end) - bisect.bisect_left(names, prefix)
+        return bisect.bisect_left(names, prefix), bisect.bisect_left(names, end)
 
     def records(self) -> list[QueueRecord]:
         """Every record, by name."""

@@ -98,7 +98,7 @@ class Node:
 
     def queue_names(self) -> list[str]:
         """Return every queue, sorted (the push subscriptions' own are not listed)."""
-        return [q for q in self._catalog.queues() if not q.startswith(PUSH_PREFIX)]
+        return self._catalog.index.names_without(PUSH_PREFIX)
 
     def busiest_queue_names(self) -> list[str]:
         """Return the queues in use on this node (this process), the busiest first."""

@@ -234,9 +234,12 @@ class Census(NamedTuple):
 async def census_by_scans(
     store: StorageBackend, bucket: str, spans: Sequence[Span], cap: int
 ) -> Census:
-    """``StorageBackend.census`` as a count and two scans."""
-    count, heads, later = await asyncio.gather(
-        store.count(bucket),
+    """``StorageBackend.census`` as a count and, unless the bucket is empty (an idle
+    queue's usually is), two scans."""
+    count = await store.count(bucket)
+    if not count:
+        return Census(0, [None] * len(spans), [0] * len(spans))
+    heads, later = await asyncio.gather(
         store.scan(bucket, [(lo, mid) for lo, mid, _ in spans], 1),
         store.scan(bucket, [(mid + 1, hi) for _, mid, hi in spans], cap),
     )
