@@ -5,13 +5,18 @@ first, and every process every ten minutes all the same.
 
 Writes ``--queues`` queue records (default settings) into a fresh LMDB store,
 then times two whole reads by one catalog: the first decodes every record, the
-second finds them all unchanged. Both run on the event loop in chunks.
+second finds them all unchanged. Both run on the event loop in chunks; the
+longest the loop went without a turn meanwhile (what a heartbeat due then
+waits) is reported too, while 16 creators keep the store's writer busy as
+clients creating queues would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import secrets
 import tempfile
 import time
@@ -41,11 +46,41 @@ async def _run(queues: int, data: Path) -> None:
             )
         catalog = Catalog(store, MonotonicClock())
         for which in ("first (every record decoded)", "again (nothing changed)"):
+            busy = [asyncio.create_task(_create(store, f"busy{n}-")) for n in range(16)]
+            stalls = asyncio.create_task(_longest_stall())
             began = time.perf_counter()
             await catalog.reload()
-            print(f"{queues:,} queues, whole read {which}: {time.perf_counter() - began:.1f} s")
+            took = time.perf_counter() - began
+            stalls.cancel()
+            for task in busy:
+                task.cancel()
+            await asyncio.gather(*busy, stalls, return_exceptions=True)
+            print(
+                f"{queues:,} queues, whole read {which}: {took:.1f} s;"
+                f" the loop's longest wait for a turn {stalls.result() * 1000:.0f} ms"
+            )
     finally:
         await store.close()
+
+
+async def _create(store: LmdbBackend, prefix: str) -> None:
+    """Create queue records one at a time, each in its own write, until cancelled."""
+    settings = QueueSettings()
+    for n in itertools.count():
+        name = f"{prefix}{n}"
+        record = encode_queue(QueueRecord(name, secrets.token_hex(8), settings))
+        await store.meta_create(f"q/{name}", record)
+
+
+async def _longest_stall() -> float:
+    """Wake every millisecond until cancelled; return the longest time between turns."""
+    longest, last = 0.0, time.perf_counter()
+    with contextlib.suppress(asyncio.CancelledError):
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            longest, last = max(longest, now - last), now
+    return longest
 
 
 def main() -> None:

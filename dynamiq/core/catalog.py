@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -44,7 +45,7 @@ __all__ = ["Catalog"]
 log = logging.getLogger("dynamiq.core")
 
 
-YIELD_EVERY = 2000  # records a whole read takes between turns of the event loop
+YIELD_EVERY = 500  # records a whole read takes between turns of the event loop
 
 
 P = ParamSpec("P")
@@ -228,7 +229,9 @@ class Catalog:
             elif kind == "s":
                 topic, _, queue = rest.partition("/")
                 subscriptions.setdefault(topic, []).append(Subscription.decode(queue, raw))
-        gone = await self._take_queues(ticket, queues, set(queues) | set(self._queues.names()))
+        # The queues read, then those known here that the read did not find (gone)
+        unread = (name for name in self._queues.names() if name not in queues)
+        gone = await self._take_queues(ticket, queues, [queues, unread])
         topics = {
             t: (settings[t], subscriptions.get(t, [])) if t in settings else None
             for t in set(settings) | set(self._topics)
@@ -259,19 +262,20 @@ class Catalog:
             self._fresh.finish(ticket)
             raise
         queues = {q: decode_queue(q, raw) for q, raw in found.items() if raw is not None}
-        gone = await self._take_queues(ticket, queues, set(found))
+        gone = await self._take_queues(ticket, queues, [found])
         self._take_topics(ticket, topics)
         self._fresh.finish(ticket)
         return gone
 
     async def _take_queues(
-        self, ticket: int, read: dict[str, QueueRecord], names: set[str]
+        self, ticket: int, read: dict[str, QueueRecord], names: Iterable[Iterable[str]]
     ) -> set[str]:
-        """Take what a read found of ``names`` (absent from ``read``: gone), where
-        nothing newer was taken; return the uids let go."""
+        """Take what a read found of ``names`` (each once; absent from ``read``: gone),
+        where nothing newer was taken; return the uids let go. A million names take
+        turns with the rest of the loop: no step walks them all at once."""
         mark = self._fresh.overtaking(ticket)
         gone: set[str] = set()
-        for n, name in enumerate(names):
+        for n, name in enumerate(itertools.chain.from_iterable(names)):
             if n % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
             if not self._fresh.may_take(ticket, "q", name):
@@ -285,7 +289,8 @@ class Catalog:
                 self._queues.put(now)
             if mark:
                 self._fresh.took(ticket, "q", name)
-        return gone - {r.uid for r in read.values()}
+        # Not a bucket some queue known here still uses (none, normally)
+        return {uid for uid in gone if self._queues.by_uid(uid) is None}
 
     def _take_topics(
         self,

@@ -45,7 +45,7 @@ _COUNT = struct.Struct(">q")
 _MADV_DONTNEED = 4
 DROP_CHUNK = 10_000
 CLAIMS_SWEPT = 10_000  # claims looked at per housekeeping round, at most
-META_CHUNK = 20_000  # configuration entries a scan reads between turns of the event loop
+META_CHUNK = 5_000  # configuration entries a scan reads between turns of the event loop
 # In ``counts``, beside each bucket's count: every bucket's objects together. No
 # bucket's key: a bucket's starts with its name's length, and names are never empty.
 _TOTAL = b"\x00"

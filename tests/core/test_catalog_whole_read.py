@@ -1,11 +1,13 @@
 """A whole read of the catalog (at start, and every ten minutes all the same) decodes only
 the records that changed since it last read them, tells every version of a record
-apart even within one millisecond, and reads a catalog larger than one of the store's
-chunks entire."""
+apart even within one millisecond, reads a catalog larger than one of the store's
+chunks entire, and lets the event loop run between chunks of its work."""
 
 from __future__ import annotations
 
-from dynamiq.core.catalog import Catalog
+import asyncio
+
+from dynamiq.core.catalog import YIELD_EVERY, Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import META_CHUNK, LmdbBackend
 
@@ -36,3 +38,31 @@ async def test_a_scan_reads_more_entries_than_a_chunk_each_once(store: LmdbBacke
     await store.meta_put({"r/after": b"", "p/before": b""})
     assert await store.meta_scan("q/") == entries
     assert len(await store.meta_scan("")) == len(entries) + 2
+
+
+async def test_a_whole_read_lets_the_deleted_buckets_go_and_the_loop_run(
+    store: LmdbBackend,
+) -> None:
+    clock = FakeClock()
+    here, there = Catalog(store, clock), Catalog(store, clock)
+    names = [f"q{i:05d}" for i in range(3 * YIELD_EVERY)]
+    await asyncio.gather(*(here.create_queue(name) for name in names))
+    await there.reload()
+    deleted = {there.queue(name).uid for name in names[::100]}
+    for name in names[::100]:
+        await here.delete_queue(name)
+    turns, reading = 0, True
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while reading:
+            turns += 1
+            await asyncio.sleep(0)
+
+    counting = asyncio.create_task(count_turns())
+    gone = await there.reload()
+    reading = False
+    await counting
+    assert gone == deleted and there.queues() == [n for n in names if n not in names[::100]]
+    # Records read, then names taken, each in chunks: the loop turned between them
+    assert turns >= 2 * (len(names) // YIELD_EVERY)
