@@ -242,7 +242,8 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v2/stats",
         node_stats,
-        "A page of queues' stats (by name, or the busiest first) and their sums, how many "
+        "A page of queues' stats (by name, or the busiest first), totals (over every queue "
+        "where the store counts them, else the page's), how many "
         "queues there are",
         response=reports.NodeStats,
         query=_STATS_PAGE,
