@@ -27,8 +27,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, cast
-from urllib.parse import urlsplit
+from typing import Any, cast
 
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
@@ -45,11 +44,11 @@ from dynamiq.storage.redis_layout import (
     scatter,
     shard_keys,
 )
+from dynamiq.storage.redis_router import Cluster, Router, Single
 from dynamiq.storage.redis_scripts import CENSUS, DELETE, INSERT, MOVE, REPLACE, SCRIPTS
 
 try:
     import redis.asyncio as aioredis
-    from redis.asyncio.cluster import ClusterNode, RedisCluster
     from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
@@ -57,8 +56,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["RedisBackend"]
 
 META = "dq:meta"
+META_SCAN = 10_000  # configuration entries a server walks per step of a prefix's scan
+GLOB = frozenset("*?[]\\")  # a key's characters a scan's pattern must escape
 WAIT_MS = 5000
-SOCKET_TIMEOUT = 5.0  # a server that stops answering fails requests (503), not hangs them
 HELD_BY_BUCKETS = 4096  # buckets whose shards' servers a census remembers
 # Each shard's whole key range, and the members at its ends (what a census reads).
 _SHARDS = [(s << SHARD_SHIFT, (s + 1 << SHARD_SHIFT) - 1) for s in range(1 << SHARD_BITS)]
@@ -66,91 +66,12 @@ _SPAN_ENDS = [(member(lo), member(hi)) for lo, hi in _SHARDS]
 FULL_RETRY_SECONDS = 5  # what a write refused by a full server is told to wait
 
 
-def _pool(host: str, port: int, db: int, size: int) -> aioredis.Redis:
-    pool = aioredis.BlockingConnectionPool(
-        host=host,
-        port=port,
-        db=db,
-        max_connections=size,
-        timeout=10,
-        socket_timeout=SOCKET_TIMEOUT,
-        socket_connect_timeout=SOCKET_TIMEOUT,
-    )
-    return aioredis.Redis(connection_pool=pool)
-
-
-class _Router(Protocol):
-    async def server_for(self, key: str) -> aioredis.Redis: ...
-    async def refresh(self) -> None: ...
-    async def close(self) -> None: ...
-
-
-class _Single:
-    """Every key lives on one server."""
-
-    def __init__(self, url: str, size: int) -> None:
-        parts = urlsplit(url)
-        db = int(parts.path.strip("/") or 0)
-        self._server = _pool(parts.hostname or "127.0.0.1", parts.port or 6379, db, size)
-
-    async def server_for(self, key: str) -> aioredis.Redis:
-        return self._server
-
-    async def refresh(self) -> None:
-        """Nothing moves on one server."""
-
-    async def close(self) -> None:
-        await self._server.aclose(close_connection_pool=True)
-
-
-class _Cluster:
-    """Keys live on the primary that owns their slot; one pool per primary."""
-
-    def __init__(self, urls: Sequence[str], size: int) -> None:
-        nodes = [
-            ClusterNode(urlsplit(u).hostname or "127.0.0.1", urlsplit(u).port or 6379) for u in urls
-        ]
-        self._map = RedisCluster(
-            startup_nodes=nodes,
-            socket_timeout=SOCKET_TIMEOUT,
-            socket_connect_timeout=SOCKET_TIMEOUT,
-        )
-        self._size = size
-        self._servers: dict[tuple[str, int], aioredis.Redis] = {}
-        self._ready = False
-
-    async def server_for(self, key: str) -> aioredis.Redis:
-        if not self._ready:
-            await self._map.initialize()
-            self._ready = True
-        node = self._map.get_node_from_key(key)
-        if node is None:
-            raise BackendUnavailable(f"no Redis Cluster node owns the slot of {key}")
-        address = (node.host, int(node.port))
-        server = self._servers.get(address)
-        if server is None:
-            server = self._servers[address] = _pool(*address, 0, self._size)
-        return server
-
-    async def refresh(self) -> None:
-        self._ready = False
-        await self._map.nodes_manager.initialize()
-        self._ready = True
-
-    async def close(self) -> None:
-        for server in self._servers.values():
-            await server.aclose(close_connection_pool=True)
-        await self._map.aclose()
-
-
 class RedisBackend:
     """``StorageBackend`` on Redis or Valkey: one server, or a Cluster given several URLs."""
 
     def __init__(self, url: str, wait_replicas: int = 0, pool_size: int = 16) -> None:
         urls = [u.strip() for u in url.split(",") if u.strip()]
-        self._router: _Router = (
-            _Cluster(urls, pool_size) if len(urls) > 1 else _Single(url, pool_size)
-        )
+        self._router: Router = Cluster(urls, pool_size) if len(urls) > 1 else Single(url, pool_size)
         # Per bucket, its shards grouped by the server that holds them (a census
         # sends one script to each); forgotten when the slots move.
         self._held_by: dict[str, list[list[tuple[int, str]]]] = {}
@@ -430,8 +351,19 @@ class RedisBackend:
         return cast("bytes | None", value)
 
     async def meta_scan(self, prefix: str) -> dict[str, bytes]:
-        """Return every configuration entry whose key starts with ``prefix``."""
-        (entries,) = await self._run([(META, lambda pipe: queued(pipe.hgetall(META)))])
+        """Return every configuration entry whose key starts with ``prefix``: with one,
+        the server walks the hash and sends back only those (every upkeep round looks
+        for drop marks among a hundred thousand queues' records); without, all."""
+        if not prefix:
+            (entries,) = await self._run([(META, lambda pipe: queued(pipe.hgetall(META)))])
+        else:
+            try:
+                server = await self._router.server_for(META)
+                match = "".join(f"\\{c}" if c in GLOB else c for c in prefix) + "*"
+                entries = {k: v async for k, v in server.hscan_iter(META, match, META_SCAN)}
+            except (RedisError, OSError) as exc:
+                await self._refresh_quietly()
+                raise _unavailable(exc) from exc
         found = {k.decode(): v for k, v in cast("dict[bytes, bytes]", entries).items()}
         return {k: v for k, v in sorted(found.items()) if k.startswith(prefix)}
 

@@ -227,6 +227,16 @@ async def test_meta_create_put_scan_delete(backend: StorageBackend) -> None:
     assert await backend.meta_scan("") == {"t/x": b""}
 
 
+async def test_a_meta_scan_takes_its_prefix_literally(backend: StorageBackend) -> None:
+    keys = ["g/a*b", "g/a?c", "g/a[b]", "g/a\\d", "g/ab", "g/abc", "h/a*b"]
+    await backend.meta_put({key: key.encode() for key in keys})
+    assert await backend.meta_scan("g/a*") == {"g/a*b": b"g/a*b"}
+    assert await backend.meta_scan("g/a[") == {"g/a[b]": b"g/a[b]"}
+    assert await backend.meta_scan("g/a\\") == {"g/a\\d": b"g/a\\d"}
+    assert list(await backend.meta_scan("g/ab")) == ["g/ab", "g/abc"]
+    assert list(await backend.meta_scan("g/")) == sorted(k for k in keys if k[0] == "g")
+
+
 async def test_a_claim_holds_its_key_until_it_expires(backend: StorageBackend) -> None:
     now = int(time.time() * 1000)
     later = now + 60_000
