@@ -158,7 +158,8 @@ class QueueStatsDetail(msgspec.Struct):
 
 class Totals(msgspec.Struct):
     """Sums over every queue (``scope`` "all"), or over the page's queues ("page": a
-    store that counts no messages over every queue, Redis or Riak). Over every
+    store that counts no messages over every queue, Riak, or a Redis store written
+    by a release that did not, see ``redis_totals``). Over every
     queue, ``depth`` counts every stored message (a webhook's deliveries waiting
     included) and ``visible`` is what no lease holds: delayed messages in it."""
 

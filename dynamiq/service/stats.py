@@ -5,8 +5,8 @@ A page of ``GET /v2/stats`` costs a few store reads per queue on it. The sums
 over every queue cost none per queue: the store's count of every message
 (``StorageBackend.total``: one read), and what each member keeps in memory of
 the queues it uses (leases, rates), asked of the peers in the same call as the
-page's (``EVERY_QUEUE``). A store that keeps no such count (Redis, Riak) sums
-the page instead, and the answer says so (``Totals.scope``).
+page's (``EVERY_QUEUE``). A store that keeps no such count (Riak) sums the page
+instead, and the answer says so (``Totals.scope``).
 """
 
 from __future__ import annotations

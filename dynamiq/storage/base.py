@@ -129,8 +129,8 @@ class StorageBackend(Protocol):
         ...
 
     async def total(self) -> int | None:
-        """Return how many objects every bucket holds together, in one read; None when
-        the store keeps no such count (it would take a read of every bucket)."""
+        """Return how many objects every bucket holds together, in a few reads; None
+        when the store keeps no such count (it would take a read of every bucket)."""
         ...
 
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:

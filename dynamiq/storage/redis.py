@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
@@ -45,7 +46,17 @@ from dynamiq.storage.redis_layout import (
     shard_keys,
 )
 from dynamiq.storage.redis_router import Cluster, Router, Single
-from dynamiq.storage.redis_scripts import CENSUS, DELETE, INSERT, MOVE, REPLACE, SCRIPTS
+from dynamiq.storage.redis_scripts import (
+    CENSUS,
+    DELETE,
+    DROP,
+    INSERT,
+    MOVE,
+    REPLACE,
+    SCRIPTS,
+    TOTAL,
+)
+from dynamiq.storage.redis_totals import MARK, slot_counters
 
 try:
     import redis.asyncio as aioredis
@@ -54,6 +65,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
 
 __all__ = ["RedisBackend"]
+
+log = logging.getLogger("dynamiq.storage")
 
 META = "dq:meta"
 META_SCAN = 10_000  # configuration entries a server walks per step of a prefix's scan
@@ -79,6 +92,8 @@ class RedisBackend:
         self._censuses: list[tuple[list[Command], asyncio.Future[list[Any]]]] = []
         self._sending: set[asyncio.Task[None]] = set()
         self._claimed = ClaimedInserts(self._run)
+        self._counted: bool | None = None  # whether the slots' counters count every message
+        self._counter_groups: list[list[str]] | None = None  # the counters, by server
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -141,6 +156,7 @@ class RedisBackend:
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
         """Create objects, never overwriting; per item, whether it was stored."""
+        await self._counting()  # an empty store is marked counted before its first message
         groups = by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
@@ -229,6 +245,7 @@ class RedisBackend:
     async def insert_claimed(self, items: Sequence[Claimed], now_ms: int) -> list[bool | bytes]:
         """Insert objects with their claims (``redis_claims``): atomic where the object is
         in its claim's home shard, hidden until claimed elsewhere."""
+        await self._counting()
         return await self._claimed.insert(items, now_ms)
 
     async def scan(
@@ -261,8 +278,50 @@ class RedisBackend:
         return sum(await self._run(commands))
 
     async def total(self) -> int | None:
-        """None: the store keeps a count per bucket only, none over them all."""
-        return None
+        """Return the sum of the slots' counters (``redis_totals``); None for a store
+        they did not count from empty."""
+        if not await self._counting():
+            return None
+        if self._counter_groups is None:
+            by_server: dict[aioredis.Redis, list[str]] = defaultdict(list)
+            for key in slot_counters():
+                by_server[await self._router.server_for(key)].append(key)
+            self._counter_groups = list(by_server.values())
+        try:
+            sums = await self._run(
+                [(keys[0], TOTAL.call([], keys)) for keys in self._counter_groups]
+            )
+        except BackendUnavailable:
+            self._counter_groups = None  # the slots may have moved
+            raise
+        return sum(int(n) for n in sums)
+
+    async def _counting(self) -> bool:
+        """Whether the slots' counters count every message: the store is marked so, or
+        holds none yet and is marked now (asked once a process)."""
+        if self._counted is None:
+            try:
+                server = await self._router.server_for(MARK)
+                if not await server.exists(MARK) and await self._holds_messages():
+                    log.warning(
+                        "this Redis store holds messages written before their total was "
+                        "kept: the stats sum their page"
+                    )
+                    self._counted = False
+                else:
+                    await server.set(MARK, b"1", nx=True)
+                    self._counted = True
+            except (RedisError, OSError) as exc:
+                await self._refresh_quietly()
+                raise _unavailable(exc) from exc
+        return self._counted
+
+    async def _holds_messages(self) -> bool:
+        """Whether any server holds a shard's sorted set."""
+        for server in await self._router.primaries():
+            async for _ in server.scan_iter(match="dq:{*}:z", count=1000):
+                return True
+        return False
 
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """The bucket's count, and per span its first key and the keys after its cut:
@@ -339,8 +398,8 @@ class RedisBackend:
         """Delete every object of a bucket."""
         commands: list[Command] = []
         for shard in range(1 << SHARD_BITS):
-            pair = shard_keys(bucket, shard)
-            commands.append((pair[0], _unlink_command(pair)))
+            keys = list(shard_keys(bucket, shard))
+            commands.append((keys[0], DROP.call(keys, [])))
         await self._run(commands, True)
 
     # -- configuration -------------------------------------------------------
@@ -424,7 +483,3 @@ def _range_command(z: str, lo: str, hi: str, n: int) -> Callable[[Any], Awaitabl
 
 def _zcard_command(z: str) -> Callable[[Any], Awaitable[Any]]:
     return lambda pipe: queued(pipe.zcard(z))
-
-
-def _unlink_command(pair: tuple[str, str]) -> Callable[[Any], Awaitable[Any]]:
-    return lambda pipe: queued(pipe.unlink(*pair))

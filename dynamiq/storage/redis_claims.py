@@ -74,8 +74,8 @@ class ClaimedInserts:
         groups = by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            h, z = shard_keys(bucket, shard)
-            keys = [h, z]
+            keys = list(shard_keys(bucket, shard))
+            h = keys[0]
             args: list[bytes | int | str] = [now_ms]
             for i in idx:
                 keys += _claim_keys(items[i])
@@ -93,7 +93,7 @@ class ClaimedInserts:
         groups = by_bucket_shard(items)
 
         def hide(bucket: str, shard: int, idx: list[int]) -> Command:
-            h, z = shard_keys(bucket, shard)
+            h, z, _ = shard_keys(bucket, shard)
             args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
             return h, HIDE.call([h, z], args)
 

@@ -2,7 +2,8 @@
 
 The id keyspace is cut into ``2^SHARD_BITS`` shards by the top bits of the
 id; each (bucket, shard) pair is a hash of records and a sorted set of
-fixed-width hex ids, both under the hash tag ``{<bucket>:<shard>}``.
+fixed-width hex ids, both under the hash tag ``{<bucket>:<shard>}``; beside
+them in their slot, the count of every sorted set's members there.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+
+from dynamiq.storage.redis_totals import counter_key
 
 __all__ = [
     "SHARD_BITS",
@@ -36,10 +39,11 @@ def member(key: int) -> str:
     return f"{key:016x}"
 
 
-def shard_keys(bucket: str, shard: int) -> tuple[str, str]:
-    """The hash of records and the sorted set of ids of one bucket's shard."""
-    tag = f"{{{bucket}:{shard}}}"
-    return f"dq:{tag}:h", f"dq:{tag}:z"
+def shard_keys(bucket: str, shard: int) -> tuple[str, str, str]:
+    """The hash of records and the sorted set of ids of one bucket's shard, and the
+    counter of every sorted set's members in its slot (``redis_totals``)."""
+    tag = f"{bucket}:{shard}"
+    return f"dq:{{{tag}}}:h", f"dq:{{{tag}}}:z", counter_key(tag)
 
 
 async def queued(result: Any) -> Any:

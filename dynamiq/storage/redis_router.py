@@ -37,6 +37,7 @@ class Router(Protocol):
     """Which server holds a key."""
 
     async def server_for(self, key: str) -> aioredis.Redis: ...
+    async def primaries(self) -> list[aioredis.Redis]: ...
     async def refresh(self) -> None: ...
     async def close(self) -> None: ...
 
@@ -51,6 +52,9 @@ class Single:
 
     async def server_for(self, key: str) -> aioredis.Redis:
         return self._server
+
+    async def primaries(self) -> list[aioredis.Redis]:
+        return [self._server]
 
     async def refresh(self) -> None:
         """Nothing moves on one server."""
@@ -76,16 +80,25 @@ class Cluster:
         self._ready = False
 
     async def server_for(self, key: str) -> aioredis.Redis:
-        if not self._ready:
-            await self._map.initialize()
-            self._ready = True
+        await self._initialized()
         node = self._map.get_node_from_key(key)
         if node is None:
             raise BackendUnavailable(f"no Redis Cluster node owns the slot of {key}")
-        address = (node.host, int(node.port))
-        server = self._servers.get(address)
+        return self._server(node.host, int(node.port))
+
+    async def primaries(self) -> list[aioredis.Redis]:
+        await self._initialized()
+        return [self._server(node.host, int(node.port)) for node in self._map.get_primaries()]
+
+    async def _initialized(self) -> None:
+        if not self._ready:
+            await self._map.initialize()
+            self._ready = True
+
+    def _server(self, host: str, port: int) -> aioredis.Redis:
+        server = self._servers.get((host, port))
         if server is None:
-            server = self._servers[address] = _pool(*address, 0, self._size)
+            server = self._servers[host, port] = _pool(host, port, 0, self._size)
         return server
 
     async def refresh(self) -> None:

@@ -1,5 +1,7 @@
 """The Lua scripts of the Redis store: each changes one shard (its hash of records
-and its sorted set of ids, ``KEYS[1]`` and ``KEYS[2]``) in one step.
+and its sorted set of ids, ``KEYS[1]`` and ``KEYS[2]``) in one step, and adds
+what it added to or took from the sorted set to its slot's counter (``KEYS[3]``,
+``redis_totals``).
 
 A script travels in a pipeline by its digest alone (``Lua.call``); a server that
 does not know it answers NOSCRIPT, and the store loads every script there and
@@ -19,6 +21,7 @@ __all__ = [
     "CENSUS",
     "CLAIM",
     "DELETE",
+    "DROP",
     "HIDE",
     "INSERT",
     "INSERT_CLAIMED",
@@ -26,6 +29,7 @@ __all__ = [
     "REPLACE",
     "SCRIPTS",
     "SHOW",
+    "TOTAL",
     "Lua",
 ]
 
@@ -44,27 +48,29 @@ class Lua:
 
 INSERT = Lua(
     """
-local out = {}
+local out, added = {}, 0
 for i = 1, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('ZADD', KEYS[2], 0, ARGV[i])
+    added = added + redis.call('ZADD', KEYS[2], 0, ARGV[i])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
   end
 end
+if added > 0 then redis.call('INCRBY', KEYS[3], added) end
 return out
 """
 )
 
 DELETE = Lua(
     """
-local out = {}
+local out, removed = {}, 0
 for i = 1, #ARGV do
   local gone = redis.call('HDEL', KEYS[1], ARGV[i])
-  if gone == 1 then redis.call('ZREM', KEYS[2], ARGV[i]) end
+  if gone == 1 then removed = removed + redis.call('ZREM', KEYS[2], ARGV[i]) end
   out[#out + 1] = gone
 end
+if removed > 0 then redis.call('DECRBY', KEYS[3], removed) end
 return out
 """
 )
@@ -87,7 +93,7 @@ return out
 # A move inside one shard: 1 moved, 0 source absent, -1 target taken.
 MOVE = Lua(
     """
-local out = {}
+local out, change = {}, 0
 for i = 1, #ARGV, 3 do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
     out[#out + 1] = 0
@@ -95,32 +101,33 @@ for i = 1, #ARGV, 3 do
     out[#out + 1] = -1
   else
     redis.call('HDEL', KEYS[1], ARGV[i])
-    redis.call('ZREM', KEYS[2], ARGV[i])
-    redis.call('ZADD', KEYS[2], 0, ARGV[i + 1])
+    change = change - redis.call('ZREM', KEYS[2], ARGV[i])
+    change = change + redis.call('ZADD', KEYS[2], 0, ARGV[i + 1])
     out[#out + 1] = 1
   end
 end
+if change ~= 0 then redis.call('INCRBY', KEYS[3], change) end
 return out
 """
 )
 
-# KEYS: the shard's hash and sorted set, then per object its claim and the claim's
+# KEYS: the shard's hash, sorted set and counter, then per object its claim and the claim's
 # note (where a copy inserted in another shard lies, see ``redis_claims``). ARGV:
 # the caller's clock (epoch ms), then per object its member, value, claim record
 # (13-digit expiry, then value) and the claim's time to live (ms). Per object:
 # 1 stored and claimed, 0 its id taken, else the live claim's record and note.
 INSERT_CLAIMED = Lua(
     """
-local out = {}
+local out, added = {}, 0
 local now = tonumber(ARGV[1])
-for i = 1, (#KEYS - 2) / 2 do
+for i = 1, (#KEYS - 3) / 2 do
   local a = i * 4 - 2
-  local claim, note = KEYS[i * 2 + 1], KEYS[i * 2 + 2]
+  local claim, note = KEYS[i * 2 + 2], KEYS[i * 2 + 3]
   local held = redis.call('GET', claim)
   if held and tonumber(string.sub(held, 1, 13)) > now then
     out[i] = {held, redis.call('GET', note) or ''}
   elseif redis.call('HSETNX', KEYS[1], ARGV[a], ARGV[a + 1]) == 1 then
-    redis.call('ZADD', KEYS[2], 0, ARGV[a])
+    added = added + redis.call('ZADD', KEYS[2], 0, ARGV[a])
     redis.call('SET', claim, ARGV[a + 2], 'PX', ARGV[a + 3])
     redis.call('DEL', note)
     out[i] = 1
@@ -128,6 +135,7 @@ for i = 1, (#KEYS - 2) / 2 do
     out[i] = 0
   end
 end
+if added > 0 then redis.call('INCRBY', KEYS[3], added) end
 return out
 """
 )
@@ -169,6 +177,7 @@ for i = 1, #ARGV do
     shown = shown + redis.call('ZADD', KEYS[2], 0, ARGV[i])
   end
 end
+if shown > 0 then redis.call('INCRBY', KEYS[3], shown) end
 return shown
 """
 )
@@ -194,4 +203,25 @@ return out
 """
 )
 
-SCRIPTS = (INSERT, DELETE, REPLACE, MOVE, INSERT_CLAIMED, HIDE, CLAIM, SHOW, CENSUS)
+# A bucket's shard dropped whole, its members taken off its slot's counter.
+DROP = Lua(
+    """
+local gone = redis.call('ZCARD', KEYS[2])
+redis.call('UNLINK', KEYS[1], KEYS[2])
+if gone > 0 then redis.call('DECRBY', KEYS[3], gone) end
+return gone
+"""
+)
+
+# The sum of the counters of the slots this server holds (ARGV: their keys).
+TOTAL = Lua(
+    """#!lua flags=no-writes,allow-cross-slot-keys
+local total = 0
+for i = 1, #ARGV do
+  total = total + (tonumber(redis.call('GET', ARGV[i])) or 0)
+end
+return total
+"""
+)
+
+SCRIPTS = (INSERT, DELETE, REPLACE, MOVE, INSERT_CLAIMED, HIDE, CLAIM, SHOW, CENSUS, DROP, TOTAL)

@@ -68,10 +68,7 @@ async def test_every_name_comes_once_while_others_come_and_go(
     assert set(stable) <= set(seen)
 
 
-async def test_stats_come_a_page_at_a_time(
-    http: Http, spec: dict[str, Any], request: pytest.FixtureRequest
-) -> None:
-    every = request.node.callspec.params["http"] == "lmdb"  # its store counts every message
+async def test_stats_come_a_page_at_a_time(http: Http, spec: dict[str, Any]) -> None:
     made = [f"s{i:02}" for i in range(12)]
     for i, name in enumerate(made):
         await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
@@ -81,30 +78,25 @@ async def test_stats_come_a_page_at_a_time(
     whole = await call(http, spec, "GET", "/v2/stats", 200)  # they fit in one page
     assert [q["queue"] for q in whole["queues"]] == made and "next" not in whole
     assert whole["queue_count"] == 12 and whole["totals"]["depth"] == sum(range(12))
-    seen, depth, after = [], 0, ""
+    seen, after = [], ""
     while True:
         page = await call(http, spec, "GET", f"/v2/stats?limit=5&after={after}", 200)
         seen += [q["queue"] for q in page["queues"]]
-        totals = page["totals"]
-        if every:  # every page sums every queue
-            assert totals["scope"] == "all" and totals["depth"] == sum(range(12))
-        else:  # each page sums its own queues
-            assert totals["scope"] == "page"
-            depth += totals["depth"]
+        totals = page["totals"]  # every page sums every queue
+        assert totals["scope"] == "all" and totals["depth"] == sum(range(12))
         assert page["queue_count"] == 12
         if "next" not in page:
             break
         after = page["next"]
-    assert seen == made and (every or depth == sum(range(12)))
+    assert seen == made
     some = await call(http, spec, "GET", "/v2/stats?prefix=s1", 200)
     assert [q["queue"] for q in some["queues"]] == ["s10", "s11"]
     assert some["totals"]["scope"] == "page" and some["totals"]["depth"] == 21
 
 
 async def test_stats_totals_sum_every_queue_off_the_page_too(
-    http: Http, spec: dict[str, Any], request: pytest.FixtureRequest
+    http: Http, spec: dict[str, Any]
 ) -> None:
-    every = request.node.callspec.params["http"] == "lmdb"  # its store counts every message
     names = [f"t{i:02}" for i in range(30)]
     for i, name in enumerate(names):
         await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
@@ -117,16 +109,14 @@ async def test_stats_totals_sum_every_queue_off_the_page_too(
         assert len(got["messages"]) == count
     page = await call(http, spec, "GET", "/v2/stats?limit=5", 200)
     assert [q["queue"] for q in page["queues"]] == names[:5]
-    depth, in_flight = (sum(range(30)), 5) if every else (sum(range(5)), 0)
+    depth = sum(range(30))
     assert page["totals"] == {
-        "scope": "all" if every else "page",
+        "scope": "all",
         "depth": depth,
-        "in_flight": in_flight,
-        "visible": depth - in_flight,
+        "in_flight": 5,
+        "visible": depth - 5,
         "rates": page["totals"]["rates"],
     }
-    if not every:
-        return
     await call(http, spec, "DELETE", "/v2/queues/t29", 200)
     one = {"messages": [{"body": "y"}]}
     await call(http, spec, "POST", "/v2/queues/t28/messages", 200, one)

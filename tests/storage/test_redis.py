@@ -132,3 +132,29 @@ async def test_a_server_that_forgot_the_scripts_learns_them_and_runs_the_writes(
     finally:
         await server.aclose()
         await store.close()
+
+
+async def test_a_store_holding_messages_from_before_the_total_was_kept_has_none(
+    redis_url: str,
+) -> None:
+    await flush_redis(redis_url)
+    raw = aioredis.Redis.from_url(redis_url)
+    first = RedisBackend(redis_url)
+    try:
+        await first.insert([("q", 1, b"m"), ("q", 2, b"m")])
+        assert await first.total() == 2  # an empty store, marked at its first message
+        await raw.delete("dq:totals")  # as an earlier release left a store: no mark
+        later = RedisBackend(redis_url)
+        assert await later.total() is None  # its counters did not count from empty
+        await later.insert([("q", 3, b"m")])
+        assert await later.total() is None and not await raw.exists("dq:totals")
+        await later.close()
+        await first.drop("q")  # emptied: the next process to look marks it again
+        again = RedisBackend(redis_url)
+        assert await again.total() == 0
+        await again.insert([("r", 1, b"m")])
+        assert await again.total() == 1
+        await again.close()
+    finally:
+        await raw.aclose()
+        await first.close()
