@@ -319,8 +319,11 @@ class RedisBackend:
     async def _holds_messages(self) -> bool:
         """Whether any server holds a shard's sorted set."""
         for server in await self._router.primaries():
-            async for _ in server.scan_iter(match="dq:{*}:z", count=1000):
-                return True
+            cursor = None
+            while cursor != 0:
+                cursor, keys = await server.scan(cursor or 0, match="dq:{*}:z", count=1000)
+                if keys:
+                    return True
         return False
 
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
