@@ -93,7 +93,8 @@ class RedisBackend:
         self._sending: set[asyncio.Task[None]] = set()
         self._claimed = ClaimedInserts(self._run)
         self._counted: bool | None = None  # whether the slots' counters count every message
-        self._counter_groups: list[list[str]] | None = None  # the counters, by server
+        # Per server, a counter it holds and all of them, space-separated (``TOTAL``)
+        self._counter_groups: list[tuple[str, str]] | None = None
         self._wait_replicas = wait_replicas
         self._commits = 0
         self._commit_seconds = 0.0
@@ -286,10 +287,10 @@ class RedisBackend:
             by_server: dict[aioredis.Redis, list[str]] = defaultdict(list)
             for key in slot_counters():
                 by_server[await self._router.server_for(key)].append(key)
-            self._counter_groups = list(by_server.values())
+            self._counter_groups = [(keys[0], " ".join(keys)) for keys in by_server.values()]
         try:
             sums = await self._run(
-                [(keys[0], TOTAL.call([], keys)) for keys in self._counter_groups]
+                [(first, TOTAL.call([], [keys])) for first, keys in self._counter_groups]
             )
         except BackendUnavailable:
             self._counter_groups = None  # the slots may have moved
