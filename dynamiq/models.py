@@ -6,7 +6,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -43,7 +43,6 @@ __all__ = [
     "QueueRecord",
     "QueueSettings",
     "RetryBackoff",
-    "TopicPublished",
     "attribute_types_size",
     "attributes_size",
     "check_token",
@@ -452,26 +451,6 @@ class Published(list[T]):
         """Per message, whether it was a duplicate; empty when none was."""
         self.spooled = spooled
         """No node took the publish: the client's spool keeps it to send later (no ids)."""
-
-
-class TopicPublished(NamedTuple):
-    """A topic publish's copies: per queue that took any, their ids in request order
-    (None where a message did not go there); per queue with a duplicate, which
-    were; and which of the queues are push subscriptions' (the node's own)."""
-
-    ids: dict[str, list[int | None]]
-    duplicate: dict[str, list[bool]]
-    pushed: frozenset[str] = frozenset()
-
-    def for_clients(self) -> TopicPublished:
-        """The copies in the queues a client knows of: push subscriptions' left out."""
-        if not self.pushed:
-            return self
-        drop = self.pushed
-        return TopicPublished(
-            {q: v for q, v in self.ids.items() if q not in drop},
-            {q: v for q, v in self.duplicate.items() if q not in drop},
-        )
 
 
 @dataclass(frozen=True, slots=True)

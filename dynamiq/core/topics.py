@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
@@ -11,9 +12,29 @@ from dynamiq.core.routing.filters import Subject
 from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import Notice, Outgoing, Published, TopicPublished
+from dynamiq.models import Notice, Outgoing, Published
 
-__all__ = ["TopicService"]
+__all__ = ["TopicPublished", "TopicService"]
+
+
+class TopicPublished(NamedTuple):
+    """A topic publish's copies: per queue that took any, their ids in request order
+    (None where a message did not go there); per queue with a duplicate, which
+    were; and which of the queues are push subscriptions' (the node's own)."""
+
+    ids: dict[str, list[int | None]]
+    duplicate: dict[str, list[bool]]
+    pushed: frozenset[str] = frozenset()
+
+    def for_clients(self) -> TopicPublished:
+        """The copies in the queues a client knows of: push subscriptions' left out."""
+        if not self.pushed:
+            return self
+        drop = self.pushed
+        return TopicPublished(
+            {q: v for q, v in self.ids.items() if q not in drop},
+            {q: v for q, v in self.duplicate.items() if q not in drop},
+        )
 
 
 class TopicService:

@@ -18,6 +18,7 @@ from dynamiq.core.lifecycle.redrive import RedriveTask
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.core.routing.subscriptions import Topic
+from dynamiq.core.topics import TopicPublished
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded, QueueNotFound
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
@@ -28,7 +29,6 @@ from dynamiq.models import (
     QueueRecord,
     QueueSettings,
     ReceiveRequest,
-    TopicPublished,
     attribute_types_size,
     attributes_size,
     check_token,
