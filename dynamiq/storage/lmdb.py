@@ -413,9 +413,9 @@ class LmdbBackend:
     def _add_counts(self, txn: Any, deltas: dict[bytes, int]) -> None:
         """Add to many buckets' counts: in key order on one cursor (a fan-out's
         thousands of queues cost a third less than one lookup each)."""
-        if len(deltas) == 1:
-            ((prefix, delta),) = deltas.items()
-            self._add_count(txn, prefix, delta)
+        if len(deltas) <= 1:  # one queue's publish (none: every id taken)
+            for prefix, delta in deltas.items():
+                self._add_count(txn, prefix, delta)
             return
         pack, unpack = _COUNT.pack, _COUNT.unpack
         with txn.cursor(db=self._counts) as cursor:

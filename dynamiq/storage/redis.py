@@ -43,6 +43,7 @@ from dynamiq.storage.redis_layout import (
     member,
     queued,
     scatter,
+    script_keys,
     shard_keys,
 )
 from dynamiq.storage.redis_router import Cluster, Router, Single
@@ -115,15 +116,18 @@ class RedisBackend:
                 )
             )
         except (RedisError, OSError) as exc:
-            await self._refresh_quietly()
-            raise _unavailable(exc) from exc
+            raise await self._failed(exc) from exc
         for idx, answer in zip(by_server.values(), answers, strict=True):
             for i, result in zip(idx, answer, strict=True):
                 if isinstance(result, Exception):  # e.g. MOVED after a failover
-                    await self._refresh_quietly()
-                    raise _unavailable(result) from result
+                    raise await self._failed(result) from result
                 results[i] = result
         return results
+
+    async def _failed(self, exc: Exception) -> BackendUnavailable:
+        """A server's error as the 503 it is, the slot map refreshed for the retry."""
+        await self._refresh_quietly()
+        return _unavailable(exc)
 
     async def _pipeline(
         self, server: aioredis.Redis, commands: list[Command], write: bool
@@ -161,7 +165,7 @@ class RedisBackend:
         groups = by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            keys = list(shard_keys(bucket, shard))
+            keys = script_keys(bucket, shard)
             args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
             return keys[0], INSERT.call(keys, args)
 
@@ -188,9 +192,9 @@ class RedisBackend:
         groups = by_shard(keys)
 
         def command(shard: int, idx: list[int]) -> Command:
-            pair = list(shard_keys(bucket, shard))
+            scripted = script_keys(bucket, shard)
             args = [member(keys[i]) for i in idx]
-            return pair[0], DELETE.call(pair, args)
+            return scripted[0], DELETE.call(scripted, args)
 
         results = await self._run([command(s, idx) for s, idx in groups.items()], True)
         return scatter(len(keys), groups.values(), results, bool)
@@ -227,9 +231,9 @@ class RedisBackend:
         out: list[bool | None] = [None] * len(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            pair = list(shard_keys(bucket, shard))
+            keys = script_keys(bucket, shard)
             args = [v for i in idx for v in (member(items[i][1]), member(items[i][3]), items[i][4])]
-            return pair[0], MOVE.call(pair, args)
+            return keys[0], MOVE.call(keys, args)
 
         if local:
             results = await self._run([command(b, s, idx) for (b, s), idx in local.items()], True)
@@ -313,8 +317,7 @@ class RedisBackend:
                     await server.set(MARK, b"1", nx=True)
                     self._counted = True
             except (RedisError, OSError) as exc:
-                await self._refresh_quietly()
-                raise _unavailable(exc) from exc
+                raise await self._failed(exc) from exc
         return self._counted
 
     async def _holds_messages(self) -> bool:
@@ -402,7 +405,7 @@ class RedisBackend:
         """Delete every object of a bucket."""
         commands: list[Command] = []
         for shard in range(1 << SHARD_BITS):
-            keys = list(shard_keys(bucket, shard))
+            keys = script_keys(bucket, shard)
             commands.append((keys[0], DROP.call(keys, [])))
         await self._run(commands, True)
 
@@ -425,8 +428,7 @@ class RedisBackend:
                 match = "".join(f"\\{c}" if c in GLOB else c for c in prefix) + "*"
                 entries = {k: v async for k, v in server.hscan_iter(META, match, META_SCAN)}
             except (RedisError, OSError) as exc:
-                await self._refresh_quietly()
-                raise _unavailable(exc) from exc
+                raise await self._failed(exc) from exc
         found = {k.decode(): v for k, v in cast("dict[bytes, bytes]", entries).items()}
         return {k: v for k, v in sorted(found.items()) if k.startswith(prefix)}
 

@@ -34,6 +34,7 @@ from dynamiq.storage.redis_layout import (
     by_bucket_shard,
     member,
     scatter,
+    script_keys,
     shard_keys,
 )
 from dynamiq.storage.redis_scripts import CLAIM, DELETE, HIDE, INSERT_CLAIMED, SHOW, Lua
@@ -74,7 +75,7 @@ class ClaimedInserts:
         groups = by_bucket_shard(items)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            keys = list(shard_keys(bucket, shard))
+            keys = script_keys(bucket, shard)
             h = keys[0]
             args: list[bytes | int | str] = [now_ms]
             for i in idx:
@@ -93,7 +94,7 @@ class ClaimedInserts:
         groups = by_bucket_shard(items)
 
         def hide(bucket: str, shard: int, idx: list[int]) -> Command:
-            h, z, _ = shard_keys(bucket, shard)
+            h, z = shard_keys(bucket, shard)
             args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
             return h, HIDE.call([h, z], args)
 
@@ -149,9 +150,9 @@ class ClaimedInserts:
         groups = by_bucket_shard(objects)
 
         def command(bucket: str, shard: int, idx: list[int]) -> Command:
-            pair = list(shard_keys(bucket, shard))
+            keys = script_keys(bucket, shard)
             args = [member(objects[i][1]) for i in idx]
-            return pair[0], script.call(pair, args)
+            return keys[0], script.call(keys, args)
 
         await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
 

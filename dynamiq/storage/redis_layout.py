@@ -23,6 +23,7 @@ __all__ = [
     "member",
     "queued",
     "scatter",
+    "script_keys",
     "shard_keys",
 ]
 
@@ -39,11 +40,17 @@ def member(key: int) -> str:
     return f"{key:016x}"
 
 
-def shard_keys(bucket: str, shard: int) -> tuple[str, str, str]:
-    """The hash of records and the sorted set of ids of one bucket's shard, and the
-    counter of every sorted set's members in its slot (``redis_totals``)."""
-    tag = f"{bucket}:{shard}"
-    return f"dq:{{{tag}}}:h", f"dq:{{{tag}}}:z", counter_key(tag)
+def shard_keys(bucket: str, shard: int) -> tuple[str, str]:
+    """The hash of records and the sorted set of ids of one bucket's shard."""
+    tag = f"{{{bucket}:{shard}}}"
+    return f"dq:{tag}:h", f"dq:{tag}:z"
+
+
+def script_keys(bucket: str, shard: int) -> list[str]:
+    """What a script that changes a shard's sorted set is given: the shard's hash and
+    sorted set, then the counter of every sorted set's members in its slot
+    (``redis_totals``; reads have no need of it)."""
+    return [*shard_keys(bucket, shard), counter_key(f"{bucket}:{shard}")]
 
 
 async def queued(result: Any) -> Any:
