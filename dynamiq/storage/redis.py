@@ -33,6 +33,7 @@ from typing import Any, cast
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import KeyRange
 from dynamiq.storage.base import Census, Claimed, Span, census_by_scans, move_in_steps
+from dynamiq.storage.redis_census import Censuses
 from dynamiq.storage.redis_claims import ClaimedInserts
 from dynamiq.storage.redis_layout import (
     SHARD_BITS,
@@ -48,7 +49,6 @@ from dynamiq.storage.redis_layout import (
 )
 from dynamiq.storage.redis_router import Cluster, Router, Single
 from dynamiq.storage.redis_scripts import (
-    CENSUS,
     DELETE,
     DROP,
     INSERT,
@@ -73,10 +73,6 @@ META = "dq:meta"
 META_SCAN = 10_000  # configuration entries a server walks per step of a prefix's scan
 GLOB = frozenset("*?[]\\")  # a key's characters a scan's pattern must escape
 WAIT_MS = 5000
-HELD_BY_BUCKETS = 4096  # buckets whose shards' servers a census remembers
-# Each shard's whole key range, and the members at its ends (what a census reads).
-_SHARDS = [(s << SHARD_SHIFT, (s + 1 << SHARD_SHIFT) - 1) for s in range(1 << SHARD_BITS)]
-_SPAN_ENDS = [(member(lo), member(hi)) for lo, hi in _SHARDS]
 FULL_RETRY_SECONDS = 5  # what a write refused by a full server is told to wait
 
 
@@ -86,12 +82,7 @@ class RedisBackend:
     def __init__(self, url: str, wait_replicas: int = 0, pool_size: int = 16) -> None:
         urls = [u.strip() for u in url.split(",") if u.strip()]
         self._router: Router = Cluster(urls, pool_size) if len(urls) > 1 else Single(url, pool_size)
-        # Per bucket, its shards grouped by the server that holds them (a census
-        # sends one script to each); forgotten when the slots move.
-        self._held_by: dict[str, list[list[tuple[int, str]]]] = {}
-        # Censuses asked for in one turn of the loop (a stats page's), sent together.
-        self._censuses: list[tuple[list[Command], asyncio.Future[list[Any]]]] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._censuses = Censuses(self._router, self._run)
         self._claimed = ClaimedInserts(self._run)
         self._counted: bool | None = None  # whether the slots' counters count every message
         # Per server, a counter it holds and all of them, space-separated (``TOTAL``)
@@ -333,73 +324,10 @@ class RedisBackend:
     async def census(self, bucket: str, spans: Sequence[Span], cap: int) -> Census:
         """The bucket's count, and per span its first key and the keys after its cut:
         one script per server over the shards it holds (those of a stats page's
-        queues together), when the spans are the shards, one each (the queues')."""
-        if [(lo, hi) for lo, _, hi in spans] != _SHARDS:
-            return await census_by_scans(self, bucket, spans, cap)
-        groups = await self._shards_by_server(bucket)
-
-        def command(group: list[tuple[int, str]]) -> Command:
-            shards = " ".join(
-                f"{z} {_SPAN_ENDS[s][0]} {member(spans[s][1])} {_SPAN_ENDS[s][1]}" for s, z in group
-            )
-            return group[0][1], CENSUS.call([], [cap, shards])
-
-        answers = await self._together([command(group) for group in groups])
-        count = 0
-        firsts: list[int | None] = [None] * len(spans)
-        after = [0] * len(spans)
-        for group, answer in zip(groups, answers, strict=True):
-            for k, (shard, _) in enumerate(group):
-                card, first, later = answer[3 * k : 3 * k + 3]
-                count += card
-                firsts[shard] = int(first, 16) if first else None
-                after[shard] = later
-        return Census(count, firsts, after)
-
-    async def _together(self, commands: list[Command]) -> list[Any]:
-        """Run a census's commands with those of every census asked for in the same turn
-        of the loop: one pipeline per server for a whole stats page."""
-        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._censuses.append((commands, future))
-        if len(self._censuses) == 1:  # sent once this turn's others joined, by a task of its own
-            sending = asyncio.get_running_loop().create_task(self._send_censuses())
-            self._sending.add(sending)
-            sending.add_done_callback(self._sending.discard)
-        return await future
-
-    async def _send_censuses(self) -> None:
-        await asyncio.sleep(0)  # a turn for the others asked for with this one
-        asked, self._censuses = self._censuses, []
-        try:
-            answers = await self._run([c for commands, _ in asked for c in commands])
-        except asyncio.CancelledError:  # the store closing
-            for _, future in asked:
-                future.cancel()
-            raise
-        except Exception as exc:
-            self._held_by.clear()  # the slots may have moved
-            for _, future in asked:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        start = 0
-        for commands, future in asked:
-            if not future.done():
-                future.set_result(answers[start : start + len(commands)])
-            start += len(commands)
-
-    async def _shards_by_server(self, bucket: str) -> list[list[tuple[int, str]]]:
-        """The bucket's shards (and their sorted sets) grouped by the server holding them."""
-        groups = self._held_by.get(bucket)
-        if groups is None:
-            by_server: dict[aioredis.Redis, list[tuple[int, str]]] = defaultdict(list)
-            for shard in range(1 << SHARD_BITS):
-                z = shard_keys(bucket, shard)[1]
-                by_server[await self._router.server_for(z)].append((shard, z))
-            if len(self._held_by) >= HELD_BY_BUCKETS:
-                self._held_by.clear()
-            groups = self._held_by[bucket] = list(by_server.values())
-        return groups
+        queues together), when the spans are the shards cut at one point
+        (``redis_census``); else by scans."""
+        found = await self._censuses.census(bucket, spans, cap)
+        return found if found is not None else await census_by_scans(self, bucket, spans, cap)
 
     async def drop(self, bucket: str) -> None:
         """Delete every object of a bucket."""

@@ -8,11 +8,17 @@ them in their slot, the count of every sorted set's members there.
 
 from __future__ import annotations
 
+from binascii import crc_hqx
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from dynamiq.storage.redis_totals import counter_key
+
+try:
+    from redis.crc import key_slot
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
 
 __all__ = [
     "SHARD_BITS",
@@ -25,11 +31,15 @@ __all__ = [
     "scatter",
     "script_keys",
     "shard_keys",
+    "shard_slots",
 ]
 
 T = TypeVar("T")
 SHARD_BITS = 8  # the top 8 bits: one stripe of the queue engine
 SHARD_SHIFT = 63 - SHARD_BITS
+
+SLOT_MASK = 16383  # a Cluster's 16,384 slots
+_TAG_SUFFIXES = [f":{shard}".encode() for shard in range(1 << SHARD_BITS)]
 
 # One command for one server: (routing key, adds the command to a pipeline).
 Command = tuple[str, Callable[[Any], Awaitable[Any]]]
@@ -44,6 +54,15 @@ def shard_keys(bucket: str, shard: int) -> tuple[str, str]:
     """The hash of records and the sorted set of ids of one bucket's shard."""
     tag = f"{{{bucket}:{shard}}}"
     return f"dq:{tag}:h", f"dq:{tag}:z"
+
+
+def shard_slots(bucket: str) -> list[int]:
+    """The Cluster slot of each of the bucket's shards (of its tag, ``shard_keys``): the
+    CRC of the tag's bucket part taken once, each shard's suffix added to it."""
+    if "{" in bucket or "}" in bucket:  # the tag ends sooner: as Redis reads the key
+        return [key_slot(shard_keys(bucket, shard)[1].encode()) for shard in range(1 << SHARD_BITS)]
+    head = crc_hqx(bucket.encode(), 0)
+    return [crc_hqx(suffix, head) & SLOT_MASK for suffix in _TAG_SUFFIXES]
 
 
 def script_keys(bucket: str, shard: int) -> list[str]:

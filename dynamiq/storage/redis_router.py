@@ -4,7 +4,7 @@ key's slot (one connection pool per primary, the slot map refreshed when it move
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, cast
 from urllib.parse import urlsplit
 
 from dynamiq.errors import BackendUnavailable
@@ -12,6 +12,7 @@ from dynamiq.errors import BackendUnavailable
 try:
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from redis.crc import key_slot
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the Redis store needs redis-py: pip install 'dynamiq[redis]'") from exc
 
@@ -37,6 +38,7 @@ class Router(Protocol):
     """Which server holds a key."""
 
     async def server_for(self, key: str) -> aioredis.Redis: ...
+    async def servers_of(self, slots: Sequence[int]) -> list[aioredis.Redis]: ...
     async def primaries(self) -> list[aioredis.Redis]: ...
     async def refresh(self) -> None: ...
     async def close(self) -> None: ...
@@ -52,6 +54,9 @@ class Single:
 
     async def server_for(self, key: str) -> aioredis.Redis:
         return self._server
+
+    async def servers_of(self, slots: Sequence[int]) -> list[aioredis.Redis]:
+        return [self._server] * len(slots)
 
     async def primaries(self) -> list[aioredis.Redis]:
         return [self._server]
@@ -77,14 +82,29 @@ class Cluster:
         )
         self._size = size
         self._servers: dict[tuple[str, int], aioredis.Redis] = {}
+        self._by_slot: dict[int, aioredis.Redis] = {}  # as the slot map last said
         self._ready = False
 
     async def server_for(self, key: str) -> aioredis.Redis:
-        await self._initialized()
-        node = self._map.get_node_from_key(key)
-        if node is None:
-            raise BackendUnavailable(f"no Redis Cluster node owns the slot of {key}")
-        return self._server(node.host, int(node.port))
+        return (await self.servers_of([key_slot(key.encode())]))[0]
+
+    async def servers_of(self, slots: Sequence[int]) -> list[aioredis.Redis]:
+        """The primary of each slot, as the slot map last said (a queue's 256 shards at
+        once: one lookup each)."""
+        known = self._by_slot
+        found = [known.get(slot) for slot in slots]
+        if None in found:
+            await self._initialized()
+            for k, slot in enumerate(slots):
+                if found[k] is None:
+                    found[k] = known[slot] = self._primary_of(slot)
+        return cast("list[aioredis.Redis]", found)
+
+    def _primary_of(self, slot: int) -> aioredis.Redis:
+        owners = self._map.nodes_manager.slots_cache.get(slot)
+        if not owners:
+            raise BackendUnavailable(f"no Redis Cluster node owns slot {slot}")
+        return self._server(owners[0].host, int(owners[0].port))
 
     async def primaries(self) -> list[aioredis.Redis]:
         await self._initialized()
@@ -103,6 +123,7 @@ class Cluster:
 
     async def refresh(self) -> None:
         self._ready = False
+        self._by_slot.clear()
         await self._map.nodes_manager.initialize()
         self._ready = True
 

@@ -183,21 +183,33 @@ return shown
 )
 
 # A census of one bucket's shards held by this server, read only: the shards'
-# sorted sets are in different slots, so they travel in ARGV (the flag lets a
-# script read keys of several slots of its own server). ARGV: the cap, then one
-# string of, per shard, its sorted set, the first and last member of its span
-# and the last of the span's first part, space-separated. Per shard: its count,
-# its first member of the first part (false: none), how many members lie after
-# the first part (up to the cap).
+# sorted sets are in different slots, so they are named here, not in KEYS (the
+# flag lets a script read keys of several slots of its own server). ARGV: the
+# cap, the bucket, the cut (a member: every shard's span is cut at its first id
+# OR the cut, and a shard's first member is 3 hex digits of 8 times its index,
+# then 13 of the rest), and the shards' indexes, space-separated. Per shard
+# that holds any member (an idle queue's hold none: one call each): its index,
+# its count, its first member up to its cut (false: none), and how many members
+# lie after the cut (up to the cap).
 CENSUS = Lua(
     """#!lua flags=no-writes,allow-cross-slot-keys
-local cap = tonumber(ARGV[1])
+local cap, bucket, cut = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local top, rest = tonumber(string.sub(cut, 1, 3), 16), string.sub(cut, 4)
 local out = {}
-for z, lo, mid, hi in string.gmatch(ARGV[2], '(%S+) (%S+) (%S+) (%S+)') do
-  local head = redis.call('ZRANGEBYLEX', z, '[' .. lo, '[' .. mid, 'LIMIT', 0, 1)
-  out[#out + 1] = redis.call('ZCARD', z)
-  out[#out + 1] = head[1] or false
-  out[#out + 1] = math.min(cap, redis.call('ZLEXCOUNT', z, '(' .. mid, '[' .. hi))
+for shard in string.gmatch(ARGV[4], '%d+') do
+  local z = 'dq:{' .. bucket .. ':' .. shard .. '}:z'
+  local card = redis.call('ZCARD', z)
+  if card > 0 then
+    local base = tonumber(shard) * 8
+    local lo = '[' .. string.format('%03x', base) .. '0000000000000'
+    local mid = string.format('%03x', base + top) .. rest
+    local hi = '[' .. string.format('%03x', base + 7) .. 'fffffffffffff'
+    local head = redis.call('ZRANGEBYLEX', z, lo, '[' .. mid, 'LIMIT', 0, 1)
+    out[#out + 1] = tonumber(shard)
+    out[#out + 1] = card
+    out[#out + 1] = head[1] or false
+    out[#out + 1] = math.min(cap, redis.call('ZLEXCOUNT', z, '(' .. mid, hi))
+  end
 end
 return out
 """

@@ -91,6 +91,12 @@ async def test_a_census_counts_and_cuts_each_stripe(backend: StorageBackend) -> 
     after = {s: n for s, n in enumerate(found.after) if n}
     assert after == {0: 1, 3: 2, 7: 1, 255: 1}
     assert (await backend.census("c", spans, cap=1)).after[3] == 1  # up to the cap
+    # Cut at either end of a stripe: everything due, or only each stripe's first key
+    latest = [(lo, hi, hi) for lo, _, hi in spans]
+    everything = await backend.census("c", latest, cap=10)
+    assert everything.firsts[7] == key(7, 300) and not any(everything.after)
+    earliest = await backend.census("c", [(lo, lo, hi) for lo, _, hi in spans], cap=10)
+    assert not any(earliest.firsts) and sum(earliest.after) == len(keys)
     # Spans that are not one per stripe: the same answers, as scans give them
     some = [spans[3], (key(0, 0), key(0, 9), key(0, 499))]
     assert await backend.census("c", some, cap=10) == (len(keys), [key(3, 100), key(0, 5)], [2, 0])

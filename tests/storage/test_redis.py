@@ -1,4 +1,5 @@
-"""What only the Redis store promises: WAIT for replicas on the writing connection."""
+"""What only the Redis store promises: WAIT for replicas on the writing connection; where
+its keys live, and when a census is one script."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from redis.crc import key_slot
 
 import dynamiq.storage.redis as redis_store
 from dynamiq.errors import BackendUnavailable
 from dynamiq.storage.redis import RedisBackend
+from dynamiq.storage.redis_census import SHARDS, cut_of
+from dynamiq.storage.redis_layout import SHARD_BITS, shard_keys, shard_slots
 from tests.servers import flush_redis, redis_server
 from tests.waiting import eventually
 
@@ -158,3 +162,24 @@ async def test_a_store_holding_messages_from_before_the_total_was_kept_has_none(
     finally:
         await raw.aclose()
         await first.close()
+
+
+@pytest.mark.parametrize("bucket", ["q", "tenant-0000042", "a1b2c3d4e5f60718", "é", "x{y}", "a}b{"])
+def test_the_slots_of_a_buckets_shards_are_those_redis_gives_their_keys(bucket: str) -> None:
+    # Worked out from one CRC of the bucket, with a brace the way Redis reads the key
+    assert shard_slots(bucket) == [
+        key_slot(shard_keys(bucket, shard)[1].encode()) for shard in range(1 << SHARD_BITS)
+    ]
+
+
+def test_a_census_is_one_script_only_for_the_shards_cut_at_one_point() -> None:
+    def spans(cut: int) -> list[tuple[int, int, int]]:
+        return [(lo, lo | cut, hi) for lo, hi in SHARDS]
+
+    assert cut_of(spans(0)) == 0 and cut_of(spans((1 << 55) - 1)) == (1 << 55) - 1
+    assert cut_of(spans(12345)) == 12345
+    uneven = spans(7)
+    uneven[9] = (uneven[9][0], uneven[9][0] | 8, uneven[9][2])
+    assert cut_of(uneven) is None  # the script cuts every shard at one point
+    assert cut_of(spans(7)[:-1]) is None
+    assert cut_of([(lo, lo, lo | 5) for lo, _ in SHARDS]) is None  # not whole shards
