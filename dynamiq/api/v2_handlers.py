@@ -370,7 +370,14 @@ async def publish_topic(request: web.Request) -> web.Response:
     ids, duplicate, _ = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(
         s.TopicPublishResponse(
-            {shown(q): [None if i is None else str(i) for i in v] for q, v in ids.items()},
+            {shown(q): _texts(v) for q, v in ids.items()},
             {shown(q): v for q, v in duplicate.items()} or None,
         )
     )
+
+
+def _texts(ids: list[int | None]) -> list[str | None]:
+    """Ids as the wire spells them (a broadcast's one id per queue: the short way)."""
+    if len(ids) == 1 and ids[0] is not None:
+        return [str(ids[0])]
+    return [None if i is None else str(i) for i in ids]

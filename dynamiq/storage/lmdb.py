@@ -17,6 +17,7 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,6 +50,7 @@ META_CHUNK = 5_000  # configuration entries a scan reads between turns of the ev
 # In ``counts``, beside each bucket's count: every bucket's objects together. No
 # bucket's key: a bucket's starts with its name's length, and names are never empty.
 _TOTAL = b"\x00"
+_BUCKET, _VALUE = itemgetter(0), itemgetter(1)  # of an item, of a row
 
 
 def _prefix(bucket: str) -> bytes:
@@ -96,7 +98,7 @@ class LmdbBackend:
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
         """Create objects durably, never overwriting; per item, whether it was stored."""
-        buckets = Counter(b for b, _, _ in items)
+        buckets = Counter(map(_BUCKET, items))
         prefixes = {b: _prefix(b) for b in buckets}
         pack = _KEY.pack
         rows = [(prefixes[b] + pack(k), v) for b, k, v in items]
@@ -110,7 +112,7 @@ class LmdbBackend:
             self._add_counts(txn, {prefixes[b]: n for b, n in added.items()})
             return stored
 
-        return await self._write(apply, need(sum(len(v) for _, v in rows), len(rows)))
+        return await self._write(apply, need(sum(map(len, map(_VALUE, rows))), len(rows)))
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return the value of each key, None where absent."""
