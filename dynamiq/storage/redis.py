@@ -46,12 +46,14 @@ from dynamiq.storage.redis_layout import (
     scatter,
     script_keys,
     shard_keys,
+    shard_slot,
 )
 from dynamiq.storage.redis_router import Cluster, Router, Single
 from dynamiq.storage.redis_scripts import (
     DELETE,
     DROP,
     INSERT,
+    INSERT_SHARDS,
     MOVE,
     REPLACE,
     SCRIPTS,
@@ -151,20 +153,41 @@ class RedisBackend:
     # -- messages ------------------------------------------------------------
 
     async def insert(self, items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
-        """Create objects, never overwriting; per item, whether it was stored."""
+        """Create objects, never overwriting; per item, whether it was stored: one script
+        for one shard, else one per server over the shards it holds."""
         await self._counting()  # an empty store is marked counted before its first message
         groups = by_bucket_shard(items)
-
-        def command(bucket: str, shard: int, idx: list[int]) -> Command:
+        if len(groups) == 1:
+            [((bucket, shard), idx)] = groups.items()
             keys = script_keys(bucket, shard)
             args = [v for i in idx for v in (member(items[i][1]), items[i][2])]
-            return keys[0], INSERT.call(keys, args)
-
+            commands, order = [(keys[0], INSERT.call(keys, args))], list(groups.values())
+        else:
+            commands, order = await self._inserts_by_server(items, groups)
         started = asyncio.get_running_loop().time()
-        results = await self._run([command(b, s, idx) for (b, s), idx in groups.items()], True)
+        results = await self._run(commands, True)
         self._commits += 1
         self._commit_seconds += asyncio.get_running_loop().time() - started
-        return scatter(len(items), groups.values(), results, bool)
+        return scatter(len(items), order, results, bool)
+
+    async def _inserts_by_server(
+        self, items: Sequence[tuple[str, int, bytes]], groups: dict[tuple[str, int], list[int]]
+    ) -> tuple[list[Command], list[list[int]]]:
+        """One ``INSERT_SHARDS`` per server over the shards of ``groups`` it holds, and
+        per command the items it answers for, in its answer's order."""
+        slots = [shard_slot(bucket, shard) for bucket, shard in groups]
+        by_server: dict[Any, tuple[str, list[Any], list[int]]] = {}
+        for ((bucket, shard), idx), server in zip(
+            groups.items(), await self._router.servers_of(slots), strict=True
+        ):
+            keys = script_keys(bucket, shard)
+            _, args, order = by_server.setdefault(server, (keys[0], [], []))
+            args += (*keys, len(idx))
+            for i in idx:
+                args += (member(items[i][1]), items[i][2])
+            order += idx
+        commands = [(route, INSERT_SHARDS.call([], args)) for route, args, _ in by_server.values()]
+        return commands, [order for _, _, order in by_server.values()]
 
     async def get(self, bucket: str, keys: Sequence[int]) -> list[bytes | None]:
         """Return the value of each key, None where absent."""

@@ -2,10 +2,10 @@
 
 A queue's census reads its 256 shards: one ``CENSUS`` script per server over the
 shards it holds, and the censuses asked for in one turn of the loop (a stats
-page's) travel together, one pipeline per server. The script answers only the
-shards that hold anything, so an idle queue costs a count per shard and no
-answer; the client builds each script's argument from parts kept per bucket,
-with the cut of every shard written once per page.
+page's) travel together, one pipeline per server. The script is given the
+bucket, the cut and the indexes of the shards (kept per bucket), and works out
+each shard's keys and ends itself; it answers only the shards that hold
+anything, so an idle queue costs a count per shard and no answer.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ Run = Callable[[Sequence[Command]], Awaitable[list[Any]]]
 HELD_BY_BUCKETS = 4096  # buckets whose shards' servers a census remembers
 # Each shard's whole key range.
 SHARDS = [(s << SHARD_SHIFT, (s + 1 << SHARD_SHIFT) - 1) for s in range(1 << SHARD_BITS)]
+if SHARD_SHIFT != 55:  # ``CENSUS`` spells a shard's ends as 3 hex digits of 8 x its index
+    raise ImportError("the census script's arithmetic is for shards of 2^55 ids")
 _INDEXES = [str(s) for s in range(1 << SHARD_BITS)]
 
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from dynamiq.storage.redis_totals import counter_key
+from dynamiq.storage.redis_totals import slot_counter
 
 try:
     from redis.crc import key_slot
@@ -31,6 +31,7 @@ __all__ = [
     "scatter",
     "script_keys",
     "shard_keys",
+    "shard_slot",
     "shard_slots",
 ]
 
@@ -56,11 +57,18 @@ def shard_keys(bucket: str, shard: int) -> tuple[str, str]:
     return f"dq:{tag}:h", f"dq:{tag}:z"
 
 
-def shard_slots(bucket: str) -> list[int]:
-    """The Cluster slot of each of the bucket's shards (of its tag, ``shard_keys``): the
-    CRC of the tag's bucket part taken once, each shard's suffix added to it."""
+def shard_slot(bucket: str, shard: int) -> int:
+    """The Cluster slot of a bucket's shard (of its keys' tag, ``shard_keys``)."""
     if "{" in bucket or "}" in bucket:  # the tag ends sooner: as Redis reads the key
-        return [key_slot(shard_keys(bucket, shard)[1].encode()) for shard in range(1 << SHARD_BITS)]
+        return key_slot(shard_keys(bucket, shard)[1].encode())
+    return crc_hqx(f"{bucket}:{shard}".encode(), 0) & SLOT_MASK
+
+
+def shard_slots(bucket: str) -> list[int]:
+    """The slot of each of the bucket's shards (``shard_slot``): the CRC of the tag's
+    bucket part taken once, each shard's suffix added to it."""
+    if "{" in bucket or "}" in bucket:
+        return [shard_slot(bucket, shard) for shard in range(1 << SHARD_BITS)]
     head = crc_hqx(bucket.encode(), 0)
     return [crc_hqx(suffix, head) & SLOT_MASK for suffix in _TAG_SUFFIXES]
 
@@ -69,7 +77,7 @@ def script_keys(bucket: str, shard: int) -> list[str]:
     """What a script that changes a shard's sorted set is given: the shard's hash and
     sorted set, then the counter of every sorted set's members in its slot
     (``redis_totals``; reads have no need of it)."""
-    return [*shard_keys(bucket, shard), counter_key(f"{bucket}:{shard}")]
+    return [*shard_keys(bucket, shard), slot_counter(shard_slot(bucket, shard))]
 
 
 async def queued(result: Any) -> Any:

@@ -25,6 +25,7 @@ __all__ = [
     "HIDE",
     "INSERT",
     "INSERT_CLAIMED",
+    "INSERT_SHARDS",
     "MOVE",
     "REPLACE",
     "SCRIPTS",
@@ -58,6 +59,32 @@ for i = 1, #ARGV, 2 do
   end
 end
 if added > 0 then redis.call('INCRBY', KEYS[3], added) end
+return out
+"""
+)
+
+# INSERT over many shards of this server at once (a fan-out's thousands of
+# queues, a batch over many stripes): their keys are in different slots, so
+# they travel in ARGV (the flag lets a script write keys of several slots of its
+# own server). ARGV, per shard: its hash, its sorted set, its slot's counter,
+# how many objects, then each object's member and record. Per object, as INSERT.
+INSERT_SHARDS = Lua(
+    """#!lua flags=allow-cross-slot-keys
+local out, i = {}, 1
+while i <= #ARGV do
+  local h, z, counter, last = ARGV[i], ARGV[i + 1], ARGV[i + 2], i + 3 + 2 * tonumber(ARGV[i + 3])
+  local added = 0
+  for j = i + 4, last, 2 do
+    if redis.call('HSETNX', h, ARGV[j], ARGV[j + 1]) == 1 then
+      added = added + redis.call('ZADD', z, 0, ARGV[j])
+      out[#out + 1] = 1
+    else
+      out[#out + 1] = 0
+    end
+  end
+  if added > 0 then redis.call('INCRBY', counter, added) end
+  i = last + 1
+end
 return out
 """
 )
@@ -237,4 +264,17 @@ return total
 """
 )
 
-SCRIPTS = (INSERT, DELETE, REPLACE, MOVE, INSERT_CLAIMED, HIDE, CLAIM, SHOW, CENSUS, DROP, TOTAL)
+SCRIPTS = (
+    INSERT,
+    INSERT_SHARDS,
+    DELETE,
+    REPLACE,
+    MOVE,
+    INSERT_CLAIMED,
+    HIDE,
+    CLAIM,
+    SHOW,
+    CENSUS,
+    DROP,
+    TOTAL,
+)

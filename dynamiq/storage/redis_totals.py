@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from binascii import crc_hqx
 
-__all__ = ["MARK", "SLOTS", "counter_key", "slot_counters"]
+__all__ = ["MARK", "SLOTS", "slot_counter", "slot_counters"]
 
 SLOTS = 16384
 MARK = "dq:totals"  # set on a store whose counters counted every message from empty
@@ -45,15 +45,11 @@ def _slot(tag: bytes) -> int:
     return crc_hqx(tag, 0) % SLOTS
 
 
-def _key(slot: int) -> str:
+def slot_counter(slot: int) -> str:
+    """The counter of a slot's messages (a key in that slot)."""
     return f"dq:{{{_slot_tags()[slot].decode()}}}:n"
-
-
-def counter_key(tag: str) -> str:
-    """The counter of the slot the keys of hash tag ``tag`` live in."""
-    return _key(_slot(tag.encode()))
 
 
 def slot_counters() -> list[str]:
     """Every slot's counter, by slot."""
-    return [_key(slot) for slot in range(SLOTS)]
+    return [slot_counter(slot) for slot in range(SLOTS)]

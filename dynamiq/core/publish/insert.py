@@ -67,34 +67,38 @@ async def store_messages(
     if claims is not None:  # a claiming message is stored in its claim's stripe
         pins = {i: claim.stripe for i in todo if (claim := claims[i]) is not None}
         rows = rows._replace(pinned=rows.pinned | pins)
-    got: dict[int, tuple[int, bool]] = {}  # per message: its id, whether a duplicate
+    got = [0] * size  # per message: its id, once stored (a duplicate's: the first's)
+    duplicate = [False] * size
     unhinted: list[Hint] = []  # stored plain, but their hint met another's key
 
     async def attempt(pending: list[int], n: int) -> list[int]:
         fresh = draw(ids, rows, pending, stripes, n)
         answers, missed = await _insert(store, rows, claims, pending, fresh, now_ms)
         unhinted.extend(missed)
+        if claims is None and len(pending) == size and all(answers):  # the usual publish
+            got[:] = fresh
+            return []
         taken: list[int] = []
         for i, mid, answer in zip(pending, fresh, answers, strict=True):
             if answer is True:
-                got[i] = (mid, False)
+                got[i] = mid
             elif answer is False:
                 taken.append(i)
             else:
-                got[i] = (int(answer), True)
+                got[i], duplicate[i] = int(answer), True
         return taken
 
     if await placed(todo, attempt):
         raise ServerError("found no free ids for every message; some may be stored, retry")
     if claims is not None:  # claimed inserts carry no hints: theirs come now
         unhinted += [
-            Hint(rows.rows[i][0], got[i][0], rows.expires[i])
+            Hint(rows.rows[i][0], got[i], rows.expires[i])
             for i in todo
-            if claims[i] is not None and rows.expires[i] and not got[i][1]
+            if claims[i] is not None and rows.expires[i] and not duplicate[i]
         ]
     if unhinted:
         await store_hints(store, unhinted)
-    return _outcome(rows, got, repeats, size, claims is None)
+    return _outcome(rows, got, duplicate, repeats, claims is None)
 
 
 async def _insert(
@@ -104,7 +108,7 @@ async def _insert(
     todo: list[int],
     fresh: list[int],
     now_ms: int,
-) -> tuple[list[Answer], list[Hint]]:
+) -> tuple[Sequence[Answer], list[Hint]]:
     """Insert the messages at ``todo`` under ``fresh`` ids, plain or with their claim;
     return per message its answer, and the hints of plain ones that met a key."""
     if claims is None:  # the usual publish: every message plain
@@ -134,19 +138,24 @@ async def _insert(
 
 async def _insert_plain(
     store: StorageBackend, rows: Rows, todo: list[int], fresh: list[int]
-) -> tuple[list[Answer], list[Hint]]:
+) -> tuple[Sequence[Answer], list[Hint]]:
     """Insert messages with their expiry hints in one insert; return per message
     whether it was stored, and the hints of stored messages that met another's key."""
-    batch = [(rows.rows[i][0], mid, rows.rows[i][1]) for i, mid in zip(todo, fresh, strict=True)]
+    if len(todo) == len(rows.rows):  # every message (the first try): none looked up
+        batch = [(b, mid, record) for (b, record), mid in zip(rows.rows, fresh, strict=True)]
+    else:
+        batch = [
+            (rows.rows[i][0], mid, rows.rows[i][1]) for i, mid in zip(todo, fresh, strict=True)
+        ]
+    if not any(rows.expires):
+        return await store.insert(batch), []
     timed = [
         Hint(bucket, mid, rows.expires[i])
         for i, (bucket, mid, _) in zip(todo, batch, strict=True)
         if rows.expires[i]
     ]
     stored = await store.insert(batch + hint_rows(timed))
-    answers: list[Answer] = list(stored[: len(batch)])
-    if not timed:
-        return answers, []
+    answers = stored[: len(batch)]
     kept = {mid for (_, mid, _), ok in zip(batch, answers, strict=True) if ok}
     hinted = stored[len(batch) :]
     return answers, [h for h, ok in zip(timed, hinted, strict=True) if not ok and h.id in kept]
@@ -154,18 +163,15 @@ async def _insert_plain(
 
 def _outcome(
     rows: Rows,
-    got: dict[int, tuple[int, bool]],
+    got: list[int],
+    duplicate: list[bool],
     repeats: Sequence[tuple[int, int]],
-    size: int,
     plain: bool,
 ) -> Stored:
     """What was stored: ids in request order, a repeated claim answered as its first."""
     if plain:  # nothing claimed: nothing is a duplicate
-        stored = [got[i][0] for i in range(size)]
-        return Stored(stored, [], rows, stored)
-    out = [got[i][0] if i in got else 0 for i in range(size)]
-    duplicate = [got[i][1] if i in got else False for i in range(size)]
+        return Stored(got, [], rows, got)
     for i, j in repeats:
-        out[i], duplicate[i] = out[j], True
-    kept = [i for i in range(size) if not duplicate[i]]
-    return Stored(out, duplicate, rows.subset(kept), [out[i] for i in kept])
+        got[i], duplicate[i] = got[j], True
+    kept = [i for i, dup in enumerate(duplicate) if not dup]
+    return Stored(got, duplicate, rows.subset(kept), [got[i] for i in kept])

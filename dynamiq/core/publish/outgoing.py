@@ -112,8 +112,11 @@ def by_bucket(
     rows: Sequence[tuple[str, bytes]], ids: Sequence[int]
 ) -> dict[str, tuple[list[int], list[bytes]]]:
     """Group stored ``(bucket, record)`` rows and their ids by bucket, in order."""
-    if len({uid for uid, _ in rows}) == 1:  # one queue: the usual publish
+    buckets = len({uid for uid, _ in rows})
+    if buckets == 1:  # one queue: the usual publish
         return {rows[0][0]: (list(ids), [record for _, record in rows])}
+    if buckets == len(rows):  # a broadcast: one each
+        return {uid: ([mid], [record]) for (uid, record), mid in zip(rows, ids, strict=True)}
     out: dict[str, tuple[list[int], list[bytes]]] = {}
     for (uid, record), mid in zip(rows, ids, strict=True):
         mids, records = out.setdefault(uid, ([], []))
