@@ -128,6 +128,10 @@ class Catalog:
         """Return a queue, or None."""
         return self._queues.get(name)
 
+    def find_all(self, names: Iterable[str]) -> dict[str, QueueRecord]:
+        """Return those of the queues ``names`` that exist, by name."""
+        return self._queues.found(names)
+
     def queues(self) -> list[str]:
         """Return every queue name, sorted."""
         return self._queues.names()

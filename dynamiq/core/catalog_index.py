@@ -38,6 +38,11 @@ class QueueIndex:
     def get(self, name: str) -> QueueRecord | None:
         return self._records.get(name)
 
+    def found(self, names: Iterable[str]) -> dict[str, QueueRecord]:
+        """The records of those of ``names`` that exist (a fan-out's queues at once)."""
+        get = self._records.get
+        return {name: record for name in names if (record := get(name)) is not None}
+
     def put(self, record: QueueRecord) -> None:
         """Keep ``record`` (new, or replacing its queue's); its settings shared with
         the queues that have the same (most have the defaults)."""

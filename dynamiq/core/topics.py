@@ -80,10 +80,13 @@ class TopicService:
             ],
             filtered_out,
         )
-        find = self._catalog.find
-        records = {q: record for q in set().union(*routes) if (record := find(q)) is not None}
+        width = len(messages)
         # A queue subscribed before it exists (SNS takes that) gets nothing: failed copies.
-        placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
+        records = self._catalog.find_all(routes[0] if width == 1 else set().union(*routes))
+        if width == 1:  # a broadcast: each queue found takes the message
+            placed = [(0, q) for q in records]
+        else:
+            placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
         wrapped = subscribed.enveloped & records.keys()
         if wrapped:
             given = notices or [Notice.new() for _ in messages]
@@ -92,13 +95,14 @@ class TopicService:
                 (records[q], wrap(topic, messages[i], given[i]) if q in wrapped else messages[i])
                 for i, q in placed
             ]
+        elif width == 1:
+            items = [(record, messages[0]) for record in records.values()]
         else:
             items = [(records[q], messages[i]) for i, q in placed]
         stored = await self._queues.store_messages(items) if items else Published[int]()
-        width = len(messages)
         ids: dict[str, list[int | None]]
         if width == 1:  # a broadcast: each queue took the one message
-            ids = {q: [mid] for (_, q), mid in zip(placed, stored, strict=True)}
+            ids = {q: [mid] for q, mid in zip(records, stored, strict=True)}
         else:
             ids = {q: [None] * width for q in records}
             for (i, queue), mid in zip(placed, stored, strict=True):

@@ -40,8 +40,9 @@ class Activity:
     def add_each(self, event: Event, counts: Iterable[tuple[str, int]], now: float) -> None:
         """Count events of several queues at once: ``(bucket, count)`` pairs."""
         counted = self._second(now)[event]
+        get = counted.get  # no ``Counter.__missing__`` call per queue new this second
         for uid, count in counts:
-            counted[uid] += count
+            counted[uid] = get(uid, 0) + count
 
     def rates(self, uid: str, now: float) -> tuple[float, float, float]:
         """Return the queue's publishes, receives and deletes a second over the last
