@@ -59,7 +59,7 @@ from dynamiq.storage.redis_scripts import (
     SCRIPTS,
     TOTAL,
 )
-from dynamiq.storage.redis_totals import MARK, slot_counters
+from dynamiq.storage.redis_totals import MARK, slot_counter, slot_counters
 
 try:
     import redis.asyncio as aioredis
@@ -176,13 +176,14 @@ class RedisBackend:
         """One ``INSERT_SHARDS`` per server over the shards of ``groups`` it holds, and
         per command the items it answers for, in its answer's order."""
         slots = [shard_slot(bucket, shard) for bucket, shard in groups]
+        servers = await self._router.servers_of(slots)
         by_server: dict[Any, tuple[str, list[Any], list[int]]] = {}
-        for ((bucket, shard), idx), server in zip(
-            groups.items(), await self._router.servers_of(slots), strict=True
+        for ((bucket, shard), idx), slot, server in zip(
+            groups.items(), slots, servers, strict=True
         ):
-            keys = script_keys(bucket, shard)
-            _, args, order = by_server.setdefault(server, (keys[0], [], []))
-            args += (*keys, len(idx))
+            h, z = shard_keys(bucket, shard)  # as ``script_keys``, the slot worked out once
+            _, args, order = by_server.setdefault(server, (h, [], []))
+            args += (h, z, slot_counter(slot), len(idx))
             for i in idx:
                 args += (member(items[i][1]), items[i][2])
             order += idx
