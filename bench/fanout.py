@@ -15,18 +15,12 @@ fewer publishes beside its other figures.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from bench.many import spread, tenant
+from bench.node import node_options, on_a_node
 from dynamiq.client import AsyncClient
-from dynamiq.config import CoreSettings
-from dynamiq.testing.cluster import LocalCluster
-from tests.servers import redis_cluster
 
 __all__ = ["wide_fanout"]
 
@@ -63,27 +57,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=10_000, help="queues subscribed")
     parser.add_argument("--publishes", type=int, default=100)
     parser.add_argument("--clients", type=int, default=16, help="to create and subscribe")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=CoreSettings().worker_count(),
-        help="default: what core.workers = auto picks here",
-    )
-    parser.add_argument(
-        "--redis-cluster", action="store_true", help="run the node on a 6-node Redis Cluster"
-    )
+    node_options(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        extra: list[str] = []
-        if args.redis_cluster:
-            redis = stack.enter_context(redis_cluster(Path(tmp) / "redis"))
-            extra = ["--storage-backend", "redis", "--storage-url", redis.url]
-        cluster = LocalCluster(Path(tmp), nodes=1, workers=args.workers, extra=extra)
-        try:
-            cluster.start()
-            asyncio.run(_run(cluster.nodes["n1"].url, args.width, args.clients, args.publishes))
-        finally:
-            cluster.stop()
+    on_a_node(args, lambda url, _: _run(url, args.width, args.clients, args.publishes))
 
 
 if __name__ == "__main__":

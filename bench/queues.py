@@ -33,23 +33,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from bench.fanout import wide_fanout
 from bench.many import spread, tenant, tenths
+from bench.node import node_options, on_a_node
 from bench.procs import cpu_seconds, memory_mib
 from bench.queues_cluster import run as run_cluster
 from dynamiq.client import AsyncClient
-from dynamiq.config import CoreSettings
-from dynamiq.testing.cluster import LocalCluster
-from tests.servers import redis_cluster
 
 BUSY = "busy"
 
@@ -71,26 +67,6 @@ async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     began = time.perf_counter()
     result = await call()
     return (time.perf_counter() - began) * 1000, result
-
-
-async def _wide_fanout(client: AsyncClient, width: int, clients: int) -> None:
-    """A topic every one of ``width`` queues is subscribed to: each publish of one
-    message stores a copy in each, in one commit. Time per publish, copies a second."""
-    await client.create_topic("broadcast")
-    await spread(width, clients, lambda i: client.subscribe("broadcast", tenant(i)))
-    took = []
-    for i in range(20):
-        began = time.perf_counter()
-        await client.publish_topic("broadcast", [f"news {i}".encode()])
-        took.append(time.perf_counter() - began)
-    took.sort()
-    p50, worst = statistics.median(took), took[-1]
-    print(f"a topic with {width:,} subscribed queues: a publish of one message")
-    print(
-        f"  p50 {p50 * 1000:.0f} ms, worst of 20 {worst * 1000:.0f} ms;"
-        f" {width / p50:,.0f} copies a second"
-    )
-    await client.delete_topic("broadcast")
 
 
 async def _scrape(url: str) -> str:
@@ -141,7 +117,7 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout
         )
 
         if fanout:
-            await _wide_fanout(client, min(fanout, queues), clients)
+            await wide_fanout(client, min(fanout, queues), clients, publishes=20)
         deleted = await spread(queues, clients, lambda i: client.delete_queue(tenant(i)))
         print(f"{queues:,} queues deleted: deletes/s by tenth")
         print(f"  {tenths(deleted)}")
@@ -155,15 +131,7 @@ def main() -> None:
     parser.add_argument(
         "--fanout", type=int, default=10_000, help="queues subscribed to one topic (0: none)"
     )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=CoreSettings().worker_count(),
-        help="default: what core.workers = auto picks here",
-    )
-    parser.add_argument(
-        "--redis-cluster", action="store_true", help="run the node on a 6-node Redis Cluster"
-    )
+    node_options(parser)
     parser.add_argument(
         "--cluster-queues",
         type=int,
@@ -171,20 +139,10 @@ def main() -> None:
         help="then queues on a 3-node cluster (0: none)",
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        extra: list[str] = []
-        if args.redis_cluster:
-            redis = stack.enter_context(redis_cluster(Path(tmp) / "redis"))
-            extra = ["--storage-backend", "redis", "--storage-url", redis.url]
-        cluster = LocalCluster(Path(tmp), nodes=1, workers=args.workers, extra=extra)
-        try:
-            cluster.start()
-            node = cluster.nodes["n1"]
-            assert node.proc is not None
-            run = _run(node.url, node.proc.pid, args.queues, args.clients, args.trips, args.fanout)
-            asyncio.run(run)
-        finally:
-            cluster.stop()
+    on_a_node(
+        args,
+        lambda url, pid: _run(url, pid, args.queues, args.clients, args.trips, args.fanout),
+    )
     if args.cluster_queues:
         run_cluster(args.cluster_queues, nodes=3, clients=args.clients)
 
