@@ -3,6 +3,7 @@ rounds a use may take to reach the store), kept by use through any engine."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -134,3 +135,21 @@ async def test_a_restarted_engine_keeps_the_last_use_it_finds(
     fake_clock.advance(WINDOW / 2 + SLACK)
     await restarted.round()
     assert restarted.catalog.queues() == []
+
+
+async def test_the_upkeep_loop_ends_when_cancelled_in_the_turn_it_is_kicked(
+    store: LmdbBackend, fake_clock: FakeClock
+) -> None:
+    # A queue deleted as the node stops: the kick and the cancellation arrive together.
+    # (``asyncio.wait_for`` on 3.11 swallowed such a cancellation and the loop went on,
+    # so the node's shutdown waited for it forever.)
+    node = Node(store, fake_clock)
+    for _ in range(20):
+        running = asyncio.create_task(node.janitor.janitor_loop())
+        for _ in range(5):  # a round, then into its wait
+            await asyncio.sleep(0.01)
+        node.janitor.kick()
+        await asyncio.sleep(0)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(running, 5)

@@ -186,9 +186,11 @@ class Redriver:
 
     @staticmethod
     async def _pause(stop: asyncio.Event, seconds: float) -> None:
-        """Sleep ``seconds``, or less when asked to stop."""
+        """Sleep ``seconds``, or less when asked to stop (``asyncio.timeout``: on 3.11,
+        ``wait_for`` swallows a cancellation that arrives as the event is set)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await stop.wait()
 
     async def _step(self, task: RedriveTask) -> tuple[RedriveTask, float]:
         """Move one batch; return the task as it then stands (saved), and how long to
