@@ -64,6 +64,7 @@ log = logging.getLogger("dynamiq.daemon")
 
 STORE = web.AppKey("store", StorageBackend)  # the store the app owns (closed at cleanup)
 CERTIFICATES = web.AppKey("certificates", Certificates)  # with [tls] only
+STOP_AGAIN_SECONDS = 1.0  # a background loop still running this long after its cancel
 
 Context = Callable[[web.Application], AsyncIterator[None]]
 
@@ -399,6 +400,11 @@ def _task(loop_fn: Callable[[], Coroutine[None, None, None]]) -> Context:
         task = asyncio.create_task(loop_fn())
         yield
         task.cancel()
+        # Asked again while it runs: a call in the loop's path may swallow a
+        # cancellation that arrives as it finishes (one did in upkeep on a Redis
+        # Cluster, and the node's shutdown waited for the loop forever).
+        while not (await asyncio.wait({task}, timeout=STOP_AGAIN_SECONDS))[0]:
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
 

@@ -100,20 +100,9 @@ class Janitor:
                 await self.run_once()
             except DynamiqError as exc:
                 log.warning("upkeep round failed, will retry: %s", exc)
-            _end_if_cancelled()
             # ``asyncio.timeout``, not ``wait_for``: on 3.11 the latter swallows a
             # cancellation that arrives as the kick does, and the loop would go on.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):
                     await self._kicked.wait()
             self._kicked.clear()
-            _end_if_cancelled()
-
-
-def _end_if_cancelled() -> None:
-    """End the loop if it was asked to stop but the request was lost on the way (a
-    cancellation arriving as a store client finishes its call can be swallowed there,
-    and the node's shutdown would wait for this loop forever)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError

@@ -95,8 +95,6 @@ class TopicService:
                 (records[q], wrap(topic, messages[i], given[i]) if q in wrapped else messages[i])
                 for i, q in placed
             ]
-        elif width == 1:
-            items = [(record, messages[0]) for record in records.values()]
         else:
             items = [(records[q], messages[i]) for i, q in placed]
         stored = await self._queues.store_messages(items) if items else Published[int]()

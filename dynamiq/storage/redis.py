@@ -59,7 +59,7 @@ from dynamiq.storage.redis_scripts import (
     SCRIPTS,
     TOTAL,
 )
-from dynamiq.storage.redis_totals import MARK, slot_counter, slot_counters
+from dynamiq.storage.redis_totals import MARK, slot_counters
 
 try:
     import redis.asyncio as aioredis
@@ -181,9 +181,9 @@ class RedisBackend:
         for ((bucket, shard), idx), slot, server in zip(
             groups.items(), slots, servers, strict=True
         ):
-            h, z = shard_keys(bucket, shard)  # as ``script_keys``, the slot worked out once
-            _, args, order = by_server.setdefault(server, (h, [], []))
-            args += (h, z, slot_counter(slot), len(idx))
+            keys = script_keys(bucket, shard, slot)
+            _, args, order = by_server.setdefault(server, (keys[0], [], []))
+            args += (*keys, len(idx))
             for i in idx:
                 args += (member(items[i][1]), items[i][2])
             order += idx

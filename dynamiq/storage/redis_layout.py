@@ -73,11 +73,13 @@ def shard_slots(bucket: str) -> list[int]:
     return [crc_hqx(suffix, head) & SLOT_MASK for suffix in _TAG_SUFFIXES]
 
 
-def script_keys(bucket: str, shard: int) -> list[str]:
+def script_keys(bucket: str, shard: int, slot: int | None = None) -> list[str]:
     """What a script that changes a shard's sorted set is given: the shard's hash and
     sorted set, then the counter of every sorted set's members in its slot
-    (``redis_totals``; reads have no need of it)."""
-    return [*shard_keys(bucket, shard), slot_counter(shard_slot(bucket, shard))]
+    (``redis_totals``; reads have no need of it). ``slot``: the shard's, if known."""
+    if slot is None:
+        slot = shard_slot(bucket, shard)
+    return [*shard_keys(bucket, shard), slot_counter(slot)]
 
 
 async def queued(result: Any) -> Any:
