@@ -374,12 +374,14 @@ class SubscriptionInfo(msgspec.Struct, omit_defaults=True):
     filter_scope: str = "attributes"  # what the filter looks at: attributes, or the body
 
 
-class TopicInfo(msgspec.Struct):
-    """A topic and its subscribed queues, sorted, with what each takes."""
+class TopicInfo(msgspec.Struct, omit_defaults=True):
+    """A topic and a page of its subscribed queues, sorted, with what each takes;
+    ``next``, when more follow, is what ``after`` takes for the next page."""
 
     name: str
     queues: list[str]
     subscriptions: list[SubscriptionInfo]
+    next: str | None = None
 
 
 class WebhookBody(_Body):

@@ -21,7 +21,7 @@ from dynamiq.api.routes import Route, node, queue_name, queue_param, route_defs,
 from dynamiq.errors import BadRequest, Invalid, NotFound, QueueNotFound
 from dynamiq.keyspace import node_of
 from dynamiq.models import Message, ReceiveRequest, parse_id
-from dynamiq.service.reports import live_nodes, node_slice
+from dynamiq.service.reports import Subscribers, live_nodes, node_slice
 
 __all__ = ["ROUTES", "application"]
 
@@ -95,14 +95,20 @@ async def subscribe(request: web.Request) -> web.Response:
             else ("Topic", request.match_info["topic"])
         )
         raise Invalid(f"{kind} {name} does not exist. Please create it first.") from None
-    return json_response({"Queues": [who(request).shown(sub.queue) for sub in subscriptions]})
+    return json_response({"Queues": _shown(request, subscriptions)})
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue; return the remaining subscribers."""
     topic, queue = topic_name(request), queue_name(request)
     remaining = await node(request).unsubscribe(topic, queue)
-    return json_response({"Queues": [who(request).shown(sub.queue) for sub in remaining]})
+    return json_response({"Queues": _shown(request, remaining)})
+
+
+def _shown(request: web.Request, subscribers: Subscribers) -> list[str]:
+    """Every subscribed queue, as the caller knows it (the original answers them all)."""
+    shown = who(request).shown
+    return [shown(queue) for queue in subscribers.queues()]
 
 
 async def publish_topic(request: web.Request) -> web.Response:

@@ -67,6 +67,8 @@ _STATS_PAGE = (
     Param("limit", {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 100}),
     Param("order", {"type": "string", "enum": ["name", "busiest"], "default": "name"}),
 )
+# A topic's page of subscriptions: those after the queue ``after``, ``limit`` at most.
+_SUBSCRIPTIONS_PAGE = _PAGE[1:]
 Q = "/v2/queues/{queue}"
 T = "/v2/topics/{topic}"
 
@@ -277,7 +279,15 @@ ROUTES: tuple[Route, ...] = (
         access=Access.MANAGE,
         links=_TO_TOPIC,
     ),
-    Route("GET", T, get_topic, "Describe a topic", response=s.TopicInfo, access=Access.READ),
+    Route(
+        "GET",
+        T,
+        get_topic,
+        "Describe a topic, with a page of its subscriptions",
+        response=s.TopicInfo,
+        query=_SUBSCRIPTIONS_PAGE,
+        access=Access.READ,
+    ),
     Route("DELETE", T, delete_topic, "Delete a topic", access=Access.MANAGE),
     Route(
         "PUT",
@@ -286,6 +296,7 @@ ROUTES: tuple[Route, ...] = (
         "Subscribe a queue, with what it takes",
         s.SubscriptionBody,
         s.TopicInfo,
+        query=_SUBSCRIPTIONS_PAGE,
         body_required=False,
         access=Access.MANAGE,
         links=_SUBSCRIBED,
@@ -296,6 +307,7 @@ ROUTES: tuple[Route, ...] = (
         unsubscribe,
         "Unsubscribe a queue",
         response=s.TopicInfo,
+        query=_SUBSCRIPTIONS_PAGE,
         access=Access.MANAGE,
     ),
     Route(

@@ -23,7 +23,7 @@ from dynamiq.api.routes import (
 )
 from dynamiq.errors import Invalid
 from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
-from dynamiq.service.reports import QueueView, RedriveView, SubscriptionView
+from dynamiq.service.reports import QueueView, RedriveView, Subscribers, SubscriptionView
 
 LIST_PAGE, MAX_LIST_PAGE = 1000, 10_000  # names per page of a listing: by default, at most
 STATS_PAGE = 100  # queues per page of /v2/stats by default (each costs a few store reads)
@@ -309,28 +309,42 @@ async def list_topics(request: web.Request) -> web.Response:
     return json_response(s.TopicList(page, after))
 
 
-def _topic(name: str, subscriptions: list[SubscriptionView], caller: Principal) -> s.TopicInfo:
+def _topic(request: web.Request, name: str, subscribers: Subscribers | None) -> s.TopicInfo:
+    """A topic with a page of its subscriptions: the query's ``after`` and ``limit``
+    (1,000 by default), and ``next`` when more follow. Webhooks are listed as such
+    (``api.webhooks``)."""
+    caller = who(request)
+    page, after = ([], None) if subscribers is None else _subscriptions(request, subscribers)
     listed = [
         s.SubscriptionInfo(
             caller.shown(sub.queue), sub.pattern, sub.filter, sub.envelope, sub.filter_scope
         )
-        for sub in subscriptions
-        if sub.push is None  # webhooks are listed as such (``api.webhooks``)
+        for sub in page
     ]
-    return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed)
+    next_page = None if after is None else caller.shown(after)
+    return s.TopicInfo(caller.shown(name), [sub.queue for sub in listed], listed, next_page)
+
+
+def _subscriptions(
+    request: web.Request, subscribers: Subscribers
+) -> tuple[list[SubscriptionView], str | None]:
+    after = request.query.get("after", "")
+    if after:
+        after = who(request).name_of(after)
+    return subscribers.page(after, _limit(request, LIST_PAGE), pushes=False)
 
 
 async def create_topic(request: web.Request) -> web.Response:
     """Create a topic: 201, or 409 when it exists."""
     name = topic_name(request)
     await node(request).create_topic(name)
-    return json_response(_topic(name, [], who(request)), status=201)
+    return json_response(_topic(request, name, None), status=201)
 
 
 async def get_topic(request: web.Request) -> web.Response:
-    """Return a topic and its subscriptions."""
+    """Return a topic and a page of its subscriptions."""
     name = topic_name(request)
-    return json_response(_topic(name, node(request).subscriptions(name), who(request)))
+    return json_response(_topic(request, name, node(request).subscribed(name)))
 
 
 async def delete_topic(request: web.Request) -> web.Response:
@@ -353,14 +367,14 @@ async def subscribe(request: web.Request) -> web.Response:
         if refused.field not in ("filter", "filter_scope"):
             raise
         raise Invalid(f"{refused.field}: {refused}", refused.field) from None
-    return json_response(_topic(topic, subscriptions, who(request)))
+    return json_response(_topic(request, topic, subscriptions))
 
 
 async def unsubscribe(request: web.Request) -> web.Response:
     """Unsubscribe a queue (idempotent)."""
     topic, queue = topic_name(request), queue_name(request)
     remaining = await node(request).unsubscribe(topic, queue)
-    return json_response(_topic(topic, remaining, who(request)))
+    return json_response(_topic(request, topic, remaining))
 
 
 async def publish_topic(request: web.Request) -> web.Response:

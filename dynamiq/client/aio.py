@@ -167,15 +167,19 @@ class AsyncClient:
         return await self._names("/v2/queues", "queues", prefix, page_size)
 
     async def _names(self, path: str, field: str, prefix: str, page_size: int) -> list[str]:
-        names: list[str] = []
         query: dict[str, str | int] = {"limit": page_size}
         if prefix:
             query["prefix"] = prefix
+        return await self._pages(path, field, query)
+
+    async def _pages(self, path: str, field: str, query: dict[str, str | int]) -> list[Any]:
+        """``field`` of every page of a listing, each asked for after the last (``next``)."""
+        found: list[Any] = []
         while True:
             page = await self._call("GET", f"{path}?{urlencode(query)}")
-            names += page[field]
+            found += page[field]
             if not page.get("next"):
-                return names
+                return found
             query["after"] = page["next"]
 
     async def delete_queue(self, name: str) -> None:
@@ -237,15 +241,17 @@ class AsyncClient:
         routing key fits ``pattern`` (``*`` one word, ``#`` any) and whose
         attributes (or JSON body, with ``filter_scope`` "body") pass
         ``filter_policy`` (everything without them). Returns the subscribed
-        queues."""
+        queues (of a topic of more than 1,000, the first 1,000: ``subscriptions``
+        reads them all)."""
         path = f"/v2/topics/{topic}/subscriptions/{queue}"
         given = (("pattern", pattern), ("filter", filter_policy), ("filter_scope", filter_scope))
         body = {k: v for k, v in given if v is not None}
         return list((await self._call("PUT", path, body or None))["queues"])
 
-    async def subscriptions(self, topic: str) -> list[dict[str, Any]]:
-        """Return a topic's subscriptions, each with its pattern and filter if set."""
-        return list((await self._call("GET", f"/v2/topics/{topic}"))["subscriptions"])
+    async def subscriptions(self, topic: str, page_size: int = 1000) -> list[dict[str, Any]]:
+        """Return a topic's subscriptions, each with its pattern and filter if set,
+        ``page_size`` a request."""
+        return await self._pages(f"/v2/topics/{topic}", "subscriptions", {"limit": page_size})
 
     async def webhooks(self, topic: str) -> list[dict[str, Any]]:
         """Return a topic's webhooks: id, url, state, counts and what each takes."""
@@ -268,7 +274,8 @@ class AsyncClient:
         return dict(await self._call("POST", "/v2/signing-key"))
 
     async def unsubscribe(self, topic: str, queue: str) -> list[str]:
-        """Unsubscribe a queue from a topic; return the remaining subscribers."""
+        """Unsubscribe a queue from a topic; return the remaining subscribers (the first
+        1,000, as ``subscribe``)."""
         path = f"/v2/topics/{topic}/subscriptions/{queue}"
         return list((await self._call("DELETE", path))["queues"])
 

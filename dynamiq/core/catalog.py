@@ -109,9 +109,10 @@ class Catalog:
         self._fresh.changed("q", name)
         touch("q", name)
 
-    def _set_topic(self, name: str, topic: Topic | None) -> None:
-        """Apply a change made here to a topic's cached record (None: gone)."""
-        self._keep_topic(name, topic)
+    def _set_topic(self, name: str, topic: Topic | None, changed: str | None = None) -> None:
+        """Apply a change made here to a topic's cached record (None: gone); ``changed``:
+        only the subscription of that queue changed."""
+        self._keep_topic(name, topic, changed)
         self._fresh.changed("t", name)
         touch("t", name)
 
@@ -160,17 +161,21 @@ class Catalog:
         """Return the push subscription of this id with its topic, or None."""
         return self._pushes.get(push_queue(subscription))
 
-    def _keep_topic(self, name: str, topic: Topic | None) -> None:
-        """Cache ``topic`` (None: gone) with its push subscriptions indexed."""
+    def _keep_topic(self, name: str, topic: Topic | None, changed: str | None = None) -> None:
+        """Cache ``topic`` (None: gone) with its push subscriptions indexed; ``changed``:
+        only the subscription of that queue changed (a wide topic's others are not
+        looked at)."""
         before = self._topics.pop(name, None)
         if before is not None:
-            for queue in before.subscriptions:
+            for queue in before.subscriptions if changed is None else (changed,):
                 if (held := self._pushes.get(queue)) is not None and held[0] == name:
                     del self._pushes[queue]
         if topic is not None:
             self._topics[name] = topic
-            for s in topic.subscriptions.values():
-                if s.endpoint is not None:
+            every = topic.subscriptions
+            kept = every.values() if changed is None else [every.get(changed)]
+            for s in kept:
+                if s is not None and s.endpoint is not None:
                     self._pushes[s.queue] = (name, s)
 
     def records(self) -> list[QueueRecord]:
@@ -382,7 +387,7 @@ class Catalog:
             self._set_queue(name, None)
         for t in subscribed:
             if (topic := self._topics.get(t)) is not None:
-                self._set_topic(t, topic.without(name))
+                self._set_topic(t, topic.without(name), name)
         return record.uid
 
     @_change
@@ -464,7 +469,7 @@ class Catalog:
         )
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
         # Onto the topic as it is now: changes made meanwhile (other subscriptions) stay.
-        self._set_topic(topic, self.topic(topic).with_subscription(subscription))
+        self._set_topic(topic, self.topic(topic).with_subscription(subscription), queue)
         return self._topics[topic]
 
     @_change
@@ -472,5 +477,5 @@ class Catalog:
         """Unsubscribe a queue (idempotent); return the topic."""
         self.topic(topic)
         await self._store.meta_delete([f"s/{topic}/{queue}"])
-        self._set_topic(topic, self.topic(topic).without(queue))
+        self._set_topic(topic, self.topic(topic).without(queue), queue)
         return self._topics[topic]

@@ -17,7 +17,6 @@ from dynamiq.config import LimitsSettings
 from dynamiq.core.lifecycle.redrive import RedriveTask
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PUSH_PREFIX
-from dynamiq.core.routing.subscriptions import Topic
 from dynamiq.core.topics import TopicPublished
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded, QueueNotFound
 from dynamiq.models import (
@@ -43,6 +42,7 @@ from dynamiq.service.reports import (
     QueueView,
     RedriveView,
     Status,
+    Subscribers,
     SubscriptionView,
     cluster_status,
 )
@@ -198,7 +198,12 @@ class Node:
 
     def subscriptions(self, topic: str) -> list[SubscriptionView]:
         """Return a topic's subscriptions by queue, or raise ``TopicNotFound``."""
-        return _views(self._catalog.topic(topic))
+        return self.subscribed(topic).page()[0]
+
+    def subscribed(self, topic: str) -> Subscribers:
+        """Return a topic's subscriptions, to be shown a page at a time, or raise
+        ``TopicNotFound``."""
+        return Subscribers(self._catalog.topic(topic))
 
     async def create_topic(self, name: str, settings: TopicSettings | None = None) -> None:
         """Create a topic."""
@@ -227,7 +232,7 @@ class Node:
         filter_scope: FilterScope = "attributes",
         strict: bool = False,
         missing_ok: bool = False,
-    ) -> list[SubscriptionView]:
+    ) -> Subscribers:
         """Subscribe a queue to a topic, taking what ``pattern`` and ``filter_policy``
         (on the attributes, or the body by ``filter_scope``) let through (everything
         without them), as SNS notifications with ``envelope``; return the
@@ -237,7 +242,7 @@ class Node:
         With ``keep``, a queue already subscribed keeps what it takes.
         """
         if keep and queue in self._catalog.topic(topic).subscriptions:
-            return self.subscriptions(topic)
+            return self.subscribed(topic)
         changed = await self._catalog.subscribe(
             topic,
             queue,
@@ -248,12 +253,12 @@ class Node:
             strict,
             missing_ok=missing_ok,
         )
-        return _views(changed)
+        return Subscribers(changed)
 
-    async def unsubscribe(self, topic: str, queue: str) -> list[SubscriptionView]:
+    async def unsubscribe(self, topic: str, queue: str) -> Subscribers:
         """Unsubscribe a queue (idempotent); return the remaining subscriptions."""
         validate_name("queue", queue, "queue")
-        return _views(await self._catalog.unsubscribe(topic, queue))
+        return Subscribers(await self._catalog.unsubscribe(topic, queue))
 
     # -- messages --------------------------------------------------------------
 
@@ -474,8 +479,3 @@ class Node:
     def _check_batch(self, size: int) -> None:
         if size > self.limits.maxbatch:
             raise Invalid(f"at most {self.limits.maxbatch} messages per request", field="batch")
-
-
-def _views(topic: Topic) -> list[SubscriptionView]:
-    """A topic's subscriptions as the APIs show them, sorted by queue."""
-    return [SubscriptionView.of(subscription) for subscription in topic.listed()]

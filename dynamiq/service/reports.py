@@ -16,7 +16,7 @@ from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.delivery.state import QueueStats
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.routing.push import PUSH_PREFIX
-from dynamiq.core.routing.subscriptions import Subscription
+from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
 
@@ -29,6 +29,7 @@ __all__ = [
     "Rates",
     "RedriveView",
     "Status",
+    "Subscribers",
     "SubscriptionView",
     "Totals",
     "WorkerStatus",
@@ -91,6 +92,34 @@ class SubscriptionView(msgspec.Struct, frozen=True):
             "attributes" if policy is None else policy.scope,
             _push_view(subscription),
         )
+
+
+class Subscribers:
+    """A topic's subscriptions as they stand (after a change, say), shown only as far
+    as asked: the queues' names, or a page of views. A wide topic's subscribe costs
+    its one subscription, not a view of every other."""
+
+    def __init__(self, topic: Topic) -> None:
+        self._topic = topic
+
+    def queues(self) -> list[str]:
+        """The subscribed queues, sorted."""
+        return self._topic.queues()
+
+    def page(
+        self, after: str = "", limit: int | None = None, pushes: bool = True
+    ) -> tuple[list[SubscriptionView], str | None]:
+        """Up to ``limit`` (None: every) subscriptions after the queue ``after``, sorted
+        by queue (push subscriptions too, with ``pushes``); and the last one's queue
+        when more follow."""
+        out: list[SubscriptionView] = []
+        for subscription in self._topic.listed(after):
+            if subscription.endpoint is not None and not pushes:
+                continue
+            if len(out) == limit:
+                return out, out[-1].queue
+            out.append(SubscriptionView.of(subscription))
+        return out, None
 
 
 def _push_view(subscription: Subscription) -> PushView | None:

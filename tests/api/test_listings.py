@@ -153,3 +153,38 @@ async def test_stats_can_put_the_busiest_queues_first(http: Http, spec: dict[str
 async def test_a_bad_limit_is_refused(http: Http, spec: dict[str, Any], limit: str) -> None:
     refused = await call(http, spec, "GET", f"/v2/queues?limit={limit}", 422)
     assert "limit" in refused["message"]
+
+
+async def test_a_topic_s_subscriptions_come_a_page_at_a_time(
+    http: Http, spec: dict[str, Any]
+) -> None:
+    queues = [f"sub-{i:02}" for i in range(25)]
+    await call(http, spec, "PUT", "/v2/topics/wide", 201)
+    for name in reversed(queues):
+        await call(http, spec, "PUT", f"/v2/queues/{name}", 201)
+        await call(http, spec, "PUT", f"/v2/topics/wide/subscriptions/{name}", 200)
+    hook = {"url": "http://127.0.0.1:9/hook"}  # a webhook is listed as one, not here
+    await call(http, spec, "POST", "/v2/topics/wide/webhooks", 201, hook)
+    whole = await call(http, spec, "GET", "/v2/topics/wide", 200)
+    assert whole["queues"] == queues and "next" not in whole
+    seen, after = [], ""
+    while True:
+        query = f"limit=7&after={after}" if after else "limit=7"
+        page = await call(http, spec, "GET", f"/v2/topics/wide?{query}", 200)
+        assert page["queues"] == [s["queue"] for s in page["subscriptions"]]
+        seen += page["queues"]
+        if "next" not in page:
+            break
+        assert page["next"] == page["queues"][-1] and len(page["queues"]) == 7
+        after = page["next"]
+    assert seen == queues
+    # A change answers the topic's first page, as a GET of it does.
+    changed = await call(http, spec, "DELETE", "/v2/topics/wide/subscriptions/sub-00?limit=3", 200)
+    assert changed == {
+        "name": "wide",
+        "queues": queues[1:4],
+        "subscriptions": [{"queue": q} for q in queues[1:4]],
+        "next": "sub-03",
+    }
+    again = await call(http, spec, "PUT", "/v2/topics/wide/subscriptions/sub-00?limit=2", 200)
+    assert again["queues"] == queues[:2] and again["next"] == "sub-01"

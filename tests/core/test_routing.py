@@ -265,3 +265,27 @@ async def test_a_reload_keeps_an_unchanged_topic_and_its_router(store: LmdbBacke
     assert catalog.topic("t-q") is before["q"]
     assert catalog.topic("t-r") is not before["r"]
     assert catalog.topic("t-r").route("b.c") == ["r"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.sampled_from([f"q{i}" for i in range(12)])), max_size=40),
+    st.sampled_from(["", "q", "q1", "q5", "q9", "z"]),
+)
+def test_a_topic_keeps_its_queues_sorted_through_every_change(
+    changes: list[tuple[bool, str]], after: str
+) -> None:
+    topic = Topic()
+    topic.queues()  # sorted once here: every change after keeps the order up
+    subscribed: set[str] = set()
+    for adds, queue in changes:
+        if adds:
+            topic = topic.with_subscription(Subscription(queue))
+            subscribed.add(queue)
+        else:
+            topic = topic.without(queue)
+            subscribed.discard(queue)
+        assert topic.queues() == sorted(subscribed)
+    tail = [q for q in sorted(subscribed) if q > after]
+    assert [s.queue for s in topic.listed(after)] == tail
+    assert [s.queue for s in Topic(topic.subscriptions.values()).listed(after)] == tail

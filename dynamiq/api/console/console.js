@@ -190,8 +190,14 @@ async function renderTopics(queues) {
     const tr = document.createElement("tr");
     tr.dataset.topic = name;
     const subs = document.createElement("td");
-    subs.append(...topic.subscriptions.map((sub) => describeSubscription(name, sub)),
-      ...webhooks.map((hook) => describeWebhook(name, hook)));
+    subs.append(...topic.subscriptions.map((sub) => describeSubscription(name, sub)));
+    if (topic.next !== undefined) {  // a wide topic: its first page of subscriptions only
+      const more = document.createElement("div");
+      more.className = "more";
+      more.textContent = `… and more after ${topic.next}`;
+      subs.append(more);
+    }
+    subs.append(...webhooks.map((hook) => describeWebhook(name, hook)));
     const publish = document.createElement("td");
     const text = document.createElement("input");
     text.placeholder = "message";

@@ -9,10 +9,12 @@ router (the patterns' trie) is built once per version, on first use.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,14 +123,25 @@ class Topic:
     ) -> None:
         self.subscriptions: Mapping[str, Subscription] = {s.queue: s for s in subscriptions}
         self.settings = settings or TopicSettings()
+        # The subscribed queues, sorted: sorted once, then carried to each version a
+        # subscription makes, one name put in or taken out (never changed in place).
+        self._names: list[str] | None = None
 
     def queues(self) -> list[str]:
         """Return the subscribed queues, sorted."""
-        return sorted(self.subscriptions)
+        return list(self._sorted())
 
-    def listed(self) -> list[Subscription]:
-        """Return the subscriptions, sorted by queue."""
-        return [self.subscriptions[q] for q in self.queues()]
+    def listed(self, after: str = "") -> Iterator[Subscription]:
+        """The subscriptions, sorted by queue: from the first, or from the one after
+        the queue ``after`` (a page of a wide topic costs the page alone)."""
+        names, subscriptions = self._sorted(), self.subscriptions
+        start = bisect.bisect_right(names, after) if after else 0
+        return (subscriptions[q] for q in itertools.islice(names, start, None))
+
+    def _sorted(self) -> list[str]:
+        if self._names is None:
+            self._names = sorted(self.subscriptions)
+        return self._names
 
     def kept_if_same(self, subscriptions: Iterable[Subscription], settings: TopicSettings) -> Topic:
         """This topic when it has exactly ``subscriptions`` and ``settings`` (its
@@ -139,19 +152,27 @@ class Topic:
 
     def with_subscription(self, subscription: Subscription) -> Topic:
         """Return this topic with ``subscription`` added or replaced."""
-        subscriptions = dict(self.subscriptions)  # a copy at C speed: wide topics grow by one
-        subscriptions[subscription.queue] = subscription
-        return self._with(subscriptions)
+        queue, names = subscription.queue, self._names
+        if names is not None and queue not in self.subscriptions:
+            names = names.copy()  # at C speed, as the dict's: wide topics grow by one
+            bisect.insort(names, queue)
+        subscriptions = dict(self.subscriptions)
+        subscriptions[queue] = subscription
+        return self._with(subscriptions, names)
 
     def without(self, queue: str) -> Topic:
         """Return this topic without the subscription of ``queue``."""
+        names = self._names
+        if names is not None and queue in self.subscriptions:
+            names = names.copy()
+            del names[bisect.bisect_left(names, queue)]
         subscriptions = dict(self.subscriptions)
         subscriptions.pop(queue, None)
-        return self._with(subscriptions)
+        return self._with(subscriptions, names)
 
-    def _with(self, subscriptions: dict[str, Subscription]) -> Topic:
+    def _with(self, subscriptions: dict[str, Subscription], names: list[str] | None) -> Topic:
         topic = Topic(settings=self.settings)
-        topic.subscriptions = subscriptions
+        topic.subscriptions, topic._names = subscriptions, names
         return topic
 
     def with_settings(self, settings: TopicSettings) -> Topic:
