@@ -54,10 +54,10 @@ async def _info(
 
 def _find(request: web.Request, topic: str) -> SubscriptionView:
     wanted = request.match_info["id"]
-    for view in node(request).subscriptions(topic):
-        if view.push is not None and view.push.id == wanted:
-            return view
-    raise NotFound(f"topic {topic!r} has no webhook {wanted!r}")
+    view = node(request).subscribed(topic).webhook(wanted)
+    if view is None:
+        raise NotFound(f"topic {topic!r} has no webhook {wanted!r}")
+    return view
 
 
 # What the webhooks' rules call a field, as v2 names it.

@@ -106,6 +106,16 @@ class Subscribers:
         """The subscribed queues, sorted."""
         return self._topic.queues()
 
+    def get(self, queue: str) -> SubscriptionView | None:
+        """The subscription of ``queue`` (None: it has none)."""
+        found = self._topic.subscriptions.get(queue)
+        return None if found is None else SubscriptionView.of(found)
+
+    def webhook(self, subscription: str) -> SubscriptionView | None:
+        """The push subscription whose id is ``subscription`` (None: there is none)."""
+        found = self.get(PUSH_PREFIX + subscription)
+        return found if found is not None and found.push is not None else None
+
     def page(
         self, after: str = "", limit: int | None = None, pushes: bool = True
     ) -> tuple[list[SubscriptionView], str | None]:

@@ -58,9 +58,12 @@ def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     topic_arn, _, last = arn.rpartition(":")
     topic = call.name_of_arn(topic_arn, "SubscriptionArn", "sns")
     try:
-        found = {_arn_end(s): s for s in call.node.subscriptions(topic)}.get(last)
+        subscribed = call.node.subscribed(topic)
     except TopicNotFound:
-        found = None
+        raise SnsError("NotFound", "Subscription does not exist") from None
+    found = subscribed.get(last)  # a queue's ARN ends with its name, a push's with its id
+    if found is None or found.push is not None:
+        found = subscribed.webhook(last)
     if found is None:
         raise SnsError("NotFound", "Subscription does not exist")
     return topic, found
