@@ -161,10 +161,15 @@ class HandoffLeases(msgspec.Struct):
 
 
 class CatalogChange(msgspec.Struct):
-    """The queues and topics a catalog change wrote: read them again (protocol 3)."""
+    """The queues and topics a catalog change wrote: read them again (protocol 3). Of
+    the topics, those in ``partial`` changed only in the ``subscriptions`` named
+    (``topic/queue``): read those alone (a process that knows no such fields reads
+    each topic again whole)."""
 
     queues: list[str]
     topics: list[str]
+    partial: list[str] = msgspec.field(default_factory=list)
+    subscriptions: list[str] = msgspec.field(default_factory=list)
 
 
 class Leave(msgspec.Struct):

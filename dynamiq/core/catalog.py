@@ -4,9 +4,8 @@ Store layout (``meta`` keys): ``q/<queue>`` holds the queue's settings and the
 uid of its message bucket; ``t/<topic>`` marks a topic; ``s/<topic>/<queue>``
 holds a subscription (its pattern and filter; empty when it takes everything);
 ``drop/<uid>`` marks a bucket whose deletion is under way; ``log/<seq>`` numbers
-the changes (``catalog_log``). A queue re-created
-under an old name gets a new uid, so it starts empty even while the old bucket
-is still being dropped.
+the changes (``catalog_log``). A queue re-created under an old name gets a new
+uid, so it starts empty even while the old bucket is still being dropped.
 """
 
 from __future__ import annotations
@@ -23,10 +22,19 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from dynamiq.core.catalog_codec import decode_queue, encode_queue, same_version
 from dynamiq.core.catalog_index import QueueIndex
 from dynamiq.core.catalog_log import CatalogLog
-from dynamiq.core.catalog_news import CatalogNews, Freshness, Turns, collecting, told, touch
+from dynamiq.core.catalog_news import (
+    CatalogNews,
+    Freshness,
+    Turns,
+    collecting,
+    subscription_key,
+    told,
+    touch,
+)
+from dynamiq.core.catalog_topics import TopicIndex
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.routing.filters import FilterScope
-from dynamiq.core.routing.push import PushEndpoint, push_queue
+from dynamiq.core.routing.push import PushEndpoint
 from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.errors import (
     Invalid,
@@ -63,7 +71,7 @@ def _change(
         with collecting() as touched:
             result = await method(self, *args, **kwargs)
         news = told(touched)
-        if news.queues or news.topics:
+        if news:
             await self._log.append(news)
         await self.on_change(news)
         return result
@@ -89,8 +97,7 @@ class Catalog:
         self._clock = clock or MonotonicClock()
         self._log = CatalogLog(store, self._clock, keep_log)
         self._queues = QueueIndex()
-        self._topics: dict[str, Topic] = {}
-        self._pushes: dict[str, tuple[str, Subscription]] = {}  # by queue: topic, sub
+        self._topics = TopicIndex()
         # What a read may take: a read racing with a change (made here, or read
         # by a faster read) must not put back what the change replaced.
         self._fresh = Freshness()
@@ -111,10 +118,12 @@ class Catalog:
 
     def _set_topic(self, name: str, topic: Topic | None, changed: str | None = None) -> None:
         """Apply a change made here to a topic's cached record (None: gone); ``changed``:
-        only the subscription of that queue changed."""
-        self._keep_topic(name, topic, changed)
-        self._fresh.changed("t", name)
-        touch("t", name)
+        only the subscription of that queue changed (told as such: the other
+        processes read that subscription again, not the whole topic)."""
+        self._topics.keep(name, topic, changed)
+        kind, key = ("t", name) if changed is None else ("s", subscription_key(name, changed))
+        self._fresh.changed(kind, key)
+        touch(kind, key)
 
     # -- reading (from the cache) ------------------------------------------
 
@@ -151,32 +160,15 @@ class Catalog:
 
     def topics(self) -> list[str]:
         """Return every topic name, sorted."""
-        return sorted(self._topics)
+        return self._topics.names()
 
     def pushes(self) -> list[tuple[str, Subscription]]:
         """Return every push subscription with its topic, by subscription id."""
-        return [self._pushes[queue] for queue in sorted(self._pushes)]
+        return self._topics.pushes()
 
     def push(self, subscription: str) -> tuple[str, Subscription] | None:
         """Return the push subscription of this id with its topic, or None."""
-        return self._pushes.get(push_queue(subscription))
-
-    def _keep_topic(self, name: str, topic: Topic | None, changed: str | None = None) -> None:
-        """Cache ``topic`` (None: gone) with its push subscriptions indexed; ``changed``:
-        only the subscription of that queue changed (a wide topic's others are not
-        looked at)."""
-        before = self._topics.pop(name, None)
-        if before is not None:
-            for queue in before.subscriptions if changed is None else (changed,):
-                if (held := self._pushes.get(queue)) is not None and held[0] == name:
-                    del self._pushes[queue]
-        if topic is not None:
-            self._topics[name] = topic
-            every = topic.subscriptions
-            kept = every.values() if changed is None else [every.get(changed)]
-            for s in kept:
-                if s is not None and s.endpoint is not None:
-                    self._pushes[s.queue] = (name, s)
+        return self._topics.push(subscription)
 
     def records(self) -> list[QueueRecord]:
         """Return every queue, sorted by name."""
@@ -206,9 +198,7 @@ class Catalog:
             return await self.reload()
         if not found:
             return set()
-        queues = frozenset[str]().union(*(news.queues for news in found))
-        topics = frozenset[str]().union(*(news.topics for news in found))
-        return await self.refresh(CatalogNews(queues, topics))
+        return await self.refresh(CatalogNews.merged(found))
 
     async def trim_log(self) -> None:
         """Delete the log's entries too old to keep."""
@@ -243,7 +233,7 @@ class Catalog:
         gone = await self._take_queues(ticket, queues, [queues, unread])
         topics = {
             t: (settings[t], subscriptions.get(t, [])) if t in settings else None
-            for t in set(settings) | set(self._topics)
+            for t in set(settings).union(self._topics.names())
         }
         self._take_topics(ticket, topics)
         self._fresh.finish(ticket)
@@ -267,12 +257,16 @@ class Catalog:
                         [Subscription.decode(k.rpartition("/")[2], v) for k, v in subs.items()],
                     )
                 )
+            # One subscription each, of the topics not read whole
+            alone = sorted(k for k in news.subscriptions if k.partition("/")[0] not in topics)
+            subscriptions = {key: await self._store.meta_get(f"s/{key}") for key in alone}
         except BaseException:
             self._fresh.finish(ticket)
             raise
         queues = {q: decode_queue(q, raw) for q, raw in found.items() if raw is not None}
         gone = await self._take_queues(ticket, queues, [found])
         self._take_topics(ticket, topics)
+        self._take_subscriptions(ticket, subscriptions)
         self._fresh.finish(ticket)
         return gone
 
@@ -311,12 +305,37 @@ class Catalog:
             if not self._fresh.may_take(ticket, "t", name):
                 continue
             if found is None:
-                self._keep_topic(name, None)
+                self._topics.keep(name, None)
             else:
-                known = self._topics.get(name, Topic())
-                self._keep_topic(name, known.kept_if_same(found[1], found[0]))
+                known, subscriptions = self._topics.get(name) or Topic(), found[1]
+                # A subscription changed since the read began stays as it is now
+                if kept := self._fresh.kept_since(ticket, "s", subscription_key(name, "")):
+                    stay = {key.partition("/")[2] for key in kept}
+                    subscriptions = [s for s in subscriptions if s.queue not in stay]
+                    subscriptions += [s for q in stay if (s := known.subscriptions.get(q))]
+                self._topics.keep(name, known.kept_if_same(subscriptions, found[0]))
             if mark:
                 self._fresh.took(ticket, "t", name)
+
+    def _take_subscriptions(self, ticket: int, read: dict[str, bytes | None]) -> None:
+        """Take the subscriptions a read found (``topic/queue``: stored form, or None
+        when there is none), one each, where nothing newer was taken: of the topic
+        (a whole read, or its deletion), or of the subscription."""
+        mark = self._fresh.overtaking(ticket)
+        for key, raw in read.items():
+            name, _, queue = key.partition("/")
+            known = self._topics.get(name)
+            if known is None or not self._fresh.may_take(ticket, "t", name):
+                continue  # a topic unknown here is read whole, with its news
+            if not self._fresh.may_take(ticket, "s", key):
+                continue
+            if raw is None:
+                changed = known.without(queue)
+            else:
+                changed = known.with_subscription(Subscription.decode(queue, raw))
+            self._topics.keep(name, changed, queue)
+            if mark:
+                self._fresh.took(ticket, "s", key)
 
     async def pending_drops(self, now_ms: int) -> list[str]:
         """Return the uids of buckets due to be dropped by ``now_ms`` and not dropped yet."""
@@ -470,7 +489,7 @@ class Catalog:
         await self._store.meta_put({f"s/{topic}/{queue}": subscription.encode()})
         # Onto the topic as it is now: changes made meanwhile (other subscriptions) stay.
         self._set_topic(topic, self.topic(topic).with_subscription(subscription), queue)
-        return self._topics[topic]
+        return self.topic(topic)
 
     @_change
     async def unsubscribe(self, topic: str, queue: str) -> Topic:
@@ -478,4 +497,4 @@ class Catalog:
         self.topic(topic)
         await self._store.meta_delete([f"s/{topic}/{queue}"])
         self._set_topic(topic, self.topic(topic).without(queue), queue)
-        return self._topics[topic]
+        return self.topic(topic)

@@ -73,11 +73,11 @@ class CatalogLog:
     async def _write(self) -> None:
         while self._waiting:
             batch, self._waiting = self._waiting, []
-            queues = frozenset[str]().union(*(news.queues for news, _ in batch))
-            topics = frozenset[str]().union(*(news.topics for news, _ in batch))
-            entry = json.dumps(
-                {"q": sorted(queues), "t": sorted(topics), "at": self._clock.wall_ms()}
-            ).encode()
+            queues, topics, partial, subscriptions = CatalogNews.merged(n for n, _ in batch).told()
+            told = {"q": queues, "t": topics, "at": self._clock.wall_ms()}
+            if subscriptions:
+                told |= {"p": partial, "s": subscriptions}
+            entry = json.dumps(told).encode()
             try:
                 seq = self._tail + 1
                 while not await self._store.meta_create(_key(seq), entry):
@@ -105,7 +105,9 @@ class CatalogLog:
         found: list[CatalogNews] = []
         while (raw := await self._store.meta_get(_key(self._applied + 1))) is not None:
             entry = json.loads(raw)
-            found.append(CatalogNews(frozenset(entry["q"]), frozenset(entry["t"])))
+            found.append(
+                CatalogNews.heard(entry["q"], entry["t"], entry.get("p", ()), entry.get("s", ()))
+            )
             self._applied += 1
         self._tail = max(self._tail, self._applied)
         self._followed_ms = now

@@ -20,19 +20,76 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["EVERYTHING", "CatalogNews", "Freshness", "Turns", "collecting", "told", "touch"]
+__all__ = [
+    "EVERYTHING",
+    "CatalogNews",
+    "Freshness",
+    "Turns",
+    "collecting",
+    "subscription_key",
+    "told",
+    "touch",
+]
 
-Name = tuple[str, str]  # ("q", queue) or ("t", topic)
+Name = tuple[str, str]  # ("q", queue), ("t", topic) or ("s", "topic/queue")
+
+
+def subscription_key(topic: str, queue: str) -> str:
+    """How a subscription is named in news: ``topic/queue`` (neither name has a slash)."""
+    return f"{topic}/{queue}"
 
 
 @dataclass(frozen=True, slots=True)
 class CatalogNews:
-    """The names one change wrote: queues (their records), topics (their records and
-    subscriptions). ``everything``: read the whole catalog again."""
+    """The names one change (or several) wrote: queues (their records), topics (their
+    records and every subscription: read again whole), subscriptions (one each:
+    ``topic/queue``). ``everything``: read the whole catalog again."""
 
     queues: frozenset[str] = frozenset()
     topics: frozenset[str] = frozenset()
     everything: bool = False
+    subscriptions: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.everything or self.queues or self.topics or self.subscriptions)
+
+    @classmethod
+    def merged(cls, many: Iterable[CatalogNews]) -> CatalogNews:
+        """What several changes wrote, together (none says everything)."""
+        every = list(many)
+        return cls(
+            frozenset[str]().union(*(n.queues for n in every)),
+            frozenset[str]().union(*(n.topics for n in every)),
+            subscriptions=frozenset[str]().union(*(n.subscriptions for n in every)),
+        )
+
+    def told(self) -> tuple[list[str], list[str], list[str], list[str]]:
+        """The news as other processes are told it: the queues; every topic touched (as
+        a process of an earlier release reads it, each again whole); those of them
+        whose subscriptions alone changed; and those subscriptions."""
+        partial = {key.partition("/")[0] for key in self.subscriptions} - self.topics
+        return (
+            sorted(self.queues),
+            sorted(self.topics | partial),
+            sorted(partial),
+            sorted(self.subscriptions),
+        )
+
+    @classmethod
+    def heard(
+        cls,
+        queues: Iterable[str],
+        topics: Iterable[str],
+        partial: Iterable[str] = (),
+        subscriptions: Iterable[str] = (),
+    ) -> CatalogNews:
+        """The news another process told (``told``; from an earlier release, the
+        queues and topics alone)."""
+        return cls(
+            frozenset(queues),
+            frozenset(topics) - frozenset(partial),
+            subscriptions=frozenset(subscriptions),
+        )
 
 
 EVERYTHING = CatalogNews(everything=True)
@@ -56,6 +113,7 @@ def told(touched: Iterable[Name]) -> CatalogNews:
     return CatalogNews(
         frozenset(n for kind, n in names if kind == "q"),
         frozenset(n for kind, n in names if kind == "t"),
+        subscriptions=frozenset(n for kind, n in names if kind == "s"),
     )
 
 
@@ -90,6 +148,16 @@ class Freshness:
     def may_take(self, ticket: int, kind: str, name: str) -> bool:
         """Whether what read ``ticket`` found for ``name`` may replace what is cached."""
         return self._newest.get((kind, name), 0) < ticket
+
+    def kept_since(self, ticket: int, kind: str, prefix: str) -> list[str]:
+        """The names of ``kind`` starting with ``prefix`` whose cached value is newer
+        than what read ``ticket`` found: what a whole read must leave as it is."""
+        newest = self._newest
+        if not newest:
+            return []
+        return [
+            n for (k, n), t in newest.items() if k == kind and t >= ticket and n.startswith(prefix)
+        ]
 
     def took(self, ticket: int, kind: str, name: str) -> None:
         self._newest[(kind, name)] = ticket

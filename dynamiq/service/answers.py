@@ -113,5 +113,7 @@ class PeerAnswers:
         not say) before answering (drops are the changer's)."""
         news = EVERYTHING
         if change is not None:
-            news = CatalogNews(frozenset(change.queues), frozenset(change.topics))
+            news = CatalogNews.heard(
+                change.queues, change.topics, change.partial, change.subscriptions
+            )
         await self._janitor.refresh(news)

@@ -109,7 +109,7 @@ class Reach:
         if self.client is not None:
             change = None
             if not news.everything:
-                change = CatalogChange(sorted(news.queues), sorted(news.topics))
+                change = CatalogChange(*news.told())
             self._announcement = self.spawn(self.to_all(lambda p, m: p.sync(m, change)))
 
     async def tell_peers(self, news: CatalogNews = EVERYTHING) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
+
+from dynamiq.cluster.wire import CatalogChange
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.catalog_news import CatalogNews
 from dynamiq.errors import QueueNotFound
@@ -69,19 +72,68 @@ async def test_a_change_tells_what_it_wrote_and_the_other_reads_only_that(
     assert (reads.scans, reads.gets) == ([], 1)  # one record read, no scan
 
     await here.create_topic("t")
-    await here.subscribe("t", "new", "a.*")
     assert told.news[-1] == CatalogNews(topics=frozenset({"t"}))
-    await there.refresh(told.news[-2])
+    await there.refresh(told.news[-1])
+    assert reads.scans == ["s/t/"]  # a new topic: read whole (not the catalog)
+    await here.subscribe("t", "new", "a.*")
+    assert told.news[-1] == CatalogNews(subscriptions=frozenset({"t/new"}))
+    gets = reads.gets
     await there.refresh(told.news[-1])
     assert there.topic("t").route("a.b") == ["new"]
-    assert reads.scans == ["s/t/", "s/t/"]  # the topic's subscriptions, not the catalog
+    assert (reads.scans, reads.gets) == (["s/t/"], gets + 1)  # the one subscription
 
     uid = there.queue("new").uid
     await here.delete_queue("new")
-    assert told.news[-1] == CatalogNews(frozenset({"new"}), frozenset({"t"}))
+    assert told.news[-1] == CatalogNews(frozenset({"new"}), subscriptions=frozenset({"t/new"}))
     assert await there.refresh(told.news[-1]) == {uid}  # its bucket let go
     assert there.find("new") is None and there.topic("t").queues() == []
-    assert len(there.queues()) == 50
+    assert len(there.queues()) == 50 and reads.scans == ["s/t/"]
+
+
+async def test_subscription_news_reaches_a_process_of_an_earlier_release_as_its_topic() -> None:
+    news = CatalogNews(
+        frozenset({"q"}), frozenset({"whole"}), subscriptions=frozenset({"t/q", "whole/q"})
+    )
+    queues, topics, partial, subscriptions = news.told()
+    assert topics == ["t", "whole"] and partial == ["t"]  # an earlier release reads t whole
+    assert CatalogNews.heard(queues, topics, partial, subscriptions) == news
+    assert CatalogNews.heard(["q"], ["t"]) == CatalogNews(frozenset({"q"}), frozenset({"t"}))
+    old = msgspec.json.decode(b'{"queues": [], "topics": ["t"]}', type=CatalogChange)
+    heard = CatalogNews.heard(old.queues, old.topics, old.partial, old.subscriptions)
+    assert heard == CatalogNews(topics=frozenset({"t"}))  # read whole, as it used to be
+
+
+async def test_a_whole_read_of_a_topic_keeps_what_changed_one_subscription_meanwhile(
+    store: LmdbBackend,
+) -> None:
+    told = _Told()
+    here, there = Catalog(store, on_change=told), Catalog(store)
+    for name in ("q", "r", "s"):
+        await here.create_queue(name)
+    await here.create_topic("t")
+    await here.subscribe("t", "q")
+    await here.subscribe("t", "s")
+    await there.reload()
+    scan = store.meta_scan
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_scan(prefix: str) -> dict[str, bytes]:
+        found = await scan(prefix)
+        started.set()
+        await release.wait()
+        return found
+
+    store.meta_scan = slow_scan  # type: ignore[method-assign]
+    whole = asyncio.create_task(there.refresh(CatalogNews(topics=frozenset({"t"}))))
+    await started.wait()  # it found q and s subscribed
+    store.meta_scan = scan  # type: ignore[method-assign]
+    await there.subscribe("t", "r")  # made in this process meanwhile
+    await here.unsubscribe("t", "q")  # made elsewhere, read here by a faster read
+    await there.refresh(told.news[-1])
+    assert there.topic("t").queues() == ["r", "s"]
+    release.set()
+    await whole
+    assert there.topic("t").queues() == ["r", "s"]  # neither q put back nor r lost
 
 
 async def test_a_purge_lets_the_old_bucket_go(store: LmdbBackend) -> None:
