@@ -1,8 +1,8 @@
 """The catalog's log: every change's names, numbered, so that a process that missed an
 announcement reads what changed instead of the whole catalog.
 
-Each change, once stored, appends an entry ``log/<seq>`` (the queues and topics
-it wrote, and when) by creating the next free number: two writers never take
+Each change, once stored, appends an entry ``log/<seq>`` (the queues, topics and
+subscriptions it wrote, and when: ``CatalogNews.told``) by creating the next free number: two writers never take
 the same one and no number is skipped. Every process follows the log on each
 upkeep round, one read when nothing changed, so keeping up costs the same
 with a million queues as with one. Entries older than ``keep`` seconds go; a

@@ -1,9 +1,11 @@
 """What a catalog change touched, told to the other processes so that they read again
 only that (a delta), and the order in which what is read may be taken.
 
-A change made through one process names the queues and topics it wrote;
-the others read those entries again instead of the whole catalog, so a
-create costs the same with a million queues as with one. Reads race with
+A change made through one process names the queues, topics and single
+subscriptions it wrote; the others read those entries again instead of the
+whole catalog (or of a whole topic), so a create costs the same with a
+million queues as with one, and a subscribe the same with a topic of a
+hundred thousand subscriptions as with one. Reads race with
 changes: each read, and each change applied in this process, takes a ticket
 from one counter (``Freshness``). What a read started with ticket ``r``
 found for a name is taken only if nothing newer was taken for that name
