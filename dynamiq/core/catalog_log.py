@@ -1,17 +1,17 @@
 """The catalog's log: every change's names, numbered, so that a process that missed an
 announcement reads what changed instead of the whole catalog.
 
-Each change, once stored, appends an entry ``log/<seq>`` (the queues, topics and
-subscriptions it wrote, and when: ``CatalogNews.told``) by creating the next free number: two writers never take
-the same one and no number is skipped. Every process follows the log on each
-upkeep round, one read when nothing changed, so keeping up costs the same
-with a million queues as with one. Entries older than ``keep`` seconds go; a
-process that could not follow for half that long (stopped, cut off from the
-store) reads the whole catalog again instead. A change with no entry (its
-process died between the two writes, or an older release made it during a
-rolling upgrade; that release announces it, and the others read everything
-when told so) is found by the next whole read: at start, and every ten
-minutes all the same.
+Each change, once stored, appends an entry ``log/<seq>`` (the queues, topics
+and subscriptions it wrote, and when: ``CatalogNews.told``) by creating the
+next free number: two writers never take the same one and no number is
+skipped. Every process follows the log on each upkeep round, one read when
+nothing changed, so keeping up costs the same with a million queues as with
+one. Entries older than ``keep`` seconds go; a process that could not follow
+for half that long (stopped, cut off from the store) reads the whole catalog
+again instead. A change with no entry (its process died between the two
+writes, or an older release made it during a rolling upgrade; that release
+announces it, and the others read everything when told so) is found by the
+next whole read: at start, and every ten minutes all the same.
 """
 
 from __future__ import annotations
