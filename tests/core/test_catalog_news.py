@@ -55,6 +55,23 @@ class _Reads:
         store.meta_get = counted_get  # type: ignore[method-assign]
 
 
+def _hold_next_scan(store: LmdbBackend) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the store's next ``meta_scan`` (that one alone) wait, once it has read, for
+    the second event; the first is set when it has read."""
+    scan = store.meta_scan
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_scan(prefix: str) -> dict[str, bytes]:
+        store.meta_scan = scan  # type: ignore[method-assign]
+        found = await scan(prefix)
+        started.set()
+        await release.wait()
+        return found
+
+    store.meta_scan = slow_scan  # type: ignore[method-assign]
+    return started, release
+
+
 async def test_a_change_tells_what_it_wrote_and_the_other_reads_only_that(
     store: LmdbBackend,
 ) -> None:
@@ -114,19 +131,9 @@ async def test_a_whole_read_of_a_topic_keeps_what_changed_one_subscription_meanw
     await here.subscribe("t", "q")
     await here.subscribe("t", "s")
     await there.reload()
-    scan = store.meta_scan
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_scan(prefix: str) -> dict[str, bytes]:
-        found = await scan(prefix)
-        started.set()
-        await release.wait()
-        return found
-
-    store.meta_scan = slow_scan  # type: ignore[method-assign]
+    started, release = _hold_next_scan(store)
     whole = asyncio.create_task(there.refresh(CatalogNews(topics=frozenset({"t"}))))
     await started.wait()  # it found q and s subscribed
-    store.meta_scan = scan  # type: ignore[method-assign]
     await there.subscribe("t", "r")  # made in this process meanwhile
     await here.unsubscribe("t", "q")  # made elsewhere, read here by a faster read
     await there.refresh(told.news[-1])
@@ -187,19 +194,9 @@ async def test_a_whole_reload_keeps_what_a_later_read_took(store: LmdbBackend) -
     told = _Told()
     here, there = Catalog(store, on_change=told), Catalog(store)
     await here.create_queue("q")
-    scan = store.meta_scan
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def slow_scan(prefix: str) -> dict[str, bytes]:
-        found = await scan(prefix)
-        started.set()
-        await release.wait()
-        return found
-
-    store.meta_scan = slow_scan  # type: ignore[method-assign]
+    started, release = _hold_next_scan(store)
     whole = asyncio.create_task(there.reload())
     await started.wait()
-    store.meta_scan = scan  # type: ignore[method-assign]
     await here.create_queue("r")
     await here.delete_queue("q")
     for news in told.news[-2:]:
