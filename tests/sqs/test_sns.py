@@ -169,6 +169,18 @@ def test_a_queue_subscribed_before_it_exists_gets_what_comes_after(
         sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn.replace(name, "push~x"))
 
 
+def test_a_topic_s_subscriptions_list_a_page_at_a_time_each_once(sns: Any) -> None:
+    topic = new_topic(sns)
+    names = [f"paged-{uuid.uuid4().hex[:6]}-{i:03d}" for i in range(230)]
+    for name in names:  # queues to come: SNS takes the subscriptions now
+        arn = f"arn:aws:sqs:us-east-1:000000000000:{name}"
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    pages = list(sns.get_paginator("list_subscriptions_by_topic").paginate(TopicArn=topic))
+    assert [len(page["Subscriptions"]) for page in pages] == [100, 100, 30]
+    listed = [s["SubscriptionArn"] for page in pages for s in page["Subscriptions"]]
+    assert sorted(listed) == sorted(f"{topic}:{name}" for name in names)  # each once
+
+
 def test_publish_batch_answers_per_entry(sns: Any, sqs: Any, new_queue: Any) -> None:
     topic = new_topic(sns)
     url = new_queue()
