@@ -28,6 +28,7 @@ from dynamiq.core.catalog_news import (
     Turns,
     collecting,
     subscription_key,
+    subscription_of,
     told,
     touch,
 )
@@ -52,9 +53,7 @@ __all__ = ["Catalog"]
 
 log = logging.getLogger("dynamiq.core")
 
-
 YIELD_EVERY = 500  # records a whole read takes between turns of the event loop
-
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -258,7 +257,7 @@ class Catalog:
                     )
                 )
             # One subscription each, of the topics not read whole
-            alone = sorted(k for k in news.subscriptions if k.partition("/")[0] not in topics)
+            alone = sorted(k for k in news.subscriptions if subscription_of(k)[0] not in topics)
             subscriptions = {key: await self._store.meta_get(f"s/{key}") for key in alone}
         except BaseException:
             self._fresh.finish(ticket)
@@ -310,7 +309,7 @@ class Catalog:
                 known, subscriptions = self._topics.get(name) or Topic(), found[1]
                 # A subscription changed since the read began stays as it is now
                 if kept := self._fresh.kept_since(ticket, "s", subscription_key(name, "")):
-                    stay = {key.partition("/")[2] for key in kept}
+                    stay = {subscription_of(key)[1] for key in kept}
                     subscriptions = [s for s in subscriptions if s.queue not in stay]
                     subscriptions += [s for q in stay if (s := known.subscriptions.get(q))]
                 self._topics.keep(name, known.kept_if_same(subscriptions, found[0]))
@@ -323,7 +322,7 @@ class Catalog:
         (a whole read, or its deletion), or of the subscription."""
         mark = self._fresh.overtaking(ticket)
         for key, raw in read.items():
-            name, _, queue = key.partition("/")
+            name, queue = subscription_of(key)
             known = self._topics.get(name)
             if known is None or not self._fresh.may_take(ticket, "t", name):
                 continue  # a topic unknown here is read whole, with its news

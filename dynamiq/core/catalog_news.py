@@ -29,6 +29,7 @@ __all__ = [
     "Turns",
     "collecting",
     "subscription_key",
+    "subscription_of",
     "told",
     "touch",
 ]
@@ -39,6 +40,12 @@ Name = tuple[str, str]  # ("q", queue), ("t", topic) or ("s", "topic/queue")
 def subscription_key(topic: str, queue: str) -> str:
     """How a subscription is named in news: ``topic/queue`` (neither name has a slash)."""
     return f"{topic}/{queue}"
+
+
+def subscription_of(key: str) -> tuple[str, str]:
+    """The topic and queue a ``subscription_key`` names."""
+    topic, _, queue = key.partition("/")
+    return topic, queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +76,7 @@ class CatalogNews:
         """The news as other processes are told it: the queues; every topic touched (as
         a process of an earlier release reads it, each again whole); those of them
         whose subscriptions alone changed; and those subscriptions."""
-        partial = {key.partition("/")[0] for key in self.subscriptions} - self.topics
+        partial = {subscription_of(key)[0] for key in self.subscriptions} - self.topics
         return (
             sorted(self.queues),
             sorted(self.topics | partial),
