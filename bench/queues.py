@@ -117,7 +117,7 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout
         )
 
         if fanout:
-            await wide_fanout(client, min(fanout, queues), clients, publishes=20)
+            await wide_fanout(client, pid, min(fanout, queues), clients, publishes=20)
         deleted = await spread(queues, clients, lambda i: client.delete_queue(tenant(i)))
         print(f"{queues:,} queues deleted: deletes/s by tenth")
         print(f"  {tenths(deleted)}")

@@ -197,6 +197,7 @@ class LimitsSettings:
     maxpendingbytes: int = 256 << 20  # request bodies held at once; beyond, requests wait
     diskfreelimit: int = 256 << 20  # free bytes under the data directory; below, publishes 503
     diskreserve: int = 4 << 20  # bytes kept aside on that disk, released for deletes when full
+    syncfanout: int = 1000  # a topic's copies of a message made before the answer, at most
 
     def __post_init__(self) -> None:
         _require(self.maxconnections >= 1, "limits.maxconnections", "must be >= 1")
@@ -210,6 +211,7 @@ class LimitsSettings:
         )
         _require(self.diskfreelimit >= 0, "limits.diskfreelimit", "must be >= 0")
         _require(self.diskreserve >= 0, "limits.diskreserve", "must be >= 0")
+        _require(self.syncfanout >= 1, "limits.syncfanout", "must be >= 1")
         _require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
         _require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")
         _require(

@@ -41,6 +41,7 @@ from dynamiq.core.lifecycle.redrive import Redriver
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
 from dynamiq.core.routing.notifications import Envelopes
+from dynamiq.core.spreads import Spreader
 from dynamiq.core.topics import TopicService
 from dynamiq.endpoints import EndpointRules
 from dynamiq.errors import DynamiqError
@@ -207,6 +208,7 @@ def _run(
             _owned(_started(cluster.start), cluster.close),
             _owned(engine.redriver.resume, engine.redriver.close),
             _task(engine.janitor.janitor_loop),
+            _task(engine.spreader.spread_loop),
             _task(engine.queues.sweep_loop),
             _owned(None, reporter.close),  # after its loop: cleanups run last first
             _task(reporter.reporter_loop),
@@ -308,8 +310,9 @@ def _engine(
     janitor = Janitor(queues, interval, reloads)
     redriver = Redriver(queues.context, name, queues.states, queues.life)
     envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
-    topics = TopicService(catalog, queues, envelopes, metrics)
-    return Engine(catalog, queues, topics, janitor, redriver)
+    spreader = Spreader(queues, settings.limits.syncfanout)
+    topics = TopicService(catalog, queues, envelopes, metrics, spreader)
+    return Engine(catalog, queues, topics, janitor, redriver, spreader)
 
 
 def _guard(settings: Settings, keys: KeyRing | None, clock: Clock, reach: Reach) -> Guard:

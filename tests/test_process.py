@@ -173,3 +173,32 @@ def test_the_listen_backlog_is_configurable(node_factory: NodeFactory) -> None:
     ).stdout
     # For a listening socket ss shows the backlog as Send-Q (the third column).
     assert out.split()[2] == "777", out
+
+
+def test_a_wide_fan_out_acknowledged_survives_kill_9(node_factory: NodeFactory) -> None:
+    # Given a node that copies a message into at most one queue before its answer
+    node = node_factory("--limits-syncfanout", "1").start()
+    queues = [f"wide-{i:03d}" for i in range(300)]
+    with Client(node.url) as client:
+        client.create_topic("all")
+        for queue in queues:
+            client.create_queue(queue)
+            client.subscribe("all", queue)
+        # and acknowledged ten publishes, each stored once and copied behind its answer
+        answers = [client.publish_topic("all", [f"news {n}"]) for n in range(10)]
+    # When it is killed at once and started again on the same data
+    node.signal(signal.SIGKILL)
+    node.wait()
+    node = node_factory("--limits-syncfanout", "1", data=node.data).start()
+    # Then every queue gets each message once, under the id its answer gave
+    with Client(node.url) as client:
+        for queue in queues:
+            expected = {answer[queue][0]: f"news {n}".encode() for n, answer in enumerate(answers)}
+            got: dict[int, bytes] = {}
+
+            def copied(q: str = queue, into: dict[int, bytes] = got) -> bool:
+                into.update((m.id, m.body) for m in client.receive(q, 10, visibility_timeout=300))
+                return len(into) >= 10
+
+            until(copied, what=f"the ten copies in {queue}")
+            assert got == expected

@@ -155,7 +155,9 @@ class PublishResponse(msgspec.Struct, omit_defaults=True):
 class TopicPublishResponse(msgspec.Struct, omit_defaults=True):
     """Per subscribed queue that took any message, the ids of its copies in request
     order: null for a message its subscription did not take; ``duplicate``, per
-    queue where any copy was a duplicate, says which."""
+    queue where any copy was a duplicate, says which. The copies of a message for
+    more than ``limits.syncfanout`` queues arrive shortly after this answer,
+    under these ids."""
 
     ids: dict[str, list[str | None]]
     duplicate: dict[str, list[bool]] | None = None

@@ -381,11 +381,11 @@ async def publish_topic(request: web.Request) -> web.Response:
     """Publish a batch to the subscribers that take each message; ids per queue."""
     name, shown = topic_name(request), who(request).shown
     node(request).require_topic(name)
-    ids, duplicate, _ = await node(request).publish_topic(name, await _outgoing(request))
+    published = await node(request).publish_topic(name, await _outgoing(request))
     return json_response(
         s.TopicPublishResponse(
-            {shown(q): _texts(v) for q, v in ids.items()},
-            {shown(q): v for q, v in duplicate.items()} or None,
+            {shown(q): _texts(v) for q, v in published.ids.items()},
+            {shown(q): v for q, v in published.duplicate.items()} or None,
         )
     )
 

@@ -125,9 +125,24 @@ class QueueService:
         done = await store_messages(
             self._store, self.states.ids, self.states.stripes, rows, claims, now_ms
         )
-        now = self._clock.now()
         queues = {record.uid: record for record, _ in items}
-        stored = by_bucket(done.rows.rows, done.stored)
+        woke = self.landed(queues, by_bucket(done.rows.rows, done.stored))
+        # A duplicate's first copy may be from an attempt that failed after storing
+        # it, before telling the walks: they are told now.
+        for uid, firsts in done.firsts(items).items():
+            state = self.states.of(queues[uid])
+            woke = state.published(firsts) or woke
+            self.life.note(queues[uid], state, "deduplicated", len(firsts))
+        if woke:  # the receives it woke answer first: a message's latency is theirs
+            await asyncio.sleep(0)
+        return Published(done.ids, done.duplicate)
+
+    def landed(
+        self, queues: dict[str, QueueRecord], stored: dict[str, tuple[list[int], list[bytes]]]
+    ) -> bool:
+        """Count, keep and announce messages just stored: per bucket (of ``queues``),
+        their ids and records. Return whether a receive waiting here woke."""
+        now = self._clock.now()
         self._metrics.sent({queues[uid].name: len(mids) for uid, (mids, _) in stored.items()})
         self.states.activity.add_each(
             Event.PUBLISHED, ((uid, len(mids)) for uid, (mids, _) in stored.items()), now
@@ -139,15 +154,7 @@ class QueueService:
             self._recent.add(uid, mids, records, now)
             if (state := self.states.get(uid)) is not None:
                 woke = state.published(mids) or woke
-        # A duplicate's first copy may be from an attempt that failed after storing
-        # it, before telling the walks: they are told now.
-        for uid, firsts in done.firsts(items).items():
-            state = self.states.of(queues[uid])
-            woke = state.published(firsts) or woke
-            self.life.note(queues[uid], state, "deduplicated", len(firsts))
-        if woke:  # the receives it woke answer first: a message's latency is theirs
-            await asyncio.sleep(0)
-        return Published(done.ids, done.duplicate)
+        return woke
 
     # -- receiving -----------------------------------------------------------
 
@@ -425,16 +432,6 @@ class QueueService:
                 if here != NOTHING_HERE:
                     out[name] = here
         return out
-
-    def busiest(self) -> list[str]:
-        """Return the queues in use on this node, the busiest first: publishes, receives
-        and deletes here of late, then leases held, then by name."""
-        by_uid = self._catalog.index.by_uid
-        ranked = []
-        for uid, (events, leases) in self.states.in_use().items():
-            if (record := by_uid(uid)) is not None:
-                ranked.append((-events, -leases, record.name))
-        return [name for *_, name in sorted(ranked)]
 
     # -- lifecycle -----------------------------------------------------------
 

@@ -11,8 +11,9 @@ from dynamiq.core.queues import QueueService
 from dynamiq.core.routing.filters import Subject
 from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.routing.subscriptions import Topic
+from dynamiq.core.spreads import Spreader, spread_message, spread_settings
 from dynamiq.metrics.base import Metrics, MetricsFanout
-from dynamiq.models import Notice, Outgoing, Published
+from dynamiq.models import Notice, Outgoing, Published, QueueRecord
 
 __all__ = ["TopicPublished", "TopicService"]
 
@@ -20,11 +21,20 @@ __all__ = ["TopicPublished", "TopicService"]
 class TopicPublished(NamedTuple):
     """A topic publish's copies: per queue that took any, their ids in request order
     (None where a message did not go there); per queue with a duplicate, which
-    were; and which of the queues are push subscriptions' (the node's own)."""
+    were; which of the queues are push subscriptions' (the node's own); and of
+    a message's spread (one publish of one message), its queues."""
 
     ids: dict[str, list[int | None]]
     duplicate: dict[str, list[bool]]
     pushed: frozenset[str] = frozenset()
+    later: frozenset[str] | None = None  # queues whose copies follow the answer (spreads)
+
+    def stored_now(self) -> dict[str, list[int | None]]:
+        """The ids of the copies stored by the time of the answer, per queue."""
+        if not self.later:
+            return self.ids
+        later = self.later
+        return {q: v for q, v in self.ids.items() if q not in later}
 
     def for_clients(self) -> TopicPublished:
         """The copies in the queues a client knows of: push subscriptions' left out."""
@@ -34,6 +44,7 @@ class TopicPublished(NamedTuple):
         return TopicPublished(
             {q: v for q, v in self.ids.items() if q not in drop},
             {q: v for q, v in self.duplicate.items() if q not in drop},
+            later=self.later,
         )
 
 
@@ -48,8 +59,10 @@ class TopicService:
         queues: QueueService,
         envelopes: Envelopes,
         metrics: Metrics | None = None,
+        spreader: Spreader | None = None,
     ) -> None:
         self._catalog = catalog
+        self._spreader = spreader
         self._queues = queues
         self._envelopes = envelopes
         self._metrics: Metrics = metrics or MetricsFanout([])
@@ -66,8 +79,10 @@ class TopicService:
         queue deduplicates its own copies).
 
         Either all copies are stored or an error is raised; an id is never
-        returned for a copy that was not stored. ``notices`` name the messages
-        in notifications (fresh ids otherwise).
+        returned for a copy that was not stored, except that a message for more
+        than ``limits.syncfanout`` queues is stored once and its copies follow
+        the answer (``spreads``: those queues are ``TopicPublished.later``).
+        ``notices`` name the messages in notifications (fresh ids otherwise).
         """
         subscribed = self._catalog.topic(topic)
         filtered_out: Counter[str] = Counter()
@@ -88,16 +103,14 @@ class TopicService:
         else:
             placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
         wrapped = subscribed.enveloped & records.keys()
-        if wrapped:
+        if wrapped:  # one envelope per message, whichever queues it goes to
             given = notices or [Notice.new() for _ in messages]
-            wrap = self._envelopes.wrap
-            items = [
-                (records[q], wrap(topic, messages[i], given[i]) if q in wrapped else messages[i])
-                for i, q in placed
-            ]
+            envelopes = [self._envelopes.wrap(topic, m, given[i]) for i, m in enumerate(messages)]
+            items = [(records[q], (envelopes if q in wrapped else messages)[i]) for i, q in placed]
         else:
             items = [(records[q], messages[i]) for i, q in placed]
-        stored = await self._queues.store_messages(items) if items else Published[int]()
+        spreads = self._spreads(items, placed, subscribed.pushed)
+        stored = await self._store(items, spreads)
         ids: dict[str, list[int | None]]
         if width == 1:  # a broadcast: each queue took the one message
             ids = {q: [mid] for q, mid in zip(records, stored, strict=True)}
@@ -111,7 +124,58 @@ class TopicService:
                 if dup:
                     duplicate.setdefault(queue, [False] * width)[i] = True
         self._count(topic, routes, filtered_out, placed, stored, subscribed)
-        return TopicPublished(ids, duplicate, subscribed.pushed & records.keys())
+        later = frozenset(placed[k][1] for k in spreads[0]) if width == 1 and spreads else None
+        return TopicPublished(ids, duplicate, subscribed.pushed & records.keys(), later)
+
+    async def _store(
+        self, items: list[tuple[QueueRecord, bytes | Outgoing]], spreads: list[list[int]]
+    ) -> Published[int]:
+        """Store the copies ``items``: in this commit, but those at ``spreads`` (per
+        message, its copies' positions) once each, copied behind the answer. Return
+        the copies' ids."""
+        if not spreads:
+            return await self._queues.store_messages(items) if items else Published[int]()
+        later = {k for positions in spreads for k in positions}
+        now = [k for k in range(len(items)) if k not in later]
+        stored = Published[int]()
+        if now:
+            stored = await self._queues.store_messages([items[k] for k in now])
+        ids = [0] * len(items)
+        duplicate = [False] * len(items)
+        for k, mid, dup in zip(now, stored, stored.duplicate or [False] * len(now), strict=True):
+            ids[k], duplicate[k] = mid, dup
+        assert self._spreader is not None  # there are spreads
+        for positions in spreads:
+            mid = await self._spreader.hold([items[k] for k in positions])
+            for k in positions:
+                ids[k] = mid
+        return Published(ids, duplicate if stored.duplicate else [])
+
+    def _spreads(
+        self,
+        items: list[tuple[QueueRecord, bytes | Outgoing]],
+        placed: list[tuple[int, str]],
+        pushed: frozenset[str],
+    ) -> list[list[int]]:
+        """Per message copied into more than ``widest`` queues that may take it behind
+        the answer, the positions in ``items`` of those copies."""
+        spreader = self._spreader
+        if spreader is None or len(items) <= spreader.widest:
+            return []
+        # Whether a message, and a queue's settings (shared by queues with the same), may.
+        messages: dict[int, bool] = {}
+        settings: dict[int, bool] = {}
+        by_message: dict[int, list[int]] = {}
+        for k, ((i, queue), (record, m)) in enumerate(zip(placed, items, strict=True)):
+            free = messages.get(id(m))
+            if free is None:
+                free = messages[id(m)] = spread_message(m)
+            held = settings.get(id(record.settings))
+            if held is None:
+                held = settings[id(record.settings)] = spread_settings(record.settings)
+            if free and held and queue not in pushed:
+                by_message.setdefault(i, []).append(k)
+        return [positions for positions in by_message.values() if len(positions) > spreader.widest]
 
     def _count(
         self,

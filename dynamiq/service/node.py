@@ -83,6 +83,7 @@ class Node:
         self._waiting = 0  # receives waiting for messages now (at most limits.maxwaiting)
         self.webhooks = webhooks  # push subscriptions (None: a node that pushes nothing)
         self._stats = StatsReader(self._catalog, self._queues, self._asks, self._membership)
+        engine.spreader.landed = self._copies_made
 
     @property
     def membership(self) -> Membership:
@@ -102,7 +103,8 @@ class Node:
 
     def busiest_queue_names(self) -> list[str]:
         """Return the queues in use on this node (this process), the busiest first."""
-        return [q for q in self._queues.busiest() if not q.startswith(PUSH_PREFIX)]
+        busiest = self._queues.states.busiest(self._catalog.index.by_uid)
+        return [q for q in busiest if not q.startswith(PUSH_PREFIX)]
 
     def require_queue(self, name: str) -> QueueRecord:
         """Return the queue, or raise ``QueueNotFound`` (before a request body is read);
@@ -288,9 +290,14 @@ class Node:
         self._check_space()
         published = await self._topics.publish(topic, messages, notices)
         self._janitor.idle.used(published.ids)
-        await self._asks.published(published.ids, messages)
+        await self._asks.published(published.stored_now(), messages)
         # A push subscription's queue is the node's own: no client's to be told of.
         return published.for_clients()
+
+    async def _copies_made(self, placed: Mapping[str, Sequence[int | None]]) -> None:
+        """Tell the other workers and members of a wide fan-out's copies made behind its
+        answer, as a publish tells them of its messages."""
+        await self._asks.published(placed, ())
 
     async def receive(self, ask: ReceiveRequest, wait: Waiting = waited) -> Leased:
         """Lease up to ``max_messages``, from any node's slice, waiting up to ``wait_seconds``.

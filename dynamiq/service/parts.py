@@ -9,6 +9,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.lifecycle.redrive import Redriver
 from dynamiq.core.queues import QueueService
+from dynamiq.core.spreads import Spreader
 from dynamiq.core.topics import TopicService
 from dynamiq.service.answers import PeerAnswers
 from dynamiq.service.asks import PeerAsks
@@ -29,6 +30,7 @@ class Engine:
     topics: TopicService
     janitor: Janitor
     redriver: Redriver
+    spreader: Spreader
 
 
 @dataclass(frozen=True)

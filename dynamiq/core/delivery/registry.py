@@ -9,7 +9,7 @@ holding nothing the store does not (an idle queue costs its record only).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.groups import group_stripe
@@ -139,6 +139,16 @@ class QueueStates:
         for uid, count in events.items():
             out.setdefault(uid, (count, 0))
         return out
+
+    def busiest(self, by_uid: Callable[[str], QueueRecord | None]) -> list[str]:
+        """Return the queues in use on this node, the busiest first: publishes, receives
+        and deletes here of late, then leases held, then by name (``by_uid``: a live
+        bucket's queue)."""
+        ranked = []
+        for uid, (events, leases) in self.in_use().items():
+            if (record := by_uid(uid)) is not None:
+                ranked.append((-events, -leases, record.name))
+        return [name for *_, name in sorted(ranked)]
 
     def all(self) -> list[QueueState]:
         """Every state this node has, as a list (safe across awaits)."""

@@ -1,0 +1,178 @@
+"""Wide fan-outs copied behind the answer (``core.spreads``), on a real LMDB store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dynamiq.core.catalog import Catalog
+from dynamiq.core.clock import FakeClock
+from dynamiq.core.queues import QueueService
+from dynamiq.core.records import encode
+from dynamiq.core.spreads import SPREADS, Spread, Spreader, chunks
+from dynamiq.keyspace import KeyRange
+from dynamiq.models import QueueRecord
+from dynamiq.storage.lmdb import LmdbBackend
+
+QUEUES = ["a", "b", "c", "d", "e"]
+names = st.text("abcdefghij-_0123456789", min_size=1, max_size=12)
+
+
+class Told:
+    """What a spreader told of the copies it made: per queue, their ids."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, list[int]] = {}
+
+    async def __call__(self, placed: Mapping[str, Sequence[int | None]]) -> None:
+        for queue, mids in placed.items():
+            self.ids.setdefault(queue, []).extend(m for m in mids if m is not None)
+
+
+class Node(NamedTuple):
+    """A process's engine (its catalog read), its spreader, what that told."""
+
+    catalog: Catalog
+    queues: QueueService
+    spreader: Spreader
+    told: Told
+
+
+async def _node(store: LmdbBackend, clock: FakeClock) -> Node:
+    catalog = Catalog(store)
+    await catalog.reload()
+    queues = QueueService(store, catalog, clock)
+    spreader = Spreader(queues, widest=2)
+    spreader.landed = told = Told()
+    return Node(catalog, queues, spreader, told)
+
+
+@pytest.fixture
+async def node(store: LmdbBackend, fake_clock: FakeClock) -> Node:
+    catalog = Catalog(store)
+    for queue in QUEUES:
+        await catalog.create_queue(queue)
+    return await _node(store, fake_clock)
+
+
+def _items(catalog: Catalog, body: bytes) -> list[tuple[QueueRecord, bytes]]:
+    return [(catalog.queue(q), body) for q in QUEUES]
+
+
+async def _held(store: LmdbBackend, catalog: Catalog, queue: str) -> list[int]:
+    (found,) = await store.scan(catalog.queue(queue).uid, [(0, 2**63 - 1)], 100)
+    return found
+
+
+async def test_a_spread_is_stored_once_and_its_copies_made_under_its_id(
+    store: LmdbBackend, node: Node
+) -> None:
+    catalog, _, spreader, told = node
+    mid = await spreader.hold(_items(catalog, b"news"))
+    # Stored once: no queue holds a copy yet, and this process owes five.
+    assert [await _held(store, catalog, q) for q in QUEUES] == [[]] * 5
+    assert await store.count(SPREADS) == 1 and spreader.owed == 5
+    await spreader.copy_held()
+    for queue in QUEUES:
+        assert await _held(store, catalog, queue) == [mid]
+        (raw,) = await store.get(catalog.queue(queue).uid, [mid])
+        assert raw is not None and b"news" in raw
+    assert told.ids == {q: [mid] for q in QUEUES}
+    assert await store.count(SPREADS) == 0 and spreader.owed == 0
+
+
+async def test_a_restarted_process_copies_what_its_past_life_left(
+    store: LmdbBackend, fake_clock: FakeClock, node: Node
+) -> None:
+    catalog, _, spreader, _ = node
+    mid = await spreader.hold(_items(catalog, b"left"))  # then the process dies
+    *_, again, told = await _node(store, fake_clock)
+    await again.find()
+    await again.copy_held()
+    assert [await _held(store, catalog, q) for q in QUEUES] == [[mid]] * 5
+    assert told.ids == {q: [mid] for q in QUEUES}
+    assert await store.count(SPREADS) == 0
+
+
+async def test_copies_made_before_a_restart_are_not_made_twice(
+    store: LmdbBackend, fake_clock: FakeClock, node: Node
+) -> None:
+    catalog, _, spreader, _ = node
+    mid = await spreader.hold(_items(catalog, b"once"))
+    (raw,) = await store.get(SPREADS, [mid])
+    assert raw is not None
+    await spreader.copy_held()
+    await store.insert([(SPREADS, mid, raw)])  # as if it died before deleting the spread
+    *_, again, told = await _node(store, fake_clock)
+    await again.find()
+    await again.copy_held()
+    assert [await store.count(catalog.queue(q).uid) for q in QUEUES] == [1] * 5
+    assert told.ids == {}  # nothing new to tell of
+    assert await store.count(SPREADS) == 0
+
+
+async def test_a_taken_id_gets_a_fresh_one_and_a_deleted_queue_nothing(
+    store: LmdbBackend, node: Node
+) -> None:
+    catalog, _, spreader, told = node
+    mid = await spreader.hold(_items(catalog, b"copy"))
+    other = encode(b"another process's message", 0, False)
+    (stored,) = await store.insert([(catalog.queue("b").uid, mid, other)])
+    assert stored
+    gone = catalog.queue("e").uid
+    await catalog.delete_queue("e")
+    await spreader.copy_held()
+    held = await _held(store, catalog, "b")
+    assert len(held) == 2 and mid in held
+    (fresh,) = [m for m in held if m != mid]
+    assert await store.get(catalog.queue("b").uid, [mid]) == [other]
+    assert told.ids["b"] == [fresh]
+    assert "e" not in told.ids and await store.count(gone) == 0
+    assert [await _held(store, catalog, q) for q in "acd"] == [[mid]] * 3
+
+
+async def test_a_spread_outside_the_slice_is_left_to_its_owner(
+    store: LmdbBackend, fake_clock: FakeClock, node: Node
+) -> None:
+    catalog, queues, spreader, _ = node
+    mid = await spreader.hold(_items(catalog, b"moved"))
+    elsewhere: KeyRange = (mid + 1, 2**63 - 1)
+    queues.set_keyspace(elsewhere)  # the slice moved on
+    await spreader.copy_held()
+    assert spreader.owed == 0 and await store.count(SPREADS) == 1
+    assert [await _held(store, catalog, q) for q in QUEUES] == [[]] * 5
+    *_, owner, told = await _node(store, fake_clock)  # serves every id
+    await owner.find()
+    await owner.copy_held()
+    assert told.ids == {q: [mid] for q in QUEUES}
+
+
+@given(
+    st.lists(st.tuples(names, st.integers(0, 2)), max_size=30),
+    st.lists(st.binary(max_size=5), min_size=1, max_size=3),
+)
+def test_a_spread_reads_back_as_it_was_stored(
+    targets: list[tuple[str, int]], values: list[bytes]
+) -> None:
+    spread = Spread(values, [(name, at % len(values)) for name, at in targets])
+    back = Spread.decode(spread.encode())
+    assert back.values == values
+    assert back.targets == spread.targets
+
+
+@given(st.lists(st.sets(names, max_size=40), min_size=1, max_size=6), st.integers(1, 50))
+def test_chunks_hold_every_copy_once_and_a_queues_copies_together(
+    queues: list[set[str]], size: int
+) -> None:
+    batch = [(mid, Spread([b"v"], sorted((q, 0) for q in qs))) for mid, qs in enumerate(queues)]
+    got = list(chunks(batch, size))
+    rows = [row for chunk in got for row in chunk]
+    assert sorted(rows) == sorted((q, mid, b"v") for mid, qs in enumerate(queues) for q in qs)
+    where = {q: n for n, chunk in enumerate(got) for q, _, _ in chunk}
+    assert all(where[q] == n for n, chunk in enumerate(got) for q, _, _ in chunk)
+    total = sum(map(len, queues))
+    assert len(got) <= max(1, -(-total // size))
