@@ -382,16 +382,21 @@ async def publish_topic(request: web.Request) -> web.Response:
     name, shown = topic_name(request), who(request).shown
     node(request).require_topic(name)
     published = await node(request).publish_topic(name, await _outgoing(request))
+    spelled: dict[int, list[str | None]] = {}
     return json_response(
         s.TopicPublishResponse(
-            {shown(q): _texts(v) for q, v in published.ids.items()},
+            {shown(q): _texts(v, spelled) for q, v in published.ids.items()},
             {shown(q): v for q, v in published.duplicate.items()} or None,
         )
     )
 
 
-def _texts(ids: list[int | None]) -> list[str | None]:
-    """Ids as the wire spells them (a broadcast's one id per queue: the short way)."""
-    if len(ids) == 1 and ids[0] is not None:
-        return [str(ids[0])]
+def _texts(ids: list[int | None], spelled: dict[int, list[str | None]]) -> list[str | None]:
+    """Ids as the wire spells them: a broadcast's one id per queue the short way, spelled
+    once for all the queues whose copies share it (kept in ``spelled``)."""
+    if len(ids) == 1 and (mid := ids[0]) is not None:
+        text = spelled.get(mid)
+        if text is None:
+            text = spelled[mid] = [str(mid)]
+        return text
     return [None if i is None else str(i) for i in ids]

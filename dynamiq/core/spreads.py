@@ -47,11 +47,11 @@ log = logging.getLogger("dynamiq.core")
 # Not a queue's bucket: those are named by 16 hex digits.
 SPREADS = "topic-spreads"
 SYNC_FANOUT = 1000  # copies of a message stored in its publish's commit, at most
-CHUNK = 2_000  # copies a commit
+CHUNK = 5_000  # copies a commit
 BATCH_COPIES = 100_000  # copies of the spreads copied together, at most
 HELD_COPIES = 1_000_000  # copies owed by this process; beyond, a wide publish waits
 FIND_SECONDS = 1.0
-GATHER_SECONDS = 0.1
+GATHER_SECONDS = 0.3  # what is published meanwhile is copied with it
 FIND_LIMIT = 64  # spreads taken up from the store at once
 DONE_KEPT = 1024  # ids of finished spreads remembered (a scan read before they went)
 
@@ -86,38 +86,49 @@ def spread_message(m: bytes | Outgoing) -> bool:
 
 
 class Spread(NamedTuple):
-    """One message's copies to make: their records (``values``; a message stored
-    plain and compressed, or in an SNS envelope, has one each), and per copy its
-    queue's name and its record's index in ``values``."""
+    """One message's copies to make: their records (``values``: a message stored plain
+    and compressed, or in an SNS envelope, has one each), the queues they go to
+    (by name), and per queue its record's index in ``values`` (``at``; empty when
+    there is one value)."""
 
     values: list[bytes]
-    targets: list[tuple[str, int]]
+    queues: list[str]
+    at: list[int]
 
     @classmethod
     def of(cls, items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us: int) -> Spread:
         """The spread of ``items`` (a queue and its copy, each message encoded once)."""
         values: list[bytes] = []
-        targets: list[tuple[str, int]] = []
+        at: list[int] = []
         index: dict[tuple[int, bool], int] = {}
         for record, m in items:
             key = (id(m), record.settings.compressed_messages)
-            at = index.get(key)
-            if at is None:
-                at = index[key] = len(values)
+            found = index.get(key)
+            if found is None:
+                found = index[key] = len(values)
                 values.append(outgoing_rows([(record, m)], now_us).rows[0][1])
-            targets.append((record.name, at))
-        return cls(values, targets)
+            at.append(found)
+        return cls(values, [record.name for record, _ in items], at if len(values) > 1 else [])
+
+    def sort(self) -> Spread:
+        """The same spread, its queues in order (as a topic routes them: at no cost)."""
+        if not self.at:
+            self.queues.sort()
+            return self
+        pairs = sorted(zip(self.queues, self.at, strict=True))
+        return Spread(self.values, [q for q, _ in pairs], [a for _, a in pairs])
 
     def encode(self) -> bytes:
-        """The spread as stored: its values, then a line per copy ("name", or
+        """The spread as stored: its values, then a line per queue ("name", or
         "name<TAB>index" where there are several values)."""
         parts = [_HEAD.pack(_FORMAT, len(self.values))]
         for value in self.values:
             parts += [_LENGTH.pack(len(value)), value]
-        if len(self.values) == 1:
-            parts.append("\n".join(name for name, _ in self.targets).encode())
+        if self.at:
+            lines = (f"{q}\t{a}" for q, a in zip(self.queues, self.at, strict=True))
+            parts.append("\n".join(lines).encode())
         else:
-            parts.append("\n".join(f"{name}\t{at}" for name, at in self.targets).encode())
+            parts.append("\n".join(self.queues).encode())
         return b"".join(parts)
 
     @classmethod
@@ -133,26 +144,32 @@ class Spread(NamedTuple):
             at += _LENGTH.size + size
         lines = raw[at:].decode().split("\n") if len(raw) > at else []
         if count == 1:
-            return cls(values, [(name, 0) for name in lines])
-        return cls(values, [(name, int(n)) for name, _, n in (t.partition("\t") for t in lines)])
+            return cls(values, lines, [])
+        pairs = [line.partition("\t") for line in lines]
+        return cls(values, [q for q, _, _ in pairs], [int(a) for _, _, a in pairs])
 
 
 def chunks(batch: Sequence[tuple[int, Spread]], size: int) -> Iterator[list[Row]]:
-    """The copies of the spreads ``batch`` (each by id, its targets sorted by queue),
-    about ``size`` at a time, every copy into one queue in the same chunk: a queue's
-    pages are written once for all of them."""
-    total = sum(len(spread.targets) for _, spread in batch)
+    """The copies of the spreads ``batch`` (each by id, its queues sorted), about ``size``
+    at a time, every copy into one queue in the same chunk: a queue's pages are
+    written once for all of them."""
+    total = sum(len(spread.queues) for _, spread in batch)
     if not total:
         return
     count = -(-total // size)
-    widest = max((spread.targets for _, spread in batch), key=len)
-    bounds: list[str | None] = [widest[len(widest) * k // count][0] for k in range(1, count)]
+    widest = max((spread.queues for _, spread in batch), key=len)
+    bounds: list[str | None] = [widest[len(widest) * k // count] for k in range(1, count)]
     starts = [0] * len(batch)
     for bound in [*bounds, None]:
         rows: list[Row] = []
-        for n, (mid, (values, targets)) in enumerate(batch):
-            end = len(targets) if bound is None else bisect.bisect_left(targets, (bound,))
-            rows += [(uid, mid, values[at]) for uid, at in targets[starts[n] : end]]
+        for n, (mid, (values, queues, at)) in enumerate(batch):
+            end = len(queues) if bound is None else bisect.bisect_left(queues, bound)
+            if at:
+                picked = zip(queues[starts[n] : end], at[starts[n] : end], strict=True)
+                rows += [(queue, mid, values[a]) for queue, a in picked]
+            else:
+                value = values[0]
+                rows += [(queue, mid, value) for queue in queues[starts[n] : end]]
             starts[n] = end
         if rows:
             yield rows
@@ -182,13 +199,25 @@ class Spreader:
         return self._owed
 
     async def hold(self, items: Sequence[tuple[QueueRecord, bytes | Outgoing]]) -> int:
-        """Store one message's copies into ``items``' queues as one spread (one commit);
-        return the id every copy will have. Waits while this process owes
-        ``HELD_COPIES`` copies already."""
+        """Store one message's copies into ``items``' queues as one spread (``store``)."""
+        return await self.store(Spread.of(items, self._clock.wall_us()))
+
+    async def broadcast(self, queues: Sequence[QueueRecord], m: bytes | Outgoing) -> int:
+        """Store ``m``'s copies into ``queues`` (the same copy in each) as one spread."""
+        now_us = self._clock.wall_us()
+        plain = {record.settings.compressed_messages: record for record in queues}
+        if len(plain) == 1:  # every queue stores it alike: one value
+            (record,) = plain.values()
+            value = outgoing_rows([(record, m)], now_us).rows[0][1]
+            return await self.store(Spread([value], [q.name for q in queues], []))
+        return await self.hold([(record, m) for record in queues])
+
+    async def store(self, spread: Spread) -> int:
+        """Store ``spread`` (one commit); return the id every copy of it will have. Waits
+        while this process owes ``HELD_COPIES`` copies already."""
         while self._owed >= HELD_COPIES:
             self._room.clear()
             await self._room.wait()
-        spread = Spread.of(items, self._clock.wall_us())
         raw = spread.encode()
         states, got = self._queues.states, [0]
 
@@ -228,11 +257,11 @@ class Spreader:
     def _take(self, mid: int, spread: Spread) -> None:
         if mid not in self._held and mid not in self._done:
             self._held[mid] = spread
-            self._owed += len(spread.targets)
+            self._owed += len(spread.queues)
             self._kicked.set()
 
     def _let_go(self, mid: int, done: bool) -> None:
-        self._owed -= len(self._held.pop(mid).targets)
+        self._owed -= len(self._held.pop(mid).queues)
         if done:
             self._done[mid] = None
             if len(self._done) > DONE_KEPT:
@@ -269,9 +298,8 @@ class Spreader:
                 if not self._queues.serves(mid):  # its slice moved: the new owner copies it
                     self._let_go(mid, done=False)
                 elif owed < BATCH_COPIES:
-                    spread.targets.sort()  # by queue (they come sorted): see ``chunks``
-                    batch.append((mid, spread))
-                    owed += len(spread.targets)
+                    batch.append((mid, spread.sort()))  # see ``chunks``
+                    owed += len(spread.queues)
             for rows in chunks(batch, CHUNK):
                 await self._quiet.wait()  # a publish's commit waits for one chunk at most
                 await self._copy(rows)

@@ -31,9 +31,11 @@ class TopicPublished(NamedTuple):
 
     def stored_now(self) -> dict[str, list[int | None]]:
         """The ids of the copies stored by the time of the answer, per queue."""
-        if not self.later:
-            return self.ids
         later = self.later
+        if not later:
+            return self.ids
+        if len(later) == len(self.ids):  # every one (``later`` is among them)
+            return {}
         return {q: v for q, v in self.ids.items() if q not in later}
 
     def for_clients(self) -> TopicPublished:
@@ -102,15 +104,7 @@ class TopicService:
             placed = [(0, q) for q in records]
         else:
             placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
-        wrapped = subscribed.enveloped & records.keys()
-        if wrapped:  # one envelope per message, whichever queues it goes to
-            given = notices or [Notice.new() for _ in messages]
-            envelopes = [self._envelopes.wrap(topic, m, given[i]) for i, m in enumerate(messages)]
-            items = [(records[q], (envelopes if q in wrapped else messages)[i]) for i, q in placed]
-        else:
-            items = [(records[q], messages[i]) for i, q in placed]
-        spreads = self._spreads(items, placed, subscribed.pushed)
-        stored = await self._store(items, spreads)
+        stored, later = await self._copies(topic, messages, notices, records, placed, subscribed)
         ids: dict[str, list[int | None]]
         if width == 1:  # a broadcast: each queue took the one message
             ids = {q: [mid] for q, mid in zip(records, stored, strict=True)}
@@ -124,8 +118,52 @@ class TopicService:
                 if dup:
                     duplicate.setdefault(queue, [False] * width)[i] = True
         self._count(topic, routes, filtered_out, placed, stored, subscribed)
-        later = frozenset(placed[k][1] for k in spreads[0]) if width == 1 and spreads else None
         return TopicPublished(ids, duplicate, subscribed.pushed & records.keys(), later)
+
+    async def _copies(
+        self,
+        topic: str,
+        messages: Sequence[bytes | Outgoing],
+        notices: Sequence[Notice] | None,
+        records: dict[str, QueueRecord],
+        placed: list[tuple[int, str]],
+        subscribed: Topic,
+    ) -> tuple[Published[int], frozenset[str] | None]:
+        """Store the copies ``placed`` says (per copy, its message and queue); return
+        their ids, and of one message's copies made behind the answer, their queues."""
+        wrapped = subscribed.enveloped & records.keys()
+        if len(messages) == 1 and not wrapped:
+            stored = await self._broadcast(records, messages[0], subscribed.pushed)
+            if stored is not None:
+                return stored, frozenset(records)
+        if wrapped:  # one envelope per message, whichever queues it goes to
+            given = notices or [Notice.new() for _ in messages]
+            envelopes = [self._envelopes.wrap(topic, m, given[i]) for i, m in enumerate(messages)]
+            items = [(records[q], (envelopes if q in wrapped else messages)[i]) for i, q in placed]
+        else:
+            items = [(records[q], messages[i]) for i, q in placed]
+        spreads = self._spreads(items, placed, subscribed.pushed)
+        stored = await self._store(items, spreads)
+        if len(messages) == 1 and spreads:
+            return stored, frozenset(placed[k][1] for k in spreads[0])
+        return stored, None
+
+    async def _broadcast(
+        self, records: dict[str, QueueRecord], m: bytes | Outgoing, pushed: frozenset[str]
+    ) -> Published[int] | None:
+        """One message for more than ``widest`` queues, every one of which may take the
+        same copy behind the answer: stored once (``Spreader.broadcast``). None where
+        that is not so."""
+        spreader = self._spreader
+        if spreader is None or len(records) <= spreader.widest or not spread_message(m):
+            return None
+        if pushed and not pushed.isdisjoint(records):
+            return None
+        distinct = {id(record.settings): record.settings for record in records.values()}
+        if not all(map(spread_settings, distinct.values())):
+            return None
+        mid = await spreader.broadcast(list(records.values()), m)
+        return Published([mid] * len(records))
 
     async def _store(
         self, items: list[tuple[QueueRecord, bytes | Outgoing]], spreads: list[list[int]]
@@ -135,6 +173,9 @@ class TopicService:
         the copies' ids."""
         if not spreads:
             return await self._queues.store_messages(items) if items else Published[int]()
+        assert self._spreader is not None  # there are spreads
+        if len(spreads[0]) == len(items):  # a broadcast, every copy behind the answer
+            return Published([await self._spreader.hold(items)] * len(items))
         later = {k for positions in spreads for k in positions}
         now = [k for k in range(len(items)) if k not in later]
         stored = Published[int]()
@@ -144,7 +185,6 @@ class TopicService:
         duplicate = [False] * len(items)
         for k, mid, dup in zip(now, stored, stored.duplicate or [False] * len(now), strict=True):
             ids[k], duplicate[k] = mid, dup
-        assert self._spreader is not None  # there are spreads
         for positions in spreads:
             mid = await self._spreader.hold([items[k] for k in positions])
             for k in positions:
