@@ -47,11 +47,11 @@ log = logging.getLogger("dynamiq.core")
 # Not a queue's bucket: those are named by 16 hex digits.
 SPREADS = "topic-spreads"
 SYNC_FANOUT = 1000  # copies of a message stored in its publish's commit, at most
-CHUNK = 5_000  # copies a commit
+CHUNK = 3_000  # copies a commit
 BATCH_COPIES = 100_000  # copies of the spreads copied together, at most
 HELD_COPIES = 1_000_000  # copies owed by this process; beyond, a wide publish waits
 FIND_SECONDS = 1.0
-GATHER_SECONDS = 0.3  # what is published meanwhile is copied with it
+GATHER_SECONDS = 0.5  # what is published meanwhile is copied with it
 FIND_LIMIT = 64  # spreads taken up from the store at once
 DONE_KEPT = 1024  # ids of finished spreads remembered (a scan read before they went)
 
