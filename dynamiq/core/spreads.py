@@ -4,19 +4,22 @@ A topic publish stores its copies in the subscribed queues in the publish's
 own commit, so a receive that follows the answer finds them. A message for
 more than ``limits.syncfanout`` queues is stored once instead, in one commit
 (in ``SPREADS``, under the id every copy of it will have), and the publish is
-answered; this process's spreader then copies it into its queues, ``CHUNK``
-copies a commit (the copies of every spread waiting share them), and deletes
-it. As with SNS, whose deliveries to SQS queues are asynchronous too, each copy
-arrives shortly after the answer. The answer still means every copy will
-arrive: the stored message survives ``kill -9``, and whoever serves its id
-finishes the copying (this process, after a restart; another, after the
-slice moved: each looks for the spreads in its slice every ``FIND_SECONDS``).
+answered. This process's spreader gathers what is published within
+``GATHER_SECONDS``, copies it into its queues ``CHUNK`` copies a commit (every
+queue's copies of the gathered messages in the same commit, so its pages are
+written once for all of them; a publish's own commit goes before the next
+chunk), and deletes it. As with SNS, whose deliveries to SQS queues are
+asynchronous too, each copy arrives shortly after the answer. The answer
+still means every copy will arrive: the stored message survives ``kill -9``,
+and whoever serves its id finishes the copying (this process, after a
+restart; another, after the slice moved: each looks for the spreads in its
+slice every ``FIND_SECONDS``).
 
 Copies never overwrite. One found already with the same value was made
 before a restart (a copy deleted in between is made again: at least once); a
 different value there means another process took the id, and the copy gets
-a fresh one. A queue deleted meanwhile gets nothing (one made again under its name gets the
-copy, as SNS delivers to a queue by its name).
+a fresh one. A queue deleted meanwhile gets nothing; one made again under its
+name gets the copy, as SNS delivers to a queue by its name.
 
 Only copies that need nothing worked out per queue are spread: no delay,
 expiry, group or dedup id of their own, into queues without a delay, content
@@ -249,6 +252,8 @@ class Spreader:
                 await self.copy_held()
             except DynamiqError as exc:
                 log.warning("copying wide fan-outs failed, will retry: %s", exc)
+            except Exception:  # a bug must not stop every wide fan-out: tried again
+                log.exception("copying wide fan-outs failed, will retry")
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(FIND_SECONDS):
                     await self._kicked.wait()
