@@ -39,7 +39,10 @@ def by_owner(
 
 
 def pinned_ids(messages: Sequence[bytes | Outgoing], ids: Sequence[int | None]) -> set[int]:
-    """The ids of the messages pinned to a stripe (an ordered group's, a dedup id's)."""
+    """The ids of the messages pinned to a stripe (an ordered group's, a dedup id's); none
+    without ``messages`` (copies of wide fan-outs, never pinned, told as they land)."""
+    if not messages:
+        return set()
     return {
         mid
         for m, mid in zip(messages, ids, strict=True)
