@@ -7,7 +7,12 @@ from dynamiq.service.owners import pinned_ids
 
 
 def test_only_grouped_or_deduplicated_messages_are_pinned() -> None:
-    messages = [Outgoing(b"a", group="g"), b"b", Outgoing(b"c", dedup_id="d"), Outgoing(b"e")]
+    messages: list[bytes | Outgoing] = [
+        Outgoing(b"a", group="g"),
+        b"b",
+        Outgoing(b"c", dedup_id="d"),
+        Outgoing(b"e"),
+    ]
     assert pinned_ids(messages, [1, 2, None, 4]) == {1}
     assert pinned_ids(messages, [1, 2, 3, 4]) == {1, 3}
 
