@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from dynamiq.core.publish.attempts import placed
-from dynamiq.core.publish.outgoing import outgoing_rows
+from dynamiq.core.publish.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError, ServerError
 from dynamiq.models import Outgoing, QueueRecord, QueueSettings
@@ -327,11 +327,7 @@ class Spreader:
         made = [row for row, ok in zip(live, stored, strict=True) if ok]
         if not all(stored):
             made += await self._again([row for row, ok in zip(live, stored, strict=True) if not ok])
-        per_queue: dict[str, tuple[list[int], list[bytes]]] = {}
-        for uid, mid, value in made:
-            mids, values = per_queue.setdefault(uid, ([], []))
-            mids.append(mid)
-            values.append(value)
+        per_queue = by_bucket([(uid, value) for uid, _, value in made], [mid for _, mid, _ in made])
         woke = self._queues.landed(queues, per_queue)
         await self.landed({queues[uid].name: mids for uid, (mids, _) in per_queue.items()})
         if woke:  # the receives it woke answer first, as after a publish

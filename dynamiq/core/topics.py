@@ -174,8 +174,6 @@ class TopicService:
         if not spreads:
             return await self._queues.store_messages(items) if items else Published[int]()
         assert self._spreader is not None  # there are spreads
-        if len(spreads[0]) == len(items):  # a broadcast, every copy behind the answer
-            return Published([await self._spreader.hold(items)] * len(items))
         later = {k for positions in spreads for k in positions}
         now = [k for k in range(len(items)) if k not in later]
         stored = Published[int]()
