@@ -82,7 +82,7 @@ async def _until_stored(client: AsyncClient, depth: int) -> None:
     """Wait until the store holds ``depth`` messages: every copy made (polled: the count
     is the node's, no event tells the bench of it)."""
     while (await _depth(client)) != depth:  # noqa: ASYNC110 - a count over HTTP
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
 
 
 async def _run(url: str, pid: int, width: int, clients: int, publishes: int) -> None:

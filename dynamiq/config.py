@@ -34,6 +34,7 @@ __all__ = [
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 STATS_TYPES = ("statsd", "prometheus", "none")
 BACKENDS = ("lmdb", "redis", "riak")
+WRITERS = ("thread", "process")  # of the embedded store: see ``StorageSettings``
 AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
 AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -150,8 +151,10 @@ class StatsSettings:
 class StorageSettings:
     """``[storage]``: which store holds messages and configuration.
 
-    ``path`` and ``mapsize`` are for ``lmdb`` (every backend keeps the node's
-    lease journal in ``path``/journal); ``url`` and ``waitreplicas``
+    ``path``, ``mapsize`` and ``writer`` are for ``lmdb`` (every backend keeps
+    the node's lease journal in ``path``/journal; ``writer``: ``process``, one
+    writer process commits for every worker of the node, or ``thread``, each
+    process commits its own writes on a thread); ``url`` and ``waitreplicas``
     (replicas that must acknowledge each write) for ``redis``; ``timeout``
     (seconds a store call may take, waiting for a connection included) for
     ``riak``.
@@ -160,6 +163,7 @@ class StorageSettings:
     backend: str = "lmdb"
     path: str = "./data"
     mapsize: int = 64 << 30
+    writer: str = "thread"
     url: str = "redis://127.0.0.1:6379/0"
     waitreplicas: int = 0
     timeout: float = 5.0
@@ -170,6 +174,7 @@ class StorageSettings:
         )
         _require(bool(self.path), "storage.path", "must not be empty")
         _require(self.mapsize >= 1 << 20, "storage.mapsize", "must be >= 1048576 (bytes)")
+        _require(self.writer in WRITERS, "storage.writer", f"must be one of {', '.join(WRITERS)}")
         _require(
             self.url.startswith(("redis://", "rediss://", "unix://")),
             "storage.url",

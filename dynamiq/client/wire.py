@@ -93,14 +93,28 @@ class PublishedTopic(dict[str, Published[int | None]]):
 
 
 def published_topic(answer: dict[str, Any]) -> PublishedTopic:
-    """Return a topic publish's ids per queue, with which were duplicates."""
+    """Return a topic publish's ids per queue, with which were duplicates.
+
+    A wide fan-out answers thousands of queues, most often with one id shared
+    by all (a broadcast): each id is read once, and nothing per queue is made
+    but its ``Published``.
+    """
     duplicate = answer.get("duplicate") or {}
-    return PublishedTopic(
-        {
-            q: Published([None if i is None else int(i) for i in ids], duplicate.get(q, ()))
-            for q, ids in answer["ids"].items()
-        }
-    )
+    read: dict[str, int] = {}
+
+    def number(text: str) -> int:
+        n = read.get(text)
+        if n is None:
+            n = read[text] = int(text)
+        return n
+
+    out = PublishedTopic({})
+    for q, ids in answer["ids"].items():
+        copies = Published.of([None if i is None else number(i) for i in ids])
+        if q in duplicate and any(duplicate[q]):
+            copies.duplicate = list(duplicate[q])
+        out[q] = copies
+    return out
 
 
 def attributes_field(attributes: Mapping[str, AttributeValue]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ log = logging.getLogger("dynamiq.core")
 SPREADS = "topic-spreads"
 SYNC_FANOUT = 1000  # copies of a message stored in its publish's commit, at most
 CHUNK = 3_000  # copies a commit
+IN_FLIGHT = 2  # chunks being copied at once: one readied while another commits
 BATCH_COPIES = 100_000  # copies of the spreads copied together, at most
 HELD_COPIES = 1_000_000  # copies owed by this process; beyond, a wide publish waits
 FIND_SECONDS = 1.0
@@ -305,13 +306,29 @@ class Spreader:
                 elif owed < BATCH_COPIES:
                     batch.append((mid, spread.sort()))  # see ``chunks``
                     owed += len(spread.queues)
-            for rows in chunks(batch, CHUNK):
-                await self._quiet.wait()  # a publish's commit waits for one chunk at most
-                await self._copy(rows)
+            await self._copy_chunks(chunks(batch, CHUNK))
             if batch:
                 await self._store.delete(SPREADS, [mid for mid, _ in batch])
             for mid, _ in batch:
                 self._let_go(mid, done=True)
+
+    async def _copy_chunks(self, todo: Iterator[list[Row]]) -> None:
+        """Copy every chunk of ``todo``, the next readied while one is being committed
+        (``IN_FLIGHT`` at once)."""
+        copying: list[asyncio.Task[None]] = []
+        try:
+            for rows in todo:
+                await self._quiet.wait()  # a publish's commit waits for the chunks in flight
+                copying.append(asyncio.create_task(self._copy(rows)))
+                if len(copying) >= IN_FLIGHT:
+                    await copying.pop(0)
+            while copying:
+                await copying.pop(0)
+        finally:
+            for task in copying:  # a chunk failed: the others' outcome is not awaited
+                task.cancel()
+            if copying:
+                await asyncio.gather(*copying, return_exceptions=True)
 
     async def _copy(self, rows: list[Row]) -> None:
         """Store copies (``rows`` by queue name; those whose queue is still there) and

@@ -32,7 +32,7 @@ def open_store(settings: Settings) -> tuple[StorageBackend, FreeSpace | None]:
     path = Path(storage.path).resolve()
     limits = settings.limits
     space = FreeSpace(path, limits.diskfreelimit, limits.diskreserve)
-    return LmdbBackend(path, map_size=storage.mapsize, space=space), space
+    return LmdbBackend(path, storage.mapsize, space, storage.writer), space
 
 
 def describe(settings: Settings) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import lmdb
 
 from dynamiq.errors import ConfigError
-from dynamiq.storage.lmdb import stored_total, unused_bytes
+from dynamiq.storage.lmdb_ops import stored_total, unused_bytes
 
 __all__ = ["Held", "backup", "held_in"]
 

@@ -87,44 +87,47 @@ class Gate:
                 self._cond.notify_all()
 
 
-class _Op:
-    __slots__ = ("adds", "apply", "future")
+class Write:
+    """A write to commit: ``apply`` (of the transaction), what it may need on disk
+    (``adds``; 0: it adds nothing, as a delete or a lease), and whom to tell (``to``:
+    the writer's own business, a future or a connection)."""
 
-    def __init__(self, apply: Callable[[Any], Any], future: asyncio.Future[Any], adds: int) -> None:
+    __slots__ = ("adds", "apply", "to")
+
+    def __init__(self, apply: Callable[[Any], Any], adds: int, to: Any) -> None:
         self.apply = apply
-        self.future = future
-        self.adds = adds  # bytes on disk it may need; 0: it adds nothing (a delete, a lease)
+        self.adds = adds
+        self.to = to
 
 
 class GroupWriter:
     """Applies writes to ``env`` on one thread, a group per commit."""
 
     def __init__(self, env: Any, gate: Gate, space: FreeSpace | None) -> None:
-        self._env = env
-        self._gate = gate
-        self._space = space
-        self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
-        self.commits = 0
-        self.commit_seconds = 0.0
+        self.committer = Committer(env, gate, space)
+        self._ops: queue.SimpleQueue[Write | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="lmdb-writer", daemon=True)
         self._thread.start()
+
+    @property
+    def commits(self) -> int:
+        return self.committer.commits
+
+    @property
+    def commit_seconds(self) -> float:
+        return self.committer.commit_seconds
 
     def submit(self, apply: Callable[[Any], Any], adds: int = 0) -> asyncio.Future[Any]:
         """Queue a write (``adds``: the bytes it may need on disk); its future settles
         when it committed or failed."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._ops.put(_Op(apply, future, adds))
+        self._ops.put(Write(apply, adds, future))
         return future
 
     def stop(self) -> None:
         """Commit what is queued, then end the thread (blocking)."""
         self._ops.put(None)
         self._thread.join()
-
-    def adopt_map_size(self) -> None:
-        """Take the map size another process set (LMDB's ``MapResizedError``)."""
-        with self._gate.exclusive():
-            self._env.set_mapsize(0)
 
     def _loop(self) -> None:
         stop = False
@@ -142,12 +145,39 @@ class GroupWriter:
                     stop = True
                     break
                 batch.append(op)
-            self._settle(self._commit_with_room(batch))
+            self._settle(self.committer.commit(batch))
 
-    def _commit_with_room(self, batch: list[_Op]) -> list[tuple[_Op, Any]]:
+    @staticmethod
+    def _settle(done: list[tuple[Write, Any]]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for op, result in done:
+            by_loop.setdefault(op.to.get_loop(), []).append((op.to, result))
+        for loop, settled in by_loop.items():
+            # A closed loop raises RuntimeError: nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_set_results, settled)
+
+
+class Committer:
+    """Commits groups of writes to ``env``: room on the disk first, the map grown as
+    it fills. Blocking; one caller at a time."""
+
+    def __init__(self, env: Any, gate: Gate, space: FreeSpace | None) -> None:
+        self._env = env
+        self._gate = gate
+        self._space = space
+        self.commits = 0
+        self.commit_seconds = 0.0
+
+    def adopt_map_size(self) -> None:
+        """Take the map size another process set (LMDB's ``MapResizedError``)."""
+        with self._gate.exclusive():
+            self._env.set_mapsize(0)
+
+    def commit(self, batch: list[Write]) -> list[tuple[Write, Any]]:
         """Commit ``batch``, but for the writes that would take the disk past its limit;
         return each write with its result or error."""
-        done: list[tuple[_Op, Any]] = []
+        done: list[tuple[Write, Any]] = []
         if self._space is not None and not self._has_room([op for op in batch if op.adds]):
             batch = _refuse_adding(batch, done)
         if not batch:
@@ -171,7 +201,7 @@ class GroupWriter:
             return done + [(op, outcome) for op in batch]
         return done + list(zip(batch, outcome, strict=True))
 
-    def _has_room(self, adding: list[_Op]) -> bool:
+    def _has_room(self, adding: list[Write]) -> bool:
         """Whether what the ``adding`` writes may need leaves the disk's limit free."""
         assert self._space is not None
         if not adding:
@@ -182,7 +212,7 @@ class GroupWriter:
             log.warning("cannot read free disk under %s: %s", self._space.path, exc)
             return True
 
-    def _commit(self, batch: list[_Op]) -> list[Any] | BaseException:
+    def _commit(self, batch: list[Write]) -> list[Any] | BaseException:
         started = time.perf_counter()
         for _ in range(20):
             try:
@@ -218,18 +248,8 @@ class GroupWriter:
         log.warning("LMDB map grown to %d bytes", size * 2)
         return True
 
-    @staticmethod
-    def _settle(done: list[tuple[_Op, Any]]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
-        for op, result in done:
-            by_loop.setdefault(op.future.get_loop(), []).append((op.future, result))
-        for loop, settled in by_loop.items():
-            # A closed loop raises RuntimeError: nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_set_results, settled)
 
-
-def _refuse_adding(batch: list[_Op], done: list[tuple[_Op, Any]]) -> list[_Op]:
+def _refuse_adding(batch: list[Write], done: list[tuple[Write, Any]]) -> list[Write]:
     """Fail the writes of ``batch`` that add data with ``DiskLow`` (into ``done``); return
     the others."""
     done += [(op, _disk_low()) for op in batch if op.adds]

@@ -23,11 +23,13 @@ from dynamiq.storage.lmdb import LmdbBackend
 from tests.servers import flush_redis
 
 
-@pytest.fixture(params=["lmdb", "redis", "redis-cluster", "riak", "riak-model"])
+@pytest.fixture(params=["lmdb", "lmdb-process", "redis", "redis-cluster", "riak", "riak-model"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBackend]:
     store: StorageBackend
     if request.param == "lmdb":
         store = LmdbBackend(tmp_path / "lmdb", map_size=1 << 28)
+    elif request.param == "lmdb-process":  # its writes committed by a writer process
+        store = LmdbBackend(tmp_path / "lmdb", map_size=1 << 28, writer="process")
     elif request.param == "riak-model":
         # The adapter's own code against a model of Riak's HTTP answers: it
         # runs where no Riak node does, and never stands in for the real one.

@@ -9,13 +9,21 @@ import time
 from pathlib import Path
 
 import lmdb
+import pytest
 
 from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
 
 
-async def test_concurrent_writes_share_commits(tmp_path: Path) -> None:
-    store = LmdbBackend(tmp_path, map_size=1 << 28)
+@pytest.fixture(params=["thread", "process"])
+def writer(request: pytest.FixtureRequest) -> str:
+    """Who commits: the store's own thread, or a writer process for the directory."""
+    param: str = request.param
+    return param
+
+
+async def test_concurrent_writes_share_commits(tmp_path: Path, writer: str) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 28, writer=writer)
     try:
         await asyncio.gather(*(store.insert([("g", k, b"x" * 100)]) for k in range(2000)))
         assert await store.count("g") == 2000
@@ -24,8 +32,8 @@ async def test_concurrent_writes_share_commits(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_a_full_map_grows_instead_of_failing(tmp_path: Path) -> None:
-    store = LmdbBackend(tmp_path, map_size=1 << 20)
+async def test_a_full_map_grows_instead_of_failing(tmp_path: Path, writer: str) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 20, writer=writer)
     try:
         for chunk in range(8):
             rows = [("m", chunk * 1000 + k, os.urandom(1000)) for k in range(1000)]
@@ -35,8 +43,8 @@ async def test_a_full_map_grows_instead_of_failing(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_publish_delete_churn_does_not_grow_the_file(tmp_path: Path) -> None:
-    store = LmdbBackend(tmp_path, map_size=1 << 30)
+async def test_publish_delete_churn_does_not_grow_the_file(tmp_path: Path, writer: str) -> None:
+    store = LmdbBackend(tmp_path, map_size=1 << 30, writer=writer)
     data = tmp_path / "data.mdb"
     try:
         sizes = []
@@ -133,8 +141,8 @@ async def test_maintain_gives_back_the_pages_reads_mapped(tmp_path: Path) -> Non
         await store.close()
 
 
-async def test_maintain_forgets_expired_claims(tmp_path: Path) -> None:
-    store = LmdbBackend(tmp_path / "db", map_size=1 << 24)
+async def test_maintain_forgets_expired_claims(tmp_path: Path, writer: str) -> None:
+    store = LmdbBackend(tmp_path / "db", map_size=1 << 24, writer=writer)
     try:
         now = int(time.time() * 1000)
         # Claims made at a past "now": live for that clock, expired for the real one.
