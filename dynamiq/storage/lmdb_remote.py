@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dynamiq.errors import BackendUnavailable
-from dynamiq.storage.lmdb_wire import address, frame, frames, raised
+from dynamiq.storage.lmdb_wire import LOG_FILE, address, frame, frames, raised
 
 __all__ = ["RemoteWriter"]
 
@@ -75,9 +75,9 @@ class RemoteWriter:
             "-m",
             "dynamiq.storage.lmdb_server",
             str(path),
-            "--detach",
             *argv,
         ]
+        self._log = path / LOG_FILE
         self._link: _Link | None = None
         self._connecting = asyncio.Lock()
         self._waiting: dict[int, asyncio.Future[Any]] = {}
@@ -163,10 +163,23 @@ class RemoteWriter:
 
     async def _start(self) -> None:
         """Start a writer (it leaves at once if another holds the store's lock)."""
-        log.info("starting the store's writer process")
-        try:  # the launcher returns once the writer is on its own
-            await asyncio.to_thread(
-                subprocess.run, self._argv, stdin=subprocess.DEVNULL, check=True, timeout=60
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+        log.info("starting the store's writer process (its log: %s)", self._log)
+        try:
+            child = await asyncio.to_thread(_spawn, self._argv, self._log)
+        except OSError as exc:
             log.error("cannot start the store's writer process: %s", exc)
+            return
+        _CHILDREN.append(child)
+
+
+# The writers this process started: kept (never collected while they run) and reaped
+# once they end.
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+def _spawn(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+    for child in list(_CHILDREN):
+        if child.poll() is not None:
+            _CHILDREN.remove(child)
+    with log_file.open("ab") as out:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)

@@ -1,7 +1,7 @@
 """The embedded store's writer process: one per data directory, for every process
 of the node.
 
-    python -m dynamiq.storage.lmdb_server PATH --map-size N [--limit L] [--reserve R] [--detach]
+    python -m dynamiq.storage.lmdb_server PATH --map-size N [--limit L] [--reserve R]
 
 With ``storage.writer = process`` no worker writes to LMDB itself. Each sends
 its writes (``lmdb_ops`` by name, ``lmdb_wire`` frames) to this process,
@@ -10,12 +10,16 @@ commits once (one fsync for the node's whole group), then answers each.
 Workers read the store themselves (readers never wait on the writer), and
 their event loops never hand a commit's result across the GIL.
 
-Its life: the first worker that finds no writer starts one. A writer holds
-the directory's ``writer.lock`` (which says its pid); a second one started
-meanwhile sees it held and leaves. It runs while any process is connected, and exits a few
-seconds after the last one left (its node stopped or was killed). Killed
-itself, it loses nothing acknowledged: a write is answered after its commit,
-and the writes it had not answered fail in the workers with 503 and
+Its life: the first worker that finds no writer starts one, as its child
+(in the node's process group: a signal to the node's group reaches it). A
+writer holds the directory's ``writer.lock`` (which says its pid); a second
+one started meanwhile sees it held and leaves. It logs to ``writer.log`` in
+the directory (never to the node's own output, which it may outlive). It
+runs while any process is connected, and exits a few seconds after the last
+one left (its node stopped or was killed).
+
+Killed itself, it loses nothing acknowledged: a write is answered after its
+commit, and the writes it had not answered fail in the workers with 503 and
 Retry-After (they may have been committed: a retried publish may be stored
 twice, at least once as ever); the next write starts a new writer.
 """
@@ -80,8 +84,9 @@ class WriterServer:
         self.stopping = False
 
     def run(self) -> None:
-        """Serve until nobody has been connected for ``IDLE_SECONDS`` (or SIGTERM)."""
-        while not self.stopping or self._pending:
+        """Serve until nobody has been connected for ``IDLE_SECONDS`` (after SIGTERM: until
+        nobody is: the workers' last writes, as they stop, are still committed)."""
+        while True:
             for key, mask in self._selector.select(0 if self._pending else 0.5):
                 if key.fileobj is self._listener:
                     self._accept()
@@ -93,7 +98,9 @@ class WriterServer:
                     self._send(link)
             if self._pending:
                 self._commit()
-            elif not self._links and time.monotonic() - self._alone_since > IDLE_SECONDS:
+            elif not self._links and (
+                self.stopping or time.monotonic() - self._alone_since > IDLE_SECONDS
+            ):
                 break
         for link in list(self._links.values()):
             self._drop(link)
@@ -228,14 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="bytes the disk must keep free")
     parser.add_argument("--reserve", type=int, default=0, help="bytes of the reserve file")
     parser.add_argument("--log-level", default="info")
-    parser.add_argument(
-        "--detach", action="store_true", help="serve from a process of its own; return at once"
-    )
     args = parser.parse_args(argv)
-    # Detached, whoever starts it needs not reap it: it is nobody's child (but it stays
-    # in the node's process group and session).
-    if args.detach and os.fork():
-        return 0
     configure(args.log_level)
     space = None if args.limit is None else FreeSpace(args.path, args.limit, args.reserve)
     return serve(args.path, args.map_size, space)

@@ -21,8 +21,9 @@ from typing import Any
 
 from dynamiq.errors import BackendUnavailable, DiskLow, DynamiqError, RetryLater, ServerError
 
-__all__ = ["address", "error_of", "frame", "frames", "raised"]
+__all__ = ["LOG_FILE", "address", "error_of", "frame", "frames", "raised"]
 
+LOG_FILE = "writer.log"  # the writer process's, in the store's directory
 _LENGTH = struct.Struct(">I")
 _ERRORS: dict[str, type[DynamiqError]] = {
     cls.__name__: cls for cls in (BackendUnavailable, DiskLow, ServerError)
