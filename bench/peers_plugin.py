@@ -387,6 +387,27 @@ class DynamiqWorkersAuto(Dynamiq):
         return super().settings() + "; core.workers=auto"
 
 
+class DynamiqWriter(Dynamiq):
+    """The node with its commits made by the store's writer process
+    (``storage.writer = process``)."""
+
+    name = "dynamiq-writer"
+    extra_flags = ("--storage-writer", "process")
+
+    def settings(self) -> str:
+        return super().settings() + "; storage.writer=process"
+
+
+class DynamiqWorkers2Writer(DynamiqWorkers2):
+    """Two workers, one writer process committing for both."""
+
+    name = "dynamiq-workers2-writer"
+    extra_flags = ("--storage-writer", "process")
+
+    def settings(self) -> str:
+        return super().settings() + "; storage.writer=process"
+
+
 class DynamiqGrouped(Dynamiq):
     """W1 with every message in one of 1,000 ordered groups."""
 
@@ -536,6 +557,8 @@ ADAPTERS = {
     "dynamiq-grouped": DynamiqGrouped,
     "dynamiq-workers2": DynamiqWorkers2,
     "dynamiq-workers-auto": DynamiqWorkersAuto,
+    "dynamiq-writer": DynamiqWriter,
+    "dynamiq-workers2-writer": DynamiqWorkers2Writer,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,

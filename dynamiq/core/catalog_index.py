@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 from collections.abc import Iterable, Iterator
 
 from dynamiq.models import QueueRecord, QueueSettings
@@ -14,6 +15,7 @@ from dynamiq.models import QueueRecord, QueueSettings
 __all__ = ["QueueIndex"]
 
 SHARED_SETTINGS = 1000  # distinct settings shared between queues, at most
+_VERSIONS = itertools.count(1)  # of every index in the process: never one twice
 
 
 class QueueIndex:
@@ -28,6 +30,7 @@ class QueueIndex:
         self._expiring: dict[str, None] = {}
         self._users: dict[str, set[str]] = {}  # dead-letter queue -> the queues using it
         self._settings: dict[QueueSettings, QueueSettings] = {}  # one of each seen
+        self.version = next(_VERSIONS)  # a new one with every change of a record
 
     def __len__(self) -> int:
         return len(self._records)
@@ -50,6 +53,7 @@ class QueueIndex:
         if settings is not record.settings:
             record = dataclasses.replace(record, settings=settings)
         name = record.name
+        self.version = next(_VERSIONS)
         before = self._records.get(name)
         if before is None:
             self._added.append(name)  # one sort for many: a whole read adds a million
@@ -80,6 +84,7 @@ class QueueIndex:
         """Forget a queue; return its record, if it was known."""
         record = self._records.pop(name, None)
         if record is not None:
+            self.version = next(_VERSIONS)
             names = self._sorted()
             del names[bisect.bisect_left(names, name)]
             self._unindex(record)

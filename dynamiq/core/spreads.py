@@ -206,15 +206,19 @@ class Spreader:
         """Store one message's copies into ``items``' queues as one spread (``store``)."""
         return await self.store(Spread.of(items, self._clock.wall_us()))
 
-    async def broadcast(self, queues: Sequence[QueueRecord], m: bytes | Outgoing) -> int:
-        """Store ``m``'s copies into ``queues`` (the same copy in each) as one spread."""
-        now_us = self._clock.wall_us()
-        plain = {record.settings.compressed_messages: record for record in queues}
-        if len(plain) == 1:  # every queue stores it alike: one value
-            (record,) = plain.values()
-            value = outgoing_rows([(record, m)], now_us).rows[0][1]
-            return await self.store(Spread([value], [q.name for q in queues], []))
-        return await self.hold([(record, m) for record in queues])
+    async def broadcast(
+        self,
+        queues: Sequence[str],
+        alike: QueueRecord | None,
+        records: Mapping[str, QueueRecord],
+        m: bytes | Outgoing,
+    ) -> int:
+        """Store ``m``'s copies into ``queues`` (their ``records``) as one spread; where
+        every queue stores it alike (``alike``: one of them), as one value."""
+        if alike is None:
+            return await self.hold([(records[q], m) for q in queues])
+        value = outgoing_rows([(alike, m)], self._clock.wall_us()).rows[0][1]
+        return await self.store(Spread([value], list(queues), []))
 
     async def store(self, spread: Spread) -> int:
         """Store ``spread`` (one commit); return the id every copy of it will have. Waits

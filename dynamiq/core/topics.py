@@ -17,6 +17,8 @@ from dynamiq.models import Notice, Outgoing, Published, QueueRecord
 
 __all__ = ["TopicPublished", "TopicService"]
 
+WIDE_KEPT = 64  # wide topics whose queues are kept found (``_Wide``), at most
+
 
 class TopicPublished(NamedTuple):
     """A topic publish's copies: per queue that took any, their ids in request order
@@ -50,6 +52,22 @@ class TopicPublished(NamedTuple):
         )
 
 
+class _Wide(NamedTuple):
+    """A wide topic's queues as a publish of one message finds them (``names`` in
+    order, their ``records``), and what they ask of its copies: whether every one
+    may take it behind the answer (``spread``), and one of them where all store it
+    alike (``alike``). Kept for the next publish while neither the topic nor any
+    queue changed (``version``: the queue index's)."""
+
+    topic: Topic
+    version: int
+    names: list[str]
+    records: dict[str, QueueRecord]
+    later: frozenset[str]
+    spread: bool
+    alike: QueueRecord | None
+
+
 class TopicService:
     """Publish to topics: one copy per subscription that takes the message, each
     with its own id (see ``routing``); subscriptions that ask for it get the copy
@@ -68,6 +86,7 @@ class TopicService:
         self._queues = queues
         self._envelopes = envelopes
         self._metrics: Metrics = metrics or MetricsFanout([])
+        self._wide: dict[str, _Wide] = {}  # by topic, the last used last
 
     async def publish(
         self,
@@ -98,8 +117,20 @@ class TopicService:
             filtered_out,
         )
         width = len(messages)
+        wide = self._wide_of(topic, subscribed, routes[0]) if width == 1 else None
+        if wide is not None and wide.spread and spread_message(messages[0]):
+            assert self._spreader is not None  # a wide topic's queues are found for it
+            m = messages[0]
+            mid = await self._spreader.broadcast(wide.names, wide.alike, wide.records, m)
+            copies: dict[str, list[int | None]] = {q: [mid] for q in wide.names}
+            placed = [(0, q) for q in wide.names]
+            self._count(topic, routes, filtered_out, placed, Published(), subscribed)
+            return TopicPublished(copies, {}, later=wide.later)
         # A queue subscribed before it exists (SNS takes that) gets nothing: failed copies.
-        records = self._catalog.find_all(routes[0] if width == 1 else set().union(*routes))
+        if wide is not None:
+            records = wide.records
+        else:
+            records = self._catalog.find_all(routes[0] if width == 1 else set().union(*routes))
         if width == 1:  # a broadcast: each queue found takes the message
             placed = [(0, q) for q in records]
         else:
@@ -118,7 +149,26 @@ class TopicService:
                 if dup:
                     duplicate.setdefault(queue, [False] * width)[i] = True
         self._count(topic, routes, filtered_out, placed, stored, subscribed)
-        return TopicPublished(ids, duplicate, subscribed.pushed & records.keys(), later)
+        pushed = subscribed.pushed & records.keys() if subscribed.pushed else frozenset()
+        return TopicPublished(ids, duplicate, pushed, later)
+
+    def _wide_of(self, name: str, topic: Topic, routed: list[str]) -> _Wide | None:
+        """The queues of a publish of one message to ``topic`` that ``routed`` names, when
+        they are more than a spread's least (``limits.syncfanout``); None where not. Kept
+        for the next publish where they are every subscribed queue."""
+        spreader = self._spreader
+        if spreader is None or len(routed) <= spreader.widest:
+            return None
+        index = self._catalog.index
+        every = len(routed) == len(topic.subscriptions)
+        kept = self._wide.pop(name, None) if every else None
+        if kept is None or kept.topic is not topic or kept.version != index.version:
+            kept = _wide(topic, index.version, index.found(routed))
+        if every:
+            self._wide[name] = kept
+            if len(self._wide) > WIDE_KEPT:
+                del self._wide[next(iter(self._wide))]
+        return kept
 
     async def _copies(
         self,
@@ -131,11 +181,7 @@ class TopicService:
     ) -> tuple[Published[int], frozenset[str] | None]:
         """Store the copies ``placed`` says (per copy, its message and queue); return
         their ids, and of one message's copies made behind the answer, their queues."""
-        wrapped = subscribed.enveloped & records.keys()
-        if len(messages) == 1 and not wrapped:
-            stored = await self._broadcast(records, messages[0], subscribed.pushed)
-            if stored is not None:
-                return stored, frozenset(records)
+        wrapped = subscribed.enveloped & records.keys() if subscribed.enveloped else None
         if wrapped:  # one envelope per message, whichever queues it goes to
             given = notices or [Notice.new() for _ in messages]
             envelopes = [self._envelopes.wrap(topic, m, given[i]) for i, m in enumerate(messages)]
@@ -147,23 +193,6 @@ class TopicService:
         if len(messages) == 1 and spreads:
             return stored, frozenset(placed[k][1] for k in spreads[0])
         return stored, None
-
-    async def _broadcast(
-        self, records: dict[str, QueueRecord], m: bytes | Outgoing, pushed: frozenset[str]
-    ) -> Published[int] | None:
-        """One message for more than ``widest`` queues, every one of which may take the
-        same copy behind the answer: stored once (``Spreader.broadcast``). None where
-        that is not so."""
-        spreader = self._spreader
-        if spreader is None or len(records) <= spreader.widest or not spread_message(m):
-            return None
-        if pushed and not pushed.isdisjoint(records):
-            return None
-        distinct = {id(record.settings): record.settings for record in records.values()}
-        if not all(map(spread_settings, distinct.values())):
-            return None
-        mid = await spreader.broadcast(list(records.values()), m)
-        return Published([mid] * len(records))
 
     async def _store(
         self, items: list[tuple[QueueRecord, bytes | Outgoing]], spreads: list[list[int]]
@@ -227,14 +256,18 @@ class TopicService:
         """Count a publish's messages, its copies stored, and those that went nowhere."""
         # A push subscription's copy is delivered when its endpoint takes it (``Pusher``).
         pushed = subscribed.pushed
-        duplicates = stored.duplicate or [False] * len(placed)
-        counted = {
-            "published": len(routes),
-            "delivered": sum(
+        if stored.duplicate or pushed:
+            duplicates = stored.duplicate or [False] * len(placed)
+            delivered = sum(
                 1
                 for (_, q), dup in zip(placed, duplicates, strict=True)
                 if not dup and q not in pushed
-            ),
+            )
+        else:  # every copy (a broadcast's thousands)
+            delivered = len(placed)
+        counted = {
+            "published": len(routes),
+            "delivered": delivered,
             "unrouted": sum(1 for queues in routes if not queues),
             "failed": sum(map(len, routes)) - len(placed),
             **{f"filtered_out_{why}": n for why, n in filtered_out.items()},
@@ -242,3 +275,17 @@ class TopicService:
         for event, count in counted.items():
             if count:
                 self._metrics.topic_event(topic, event, count)
+
+
+def _wide(topic: Topic, version: int, records: dict[str, QueueRecord]) -> _Wide:
+    """What a publish of one message into ``records``' queues may do with its copies."""
+    names = list(records)
+    distinct = {id(record.settings): record.settings for record in records.values()}
+    spread = (
+        all(map(spread_settings, distinct.values()))
+        and topic.pushed.isdisjoint(names)
+        and topic.enveloped.isdisjoint(names)
+    )
+    compressed = {s.compressed_messages for s in distinct.values()}
+    alike = next(iter(records.values())) if len(compressed) == 1 else None
+    return _Wide(topic, version, names, records, frozenset(names), spread, alike)

@@ -13,7 +13,9 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
 from dynamiq.core.records import encode
+from dynamiq.core.routing.notifications import Envelopes
 from dynamiq.core.spreads import SPREADS, Spread, Spreader, chunks
+from dynamiq.core.topics import TopicPublished, TopicService
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import QueueRecord
 from dynamiq.storage.lmdb import LmdbBackend
@@ -188,3 +190,36 @@ def test_a_broadcast_into_queues_that_store_it_alike_keeps_one_value() -> None:
     spread = Spread([b"v"], ["b", "a"], []).sort()
     assert spread == Spread([b"v"], ["a", "b"], [])
     assert list(chunks([(7, spread)], 10)) == [[("a", 7, b"v"), ("b", 7, b"v")]]
+
+
+async def test_a_wide_topics_queues_are_found_again_when_it_or_a_queue_changes(
+    store: LmdbBackend, node: Node, fake_clock: FakeClock
+) -> None:
+    catalog, queues, spreader, _ = node
+    await catalog.create_topic("t")
+    for queue in QUEUES:
+        await catalog.subscribe("t", queue)
+    topics = TopicService(
+        catalog, queues, Envelopes("us-east-1", "000000000000", fake_clock), spreader=spreader
+    )
+
+    async def publish(body: bytes) -> TopicPublished:
+        published = await topics.publish("t", [body])
+        await spreader.copy_held()
+        return published
+
+    first = await publish(b"one")
+    assert first.later == frozenset(QUEUES) and first.stored_now() == {}
+    # A queue that takes its copies in the publish's commit now (a delay of its own).
+    await catalog.configure_queue("c", {"delay_seconds": 30})
+    delayed = await publish(b"two")
+    assert delayed.later == frozenset(QUEUES) - {"c"} and list(delayed.stored_now()) == ["c"]
+    await catalog.unsubscribe("t", "e")
+    await catalog.delete_queue("d")
+    narrower = await publish(b"three")
+    assert sorted(narrower.ids) == ["a", "b", "c"]
+    await catalog.configure_queue("c", {"delay_seconds": 0})
+    again = await publish(b"four")
+    assert again.later == frozenset({"a", "b", "c"})
+    for queue, copies in (("a", 4), ("b", 4), ("c", 4), ("e", 2)):
+        assert len(await _held(store, catalog, queue)) == copies, queue
