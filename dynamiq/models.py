@@ -452,16 +452,6 @@ class Published(list[T]):
         self.spooled = spooled
         """No node took the publish: the client's spool keeps it to send later (no ids)."""
 
-    @classmethod
-    def of(cls, ids: list[T]) -> Published[T]:
-        """``ids``, none a duplicate: made at the cost of the list alone (a fan-out's
-        answer has one per queue)."""
-        made = cls.__new__(cls)
-        made += ids
-        made.duplicate = []
-        made.spooled = False
-        return made
-
 
 @dataclass(frozen=True, slots=True)
 class ReceiveRequest:

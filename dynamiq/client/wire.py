@@ -95,24 +95,25 @@ class PublishedTopic(dict[str, Published[int | None]]):
 def published_topic(answer: dict[str, Any]) -> PublishedTopic:
     """Return a topic publish's ids per queue, with which were duplicates.
 
-    A wide fan-out answers thousands of queues, most often with one id shared
-    by all (a broadcast): each id is read once, and nothing per queue is made
-    but its ``Published``.
+    A wide fan-out answers thousands of queues, most often one id each, shared
+    by all (a broadcast): each id is read once, and a queue's ``Published`` is
+    made at the cost of its list (its checks left out).
     """
     duplicate = answer.get("duplicate") or {}
     read: dict[str, int] = {}
-
-    def number(text: str) -> int:
-        n = read.get(text)
-        if n is None:
-            n = read[text] = int(text)
-        return n
-
     out = PublishedTopic({})
+    made = Published.__new__
     for q, ids in answer["ids"].items():
-        copies = Published.of([None if i is None else number(i) for i in ids])
-        if q in duplicate and any(duplicate[q]):
-            copies.duplicate = list(duplicate[q])
+        copies: Published[int | None] = made(Published)
+        if len(ids) == 1 and (text := ids[0]) is not None:  # a broadcast's copy
+            n = read.get(text)
+            if n is None:
+                n = read[text] = int(text)
+            copies.append(n)
+        else:
+            copies += [None if i is None else int(i) for i in ids]
+        copies.duplicate = list(duplicate[q]) if q in duplicate and any(duplicate[q]) else []
+        copies.spooled = False
         out[q] = copies
     return out
 

@@ -55,6 +55,7 @@ log = logging.getLogger("dynamiq.storage")
 LOCK_FILE = "writer.lock"
 IDLE_SECONDS = 3.0  # with nobody connected this long, the writer exits
 READ_BYTES = 1 << 20
+BULK = 8 << 20  # a write that may need this much (some 650 records) is a big one
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
@@ -80,6 +81,7 @@ class WriterServer:
         self._selector.register(sock, selectors.EVENT_READ)
         self._links: dict[socket.socket, _Link] = {}
         self._pending: list[Write] = []
+        self._bulk_waited = False  # the last commit left big writes waiting
         self._alone_since = time.monotonic()
         self.stopping = False
 
@@ -147,10 +149,25 @@ class WriterServer:
 
         return Write(apply, adds, (link, rid))
 
+    def _next(self) -> list[Write]:
+        """The writes of the next commit: those waiting, but for the big ones (``BULK``)
+        while small ones wait beside them, once: a publish is not held up by a wide
+        fan-out's copies, and the copies wait one commit at most."""
+        pending = self._pending
+        if not self._bulk_waited and any(w.adds >= BULK for w in pending):
+            small = [w for w in pending if w.adds < BULK]
+            if small:
+                self._bulk_waited = True
+                self._pending = [w for w in pending if w.adds >= BULK]
+                self._pending[:0] = small[MAX_OPS_PER_COMMIT:]
+                return small[:MAX_OPS_PER_COMMIT]
+        self._bulk_waited = False
+        batch = pending[:MAX_OPS_PER_COMMIT]
+        del pending[:MAX_OPS_PER_COMMIT]
+        return batch
+
     def _commit(self) -> None:
-        batch = self._pending[:MAX_OPS_PER_COMMIT]
-        del self._pending[:MAX_OPS_PER_COMMIT]
-        done = self._committer.commit(batch)
+        done = self._committer.commit(self._next())
         commits, seconds = self._committer.commits, self._committer.commit_seconds
         owed: dict[int, _Link] = {}
         for write, result in done:
