@@ -8,8 +8,10 @@ answered. This process's spreader gathers what is published within
 ``GATHER_SECONDS``, copies it into its queues ``CHUNK`` copies a commit (every
 queue's copies of the gathered messages in the same commit, so its pages are
 written once for all of them; a publish's own commit goes before the next
-chunk), and deletes it. As with SNS, whose deliveries to SQS queues are
-asynchronous too, each copy arrives shortly after the answer. The answer
+chunk; while wide publishes keep coming, ``BUSY_CHUNK`` a commit, so that
+theirs wait less; one chunk readied while the last commits), and deletes
+it. As with SNS, whose deliveries to SQS queues are asynchronous too, each
+copy arrives shortly after the answer. The answer
 still means every copy will arrive: the stored message survives ``kill -9``,
 and whoever serves its id finishes the copying (this process, after a
 restart; another, after the slice moved: each looks for the spreads in its
@@ -50,7 +52,8 @@ log = logging.getLogger("dynamiq.core")
 # Not a queue's bucket: those are named by 16 hex digits.
 SPREADS = "topic-spreads"
 SYNC_FANOUT = 1000  # copies of a message stored in its publish's commit, at most
-CHUNK = 3_000  # copies a commit
+CHUNK = 6_000  # copies a commit
+BUSY_CHUNK = 1_500  # while wide publishes arrive: a publish's commit waits for one, at most
 IN_FLIGHT = 2  # chunks being copied at once: one readied while another commits
 BATCH_COPIES = 100_000  # copies of the spreads copied together, at most
 HELD_COPIES = 1_000_000  # copies owed by this process; beyond, a wide publish waits
@@ -192,6 +195,7 @@ class Spreader:
         self._kicked = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+        self._stored_at = -GATHER_SECONDS  # when the last spread was stored (``Clock.now``)
         self._storing = 0  # spreads being stored: the copying lets their commits go first
         self._quiet = asyncio.Event()
         self._quiet.set()
@@ -244,6 +248,7 @@ class Spreader:
             if not self._storing:
                 self._quiet.set()
         self._take(got[0], spread)
+        self._stored_at = self._clock.now()
         return got[0]
 
     async def spread_loop(self) -> None:
@@ -310,7 +315,8 @@ class Spreader:
                 elif owed < BATCH_COPIES:
                     batch.append((mid, spread.sort()))  # see ``chunks``
                     owed += len(spread.queues)
-            await self._copy_chunks(chunks(batch, CHUNK))
+            busy = self._clock.now() - self._stored_at < 2 * GATHER_SECONDS
+            await self._copy_chunks(chunks(batch, BUSY_CHUNK if busy else CHUNK))
             if batch:
                 await self._store.delete(SPREADS, [mid for mid, _ in batch])
             for mid, _ in batch:

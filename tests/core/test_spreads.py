@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynamiq.core import spreads
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
@@ -223,3 +224,29 @@ async def test_a_wide_topics_queues_are_found_again_when_it_or_a_queue_changes(
     assert again.later == frozenset({"a", "b", "c"})
     for queue, copies in (("a", 4), ("b", 4), ("c", 4), ("e", 2)):
         assert len(await _held(store, catalog, queue)) == copies, queue
+
+
+async def test_copies_take_short_commits_while_wide_publishes_arrive(
+    store: LmdbBackend, fake_clock: FakeClock, node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog, _, spreader, _ = node
+    monkeypatch.setattr(spreads, "CHUNK", 5)
+    monkeypatch.setattr(spreads, "BUSY_CHUNK", 2)
+    inserted: list[int] = []  # copies per insert: per commit, were the writer idle
+    insert = store.insert
+
+    async def counted(items: Sequence[tuple[str, int, bytes]]) -> list[bool]:
+        inserted.append(len(items))
+        return await insert(items)
+
+    monkeypatch.setattr(store, "insert", counted)
+    await spreader.hold(_items(catalog, b"busy"))
+    inserted.clear()
+    await spreader.copy_held()
+    assert inserted == [1, 2, 2]  # a publish just came: five copies, two at a time
+    await spreader.hold(_items(catalog, b"quiet"))
+    fake_clock.advance(2 * spreads.GATHER_SECONDS)
+    inserted.clear()
+    await spreader.copy_held()
+    assert inserted == [5]  # none for a while: all five together
+    assert [len(await _held(store, catalog, q)) for q in QUEUES] == [2] * 5
