@@ -1,10 +1,13 @@
 """The embedded store on LMDB: no server to run, fsync before every acknowledgement.
 
 Reads run on the caller's thread in short read transactions (microseconds,
-memory-mapped). Writes go to one writer thread, which takes every write that is
-waiting, applies them in one transaction and commits once: concurrent requests
-share one fsync (group commit) and the event loop never waits on the disk.
-Several processes may open one directory; LMDB serialises their writers.
+memory-mapped). Writes (``lmdb_ops``, by name) go to one writer thread, which
+takes every write that is waiting, applies them in one transaction and
+commits once: concurrent requests share one fsync (group commit) and the
+event loop never waits on the disk. Or, with ``writer="process"``, to the
+directory's writer process (``lmdb_server``), which does the same for every
+process of the node. Several processes may open one directory; LMDB
+serialises their writers.
 """
 
 from __future__ import annotations
