@@ -14,8 +14,8 @@ import asyncio
 import errno
 import itertools
 import logging
+import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -165,21 +165,34 @@ class RemoteWriter:
         """Start a writer (it leaves at once if another holds the store's lock)."""
         log.info("starting the store's writer process (its log: %s)", self._log)
         try:
-            child = await asyncio.to_thread(_spawn, self._argv, self._log)
+            await asyncio.to_thread(_spawn, self._argv, self._log)
         except OSError as exc:
             log.error("cannot start the store's writer process: %s", exc)
-            return
-        _CHILDREN.append(child)
 
 
-# The writers this process started: kept (never collected while they run) and reaped
-# once they end.
-_CHILDREN: list[subprocess.Popen[bytes]] = []
+# The writers this process started (their pids), reaped once they end. No ``Popen``:
+# one still running when this process exits is no error (it serves the others).
+_CHILDREN: set[int] = set()
 
 
-def _spawn(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
-    for child in list(_CHILDREN):
-        if child.poll() is not None:
-            _CHILDREN.remove(child)
-    with log_file.open("ab") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+def _spawn(argv: list[str], log_file: Path) -> None:
+    for pid in list(_CHILDREN):
+        try:
+            running = os.waitpid(pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:  # reaped already
+            running = False
+        if not running:
+            _CHILDREN.discard(pid)
+    appended = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    _CHILDREN.add(
+        os.posix_spawn(
+            argv[0],
+            argv,
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, str(log_file), appended, 0o644),
+                (os.POSIX_SPAWN_DUP2, 1, 2),
+            ],
+        )
+    )
