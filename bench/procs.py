@@ -11,21 +11,13 @@ __all__ = ["MemoryWatch", "cpu_seconds", "memory_mib", "processes"]
 
 
 def processes(pid: int) -> list[int]:
-    """``pid`` and every process under it (a node's workers), parents first; and where
-    ``pid`` leads a session (a node started on its own), the session's others (the
-    store's writer process, which is nobody's child)."""
+    """``pid`` and every process under it (a node's workers and the store's writer
+    process), parents first."""
     found, i = [pid], 0
     while i < len(found):
         for task in Path(f"/proc/{found[i]}/task").glob("*/children"):
             found += [int(child) for child in task.read_text().split()]
         i += 1
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            # The session is the 4th field after the command's closing parenthesis.
-            if int(stat.read_text().rpartition(")")[2].split()[3]) == pid:
-                other = int(stat.parent.name)
-                if other not in found:
-                    found.append(other)
     return found
 
 

@@ -35,6 +35,7 @@ import asyncio
 import bisect
 import contextlib
 import logging
+import math
 import struct
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
@@ -195,7 +196,7 @@ class Spreader:
         self._kicked = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
-        self._stored_at = -GATHER_SECONDS  # when the last spread was stored (``Clock.now``)
+        self._stored_at = -math.inf  # when the last spread was stored (``Clock.now``)
         self._storing = 0  # spreads being stored: the copying lets their commits go first
         self._quiet = asyncio.Event()
         self._quiet.set()

@@ -321,15 +321,10 @@ class LmdbBackend:
                 with self._gate.shared(), self._env.begin(buffers=False) as txn:
                     return fn(txn)
             except lmdb.MapResizedError:
-                self._adopt_map_size()
+                self._gate.adopt_map_size(self._env)
             except lmdb.Error as exc:
                 raise BackendUnavailable(f"LMDB read failed: {exc}") from exc
         raise BackendUnavailable("LMDB map kept resizing under this read")
-
-    def _adopt_map_size(self) -> None:
-        """Take the map size the writer set (LMDB's ``MapResizedError``)."""
-        with self._gate.exclusive():
-            self._env.set_mapsize(0)
 
     async def _write(self, op: str, *args: Any, adds: int = 0) -> Any:
         """Apply ``lmdb_ops.OPS[op]`` with ``args`` in the writer's next commit (``adds``:

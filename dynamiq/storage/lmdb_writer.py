@@ -86,6 +86,11 @@ class Gate:
                 self._resizing = False
                 self._cond.notify_all()
 
+    def adopt_map_size(self, env: Any) -> None:
+        """Take the map size another process set (LMDB's ``MapResizedError``)."""
+        with self.exclusive():
+            env.set_mapsize(0)
+
 
 class Write:
     """A write to commit: ``apply`` (of the transaction), what it may need on disk
@@ -169,11 +174,6 @@ class Committer:
         self.commits = 0
         self.commit_seconds = 0.0
 
-    def adopt_map_size(self) -> None:
-        """Take the map size another process set (LMDB's ``MapResizedError``)."""
-        with self._gate.exclusive():
-            self._env.set_mapsize(0)
-
     def commit(self, batch: list[Write]) -> list[tuple[Write, Any]]:
         """Commit ``batch``, but for the writes that would take the disk past its limit;
         return each write with its result or error."""
@@ -225,7 +225,7 @@ class Committer:
                 if not self._grow_map():
                     return BackendUnavailable("the LMDB map is full", retry_after=5)
             except lmdb.MapResizedError:
-                self.adopt_map_size()
+                self._gate.adopt_map_size(self._env)
             except lmdb.Error as exc:
                 if _full(exc):
                     log.warning("LMDB commit failed for want of disk: %s", exc)
