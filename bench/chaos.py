@@ -6,6 +6,7 @@
     python -m bench.chaos --rounds 100 --partitions   # network faults too (root, Linux)
     python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
     python -m bench.chaos --rounds 20 --workers 2   # nodes of 2 workers; kills single ones too
+    python -m bench.chaos --rounds 20 --writer process   # one writer process; killed too
     python -m bench.chaos --rolling --rounds 3   # rolling restarts: every node in turn, 3 times
     python -m bench.chaos --rolling --rounds 1 --upgrade-from ../previous   # a rolling upgrade
 
@@ -21,7 +22,10 @@ replica) the rounds also kill or pause one of the store's primaries
 (``bench.store_faults``) and report when its replica was promoted and when
 the nodes served again. With ``--workers N`` every node is served by N
 worker processes, and the rounds also ``kill -9`` one worker of a node (its
-supervisor starts it again). These loads run throughout:
+supervisor starts it again). With ``--writer process`` the nodes commit
+through the data directory's writer process (``storage.writer``), and the
+rounds also ``kill -9`` it (the next write starts another). These loads run
+throughout:
 
 - ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
   messages are never deleted and 10% are delayed by 1 s;
@@ -68,6 +72,8 @@ from statistics import median
 from bench.chaos_push import PushLoad
 from bench.store_faults import STORE_FAULTS, Probe, store_fault
 from dynamiq.client import Client
+from dynamiq.storage.lmdb_server import LOCK_FILE
+from dynamiq.storage.lmdb_wire import LOG_FILE
 from dynamiq.testing.cluster import LocalCluster, LocalNode
 from dynamiq.testing.netns import Network, available
 from dynamiq.testing.workload import Workload
@@ -76,6 +82,7 @@ from tests.servers import RedisCluster, redis_cluster
 KEYSPACE = 1 << 63
 FAULTS = ("kill -9", "SIGSTOP", "SIGTERM")
 WORKER_FAULTS = ("kill -9 worker",)
+WRITER_FAULTS = ("kill -9 writer",)
 NETWORK_FAULTS = ("isolate", "one-way", "lossy")
 LOSS_PERCENT = 33
 MAX_RECEIVES = 3
@@ -148,8 +155,30 @@ def _workers_of(node: LocalNode, patience: float = 10.0) -> list[int]:
     return workers
 
 
+def _writer_of(cluster: LocalCluster, patience: float = 10.0) -> int:
+    """The pid of the data directory's writer process, waiting a little for one (the
+    next write after a kill starts it).
+
+    Raises:
+        RuntimeError: no live writer within ``patience``.
+    """
+    lock = cluster.data / "data" / LOCK_FILE
+    deadline = time.monotonic() + patience
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(lock.read_text().strip())
+            os.kill(pid, 0)
+            return pid
+        if time.monotonic() > deadline:
+            said = lock.read_text().strip() if lock.exists() else "no lock file"
+            raise RuntimeError(f"no writer process holds the data directory ({said!r})")
+        time.sleep(0.1)
+
+
 def _fault(cluster: LocalCluster, watch: CoverageWatch, node: LocalNode, fault: str) -> None:
-    if fault in NETWORK_FAULTS:
+    if fault == "kill -9 writer":  # every node's writes fail with 503 until the next starts one
+        os.kill(_writer_of(cluster), signal.SIGKILL)
+    elif fault in NETWORK_FAULTS:
         assert cluster.network is not None
         if fault == "isolate":
             cluster.network.isolate(node.name)
@@ -216,6 +245,12 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, help="worker processes per node (default 1)"
     )
     parser.add_argument(
+        "--writer",
+        choices=("thread", "process"),
+        default="thread",
+        help="the nodes' storage.writer on LMDB; with process, rounds kill -9 the writer too",
+    )
+    parser.add_argument(
         "--rolling",
         action="store_true",
         help="each round restarts every node in turn (SIGTERM, start, back in service), "
@@ -236,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
+    if args.writer != "thread" and (args.redis_cluster or args.redis_url):
+        parser.error("--writer is for the nodes' LMDB")
     if args.upgrade_from is not None and not args.rolling:
         parser.error("--upgrade-from needs --rolling")
     if args.partitions and (why := available()) is not None:
@@ -268,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.stop()
             if args.keep_logs is not None:
                 shutil.copytree(Path(tmp) / "logs", args.keep_logs, dirs_exist_ok=True)
+                with contextlib.suppress(FileNotFoundError):  # the writer process's
+                    shutil.copy(Path(tmp) / "data" / LOG_FILE, args.keep_logs)
 
 
 def _node_flags(args: argparse.Namespace, redis_url: str | None) -> list[str]:
@@ -275,6 +314,8 @@ def _node_flags(args: argparse.Namespace, redis_url: str | None) -> list[str]:
     extra = ["--core-loglevelstring", args.loglevel]
     if redis_url:
         extra += ["--storage-backend", "redis", "--storage-url", redis_url]
+    else:
+        extra += ["--storage-writer", args.writer]
     if args.store_faults:
         extra += ["--storage-waitreplicas", "1"]  # an acknowledged write is on two servers
     return extra
@@ -284,7 +325,8 @@ def _run(
     cluster: LocalCluster, args: argparse.Namespace, seed: int, redis: RedisCluster | None
 ) -> int:
     print(
-        f"chaos: {args.nodes} nodes of {args.workers} worker(s), {args.rounds} rounds, "
+        f"chaos: {args.nodes} nodes of {args.workers} worker(s), writer {args.writer}, "
+        f"{args.rounds} rounds, "
         f"{args.rate:g} msg/s, seed {seed}"
     )
     print(f"formed in {cluster.start():.1f} s")
@@ -373,6 +415,7 @@ def _rounds(
     faults = [
         *FAULTS,
         *(WORKER_FAULTS if args.workers > 1 else ()),
+        *(WRITER_FAULTS if args.writer == "process" else ()),
         *(NETWORK_FAULTS if args.partitions else ()),
         *(STORE_FAULTS if redis else ()),
     ]
@@ -395,13 +438,24 @@ def _rounds(
             continue
         node = random.choice(list(cluster.nodes.values()))
         _fault(cluster, watch, node, fault)
-        settled = cluster.wait_converged(60)
+        who = "" if fault in WRITER_FAULTS else f" {node.name}"
+        settled = _settled(cluster, f"round {number}: {fault}{who}")
         times.setdefault(f"{fault}: settled", []).append(settled)
         print(
-            f"round {number:2}: {fault:8} {node.name} at {began:.2f}, "
+            f"round {number:2}: {fault:8}{who} at {began:.2f}, "
             f"settled {settled:.1f} s after recovery"
         )
     return times
+
+
+def _settled(cluster: LocalCluster, after: str) -> float:
+    """Seconds until every node serves again; what each node saw if not in 60 s."""
+    try:  # every node: one that stopped by itself is no fewer to converge
+        return cluster.wait_converged(60, expected=list(cluster.nodes))
+    except TimeoutError:
+        print(f"{after}: the cluster did not settle in 60 s; what each node sees:")
+        print(cluster.describe())
+        raise
 
 
 def _rolls(cluster: LocalCluster, rolls: int, watch: CoverageWatch) -> dict[str, list[float]]:
@@ -414,7 +468,7 @@ def _rolls(cluster: LocalCluster, rolls: int, watch: CoverageWatch) -> dict[str,
             began = time.monotonic()
             node.cwd = None  # started again on this checkout (an upgrade, with --upgrade-from)
             _fault(cluster, watch, node, "SIGTERM")  # stopped, then started again
-            settled = cluster.wait_converged(60)
+            settled = _settled(cluster, f"roll {number}: {node.name}")
             took.append(settled)
             print(
                 f"roll {number:2}: {node.name} stopped at {began:.2f}, back in service, "

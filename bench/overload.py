@@ -1,6 +1,7 @@
 """A node under floods: how fast it answers others meanwhile, and what it holds.
 
     python -m bench.overload [--port 18183] [--workers 2]
+    python -m bench.overload --bursts 10   # the arrival burst alone, 10 times
 
 Starts a node on a scratch directory and runs three floods one after the
 other, each bounded: 2,000 receives waiting at once on an empty queue; 300
@@ -14,6 +15,11 @@ connection) of it, and the node's peak RSS (and the most anonymous memory a
 probe saw: the rest is LMDB's mapped pages, which the kernel drops at will).
 ``tests/test_overload.py`` drives the same floods and checks what the node
 answers.
+
+``--bursts N`` runs the first flood's arrival alone, N times: 2,000 receives
+(waiting 1 s each) connect at once while the probe goes on every 25 ms, and
+each burst's line gives its worst probe, the one that came with the
+connections.
 """
 
 from __future__ import annotations
@@ -65,13 +71,13 @@ def probe(url: str) -> float:
     return time.monotonic() - started
 
 
-def _probe_until(url: str, pid: int | None, stop: Event, results: Connection) -> None:
-    """Probe ``url`` every 100 ms until ``stop`` is set, then send what was seen."""
+def _probe_until(url: str, pid: int | None, every: float, stop: Event, results: Connection) -> None:
+    """Probe ``url`` every ``every`` seconds until ``stop`` is set, then send what was seen."""
     seconds: list[float] = []
     failures: list[str] = []
     anonymous_mib = 0.0
     results.send("ready")
-    while not stop.wait(0.1):
+    while not stop.wait(every):
         try:
             seconds.append(probe(url))
         except (OSError, ValueError) as exc:
@@ -82,13 +88,13 @@ def _probe_until(url: str, pid: int | None, stop: Event, results: Connection) ->
 
 
 class Prober:
-    """Probes a node every 100 ms while in its ``with`` block.
+    """Probes a node every 100 ms (or ``every`` seconds) while in its ``with`` block.
 
     The probes run in a process of their own, so that what they measure is
     the node alone, not the flood's client sharing an interpreter with them.
     """
 
-    def __init__(self, url: str, pid: int | None = None) -> None:
+    def __init__(self, url: str, pid: int | None = None, every: float = 0.1) -> None:
         self.url = url
         self.pid = pid  # the node's: its anonymous memory (and its workers') is sampled
         self.anonymous_mib = 0.0  # the most seen
@@ -98,7 +104,7 @@ class Prober:
         self._stop = context.Event()
         self._results, results = context.Pipe(duplex=False)
         self._process = context.Process(
-            target=_probe_until, args=(url, pid, self._stop, results), daemon=True
+            target=_probe_until, args=(url, pid, every, self._stop, results), daemon=True
         )
 
     def __enter__(self) -> Prober:
@@ -213,12 +219,39 @@ def _create(url: str, queue: str, **settings: Any) -> None:
     asyncio.run(create())
 
 
+def bursts(url: str, pid: int, count: int) -> None:
+    """Connect 2,000 waiting receives at once ``count`` times, a probe every 25 ms
+    meanwhile; print each burst's worst probe and how many of them came in 100 ms."""
+    print("burst   worst probe ms   probes   statuses")
+    worst: list[float] = []
+    for number in range(1, count + 1):
+        with Prober(url, pid, every=0.025) as prober:
+            got = asyncio.run(waiting_receives(url, "idle", 2000, 1))
+        worst.append(max(prober.seconds, default=PROBE_TIMEOUT) * 1000)
+        failed = f" ({len(prober.failures)} probes failed)" if prober.failures else ""
+        print(f"{number:5} {worst[-1]:16.1f} {len(prober.seconds):8}   {dict(got)}{failed}")
+    within = sum(ms <= 100 for ms in worst)
+    middle = statistics.median(worst)
+    print(f"{within} of {count} bursts' worst probe within 100 ms; median {middle:.1f} ms")
+
+
 def main() -> None:
-    """Run the three floods and print what the probes and the node showed."""
+    """Run the three floods (or ``--bursts``) and print what the probes and the node showed."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=18183)
     ap.add_argument("--workers", default="auto", help="the node's core.workers (default auto)")
+    ap.add_argument("--bursts", type=int, default=0, help="run only the arrival burst, N times")
     args = ap.parse_args()
+    if args.bursts:
+        with tempfile.TemporaryDirectory() as tmp:
+            node, url = start_node(tmp, args.port, "--core-workers", args.workers)
+            try:
+                _create(url, "idle")
+                bursts(url, node.pid, args.bursts)
+            finally:
+                node.terminate()
+                node.wait(30)
+        return
     print(
         "flood                      probe ms: p50      p99      max   statuses   "
         "node CPU µs each   peak RSS MB (anonymous)"

@@ -293,7 +293,9 @@ class _Supervisor:
 
     def _signals(self) -> None:
         got = signal.sigtimedwait(SIGNALS, TICK_SECONDS)
-        if got is None or got.si_signo == signal.SIGCHLD:
+        # A wait that SIGSTOP held past its timeout comes back from CPython with a
+        # siginfo never filled in (any number as its signal): only those waited for count.
+        if got is None or got.si_signo not in SIGNALS or got.si_signo == signal.SIGCHLD:
             return
         if got.si_signo == signal.SIGHUP:
             self._tell(signal.SIGHUP)
@@ -302,7 +304,10 @@ class _Supervisor:
             self._tell(signal.SIGKILL)
         else:
             log.info(
-                "stopping: the workers finish in-flight requests (signal again to exit at once)"
+                "stopping on %s from pid %d: the workers finish in-flight requests "
+                "(signal again to exit at once)",
+                signal.Signals(got.si_signo).name,
+                got.si_pid,
             )
             self._stop(0)
 

@@ -162,6 +162,28 @@ def test_sigterm_stops_every_worker_gracefully_and_kill_9_takes_them_along(
     )
 
 
+def test_a_node_paused_and_continued_serves_on_with_the_same_workers(
+    node_factory: NodeFactory,
+) -> None:
+    # SIGSTOP holds the supervisor's wait for a signal past its timeout; CPython then
+    # answers it with a siginfo never filled in, once taken for a stop signal.
+    node = _two_workers(node_factory, "paused")
+    assert node.proc is not None
+    pids = [node.proc.pid, *_workers(node)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(1.0)  # ten of the supervisor's waits
+    for pid in pids:
+        os.kill(pid, signal.SIGCONT)
+    until(lambda: _serves_all(node), 15, what="the node never served again")
+    with Client(node.url) as client:
+        ids = set(client.publish("paused", ["after the pause"]))
+        assert _drain(client, "paused", ids, 10) == ids
+    assert node.proc.poll() is None
+    assert _workers(node) == pids[1:]  # none stopped, none started again
+    assert not [line for line in node.log if "stopping" in line]
+
+
 def test_a_port_another_node_serves_is_refused_not_shared(
     node_factory: NodeFactory, tmp_path: Path
 ) -> None:

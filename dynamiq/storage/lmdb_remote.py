@@ -114,6 +114,8 @@ class RemoteWriter:
         if link is not self._link:
             return
         self._link = None
+        if _CHILDREN:  # the writer may have been this process's child: no zombie of it
+            asyncio.get_running_loop().call_later(REAP_SECONDS, _reap)
         waiting, self._waiting = self._waiting, {}
         if waiting:
             log.warning("the store's writer went away with %d writes unanswered", len(waiting))
@@ -175,7 +177,11 @@ class RemoteWriter:
 _CHILDREN: set[int] = set()
 
 
-def _spawn(argv: list[str], log_file: Path) -> None:
+REAP_SECONDS = 1.0  # after a lost link: a writer this process started is reaped by then
+
+
+def _reap() -> None:
+    """Reap the writers this process started that have ended (no zombie is left)."""
     for pid in list(_CHILDREN):
         try:
             running = os.waitpid(pid, os.WNOHANG)[0] == 0
@@ -183,6 +189,10 @@ def _spawn(argv: list[str], log_file: Path) -> None:
             running = False
         if not running:
             _CHILDREN.discard(pid)
+
+
+def _spawn(argv: list[str], log_file: Path) -> None:
+    _reap()
     appended = os.O_WRONLY | os.O_APPEND | os.O_CREAT
     _CHILDREN.add(
         os.posix_spawn(
