@@ -7,6 +7,7 @@
     python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
     python -m bench.chaos --rounds 20 --workers 2   # nodes of 2 workers; kills single ones too
     python -m bench.chaos --rounds 20 --writer process   # one writer process; killed too
+    python -m bench.chaos --rounds 40 --workers 2 --faults "kill -9,SIGTERM"   # only these
     python -m bench.chaos --rolling --rounds 3   # rolling restarts: every node in turn, 3 times
     python -m bench.chaos --rolling --rounds 1 --upgrade-from ../previous   # a rolling upgrade
 
@@ -245,6 +246,11 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, help="worker processes per node (default 1)"
     )
     parser.add_argument(
+        "--faults",
+        help="only these faults, comma-separated (say 'kill -9,SIGTERM'): "
+        "the others are left out of the rounds",
+    )
+    parser.add_argument(
         "--writer",
         choices=("thread", "process"),
         default="thread",
@@ -419,6 +425,11 @@ def _rounds(
         *(NETWORK_FAULTS if args.partitions else ()),
         *(STORE_FAULTS if redis else ()),
     ]
+    if args.faults:
+        wanted = {f.strip() for f in args.faults.split(",")}
+        faults = [f for f in faults if f in wanted]
+        if not faults:
+            raise SystemExit(f"--faults: none of {sorted(wanted)} is a fault of this run")
     times: dict[str, list[float]] = {}
     if args.rolling:
         return _rolls(cluster, args.rounds, watch)

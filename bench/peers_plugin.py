@@ -387,25 +387,25 @@ class DynamiqWorkersAuto(Dynamiq):
         return super().settings() + "; core.workers=auto"
 
 
-class DynamiqWriter(Dynamiq):
-    """The node with its commits made by the store's writer process
-    (``storage.writer = process``)."""
+class DynamiqThread(Dynamiq):
+    """The node committing its own writes on a thread (``storage.writer = thread``,
+    the default before the writer process)."""
 
-    name = "dynamiq-writer"
-    extra_flags = ("--storage-writer", "process")
-
-    def settings(self) -> str:
-        return super().settings() + "; storage.writer=process"
-
-
-class DynamiqWorkers2Writer(DynamiqWorkers2):
-    """Two workers, one writer process committing for both."""
-
-    name = "dynamiq-workers2-writer"
-    extra_flags = ("--storage-writer", "process")
+    name = "dynamiq-thread"
+    extra_flags = ("--storage-writer", "thread")
 
     def settings(self) -> str:
-        return super().settings() + "; storage.writer=process"
+        return super().settings() + "; storage.writer=thread"
+
+
+class DynamiqWorkers2Thread(DynamiqWorkers2):
+    """Two workers, each committing its own writes on a thread."""
+
+    name = "dynamiq-workers2-thread"
+    extra_flags = ("--storage-writer", "thread")
+
+    def settings(self) -> str:
+        return super().settings() + "; storage.writer=thread"
 
 
 class DynamiqGrouped(Dynamiq):
@@ -557,8 +557,8 @@ ADAPTERS = {
     "dynamiq-grouped": DynamiqGrouped,
     "dynamiq-workers2": DynamiqWorkers2,
     "dynamiq-workers-auto": DynamiqWorkersAuto,
-    "dynamiq-writer": DynamiqWriter,
-    "dynamiq-workers2-writer": DynamiqWorkers2Writer,
+    "dynamiq-thread": DynamiqThread,
+    "dynamiq-workers2-thread": DynamiqWorkers2Thread,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,
     "dynamiq-cluster3": DynamiqCluster3,

@@ -163,7 +163,7 @@ class StorageSettings:
     backend: str = "lmdb"
     path: str = "./data"
     mapsize: int = 64 << 30
-    writer: str = "thread"
+    writer: str = "process"
     url: str = "redis://127.0.0.1:6379/0"
     waitreplicas: int = 0
     timeout: float = 5.0

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from dynamiq.client import Client
 from dynamiq.config_sources import load_settings
 from dynamiq.errors import ConfigError, DynamiqError
 from dynamiq.keyspace import KEYSPACE
+from dynamiq.storage.lmdb_server import LOCK_FILE
 from dynamiq.testing.cluster import LocalCluster
 from tests.conftest import NodeFactory, NodeProcess
 from tests.waiting import until
@@ -215,10 +217,10 @@ def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: P
         cluster.stop()
 
 
-def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
-    node_factory: NodeFactory,
-) -> None:
-    node = _two_workers(node_factory, "load")
+def _under_load(node: NodeProcess, queue: str, fault: Callable[[], None]) -> None:
+    """Publish (three clients, a connection each time) and consume ``queue`` through
+    the node; run ``fault`` once 500 messages are acknowledged, go on until 500 more
+    are; then every acknowledged message must be received."""
     acknowledged: set[int] = set()
     received: set[int] = set()
     stop = threading.Event()
@@ -230,19 +232,19 @@ def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
             try:  # a connection each: both workers take some
                 with Client(node.url, rounds=1) as client:
                     acknowledged.update(
-                        client.publish("load", [f"{who}-{i}-{j}" for j in range(10)])
+                        client.publish(queue, [f"{who}-{i}-{j}" for j in range(10)])
                     )
             except DynamiqError:
-                pass  # refused or cut by the kill: not acknowledged, nothing promised
+                pass  # refused or cut by the fault: not acknowledged, nothing promised
 
     def consume() -> None:
         with Client(node.url) as client:
             while not stop.is_set():
                 with contextlib.suppress(DynamiqError):
-                    got = client.receive("load", 100, visibility_timeout=2, wait_seconds=0.2)
+                    got = client.receive(queue, 100, visibility_timeout=2, wait_seconds=0.2)
                     received.update(m.id for m in got)
                     if got:
-                        client.delete("load", [m.id for m in got])
+                        client.delete(queue, [m.id for m in got])
 
     threads = [threading.Thread(target=publish, args=(w,)) for w in range(3)]
     threads.append(threading.Thread(target=consume))
@@ -250,20 +252,47 @@ def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
         thread.start()
     try:
         until(lambda: len(acknowledged) >= 500, 20, what="no load")
+        fault()
+        count = len(acknowledged)
+        until(lambda: len(acknowledged) >= count + 500, 20, what="no load after the fault")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    with Client(node.url) as client:  # what was leased when the fault came lapses
+        received |= _drain(client, queue, acknowledged - received, 20)
+    assert not acknowledged - received, (
+        f"{len(acknowledged - received)} acknowledged, never received"
+    )
+
+
+def test_kill_9_of_a_worker_under_load_loses_no_acknowledged_message(
+    node_factory: NodeFactory,
+) -> None:
+    node = _two_workers(node_factory, "load")
+
+    def kill_a_worker() -> None:
         victim = _workers(node)[0]
         os.kill(victim, signal.SIGKILL)
         until(
             lambda: victim not in _workers(node) and len(_workers(node)) == 2, 15, what="no restart"
         )
         until(lambda: _serves_all(node), 15, what="the restarted worker never served again")
-        count = len(acknowledged)
-        until(lambda: len(acknowledged) >= count + 500, 20, what="no load after the restart")
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
-    with Client(node.url) as client:  # what the killed worker had leased lapses
-        received |= _drain(client, "load", acknowledged - received, 20)
-    assert not acknowledged - received, (
-        f"{len(acknowledged - received)} acknowledged, never received"
-    )
+
+    _under_load(node, "load", kill_a_worker)
+
+
+def test_kill_9_of_the_writer_process_under_load_loses_no_acknowledged_message(
+    node_factory: NodeFactory,
+) -> None:
+    node = _two_workers(node_factory, "load")  # storage.writer = process, the default
+    lock = node.data / LOCK_FILE
+    writer = int(lock.read_text())
+    assert writer not in [node.proc.pid if node.proc else 0, *_workers(node)]
+
+    def kill_the_writer() -> None:
+        os.kill(writer, signal.SIGKILL)
+        # the next write starts another, which names itself in the lock
+        until(lambda: lock.read_text().strip() not in ("", str(writer)), 15, what="no new writer")
+
+    _under_load(node, "load", kill_the_writer)
