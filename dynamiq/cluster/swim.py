@@ -19,6 +19,15 @@ The library's traps, and what this adapter does about each:
 6. A packet shorter than the library's header (one byte from anyone) raises
    in its unpacking, logged as "Task exception was never retrieved": the
    transport here unpacks with a ``_Pack`` that drops such packets.
+7. A member's news is taken from a third party only with a clock above the
+   one held, and every process's clock starts at 1: a member restarted under
+   its name (a node's worker after SIGTERM) speaks below what its past life
+   reached. A third party's word about that past life (offline, its old
+   boot id) then overwrote what the member said of itself, for good: one
+   member kept it departed while the others served with it, and the
+   cluster's slice changes waited on that one forever. Here the clock of
+   every update this process makes is at least the time in microseconds, so
+   the news of a later life always wins.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import logging
 import secrets
 import socket
 import time
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from contextlib import AsyncExitStack
 from typing import NoReturn
 
@@ -83,7 +92,18 @@ class _Transport(UdpTransport):
 
 
 class _Members(Members):
-    """``Members`` whose ``find`` honours ``exclude`` (trap 2)."""
+    """``Members`` whose ``find`` honours ``exclude`` (trap 2), and whose updates
+    carry a clock of at least the time (trap 7)."""
+
+    def update(
+        self,
+        member: SwimMember,
+        *,
+        new_status: Status | None = None,
+        new_metadata: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self._next_clock = max(self._next_clock, time.time_ns() // 1_000)
+        super().update(member, new_status=new_status, new_metadata=new_metadata)
 
     def find(
         self, count: int, *, status: Status = Status.ALL, exclude: Set[SwimMember] = frozenset()

@@ -143,7 +143,7 @@ class RemoteWriter:
             while True:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 sock.setblocking(False)
-                try:  # an abstract address: connected here, as not every loop takes one
+                try:  # connected here: not every loop takes an abstract address
                     sock.connect(self._address)
                     _, link = await loop.create_unix_connection(lambda: _Link(self), sock=sock)
                 except OSError as exc:

@@ -45,7 +45,7 @@ from dynamiq.errors import ServerError
 from dynamiq.logs import configure
 from dynamiq.storage.diskspace import FreeSpace
 from dynamiq.storage.lmdb_ops import OPS, Trees, open_env, unused_bytes
-from dynamiq.storage.lmdb_wire import address, error_of, frame, frames
+from dynamiq.storage.lmdb_wire import address, error_of, frame, frames, is_file
 from dynamiq.storage.lmdb_writer import MAX_OPS_PER_COMMIT, Committer, Gate, Write
 
 __all__ = ["LOCK_FILE", "main"]
@@ -217,8 +217,14 @@ def serve(path: Path, map_size: int, space: FreeSpace | None) -> int:
     env, trees = open_env(path, map_size)
     if space is not None:
         space.store_free = _free_pages(env, trees)
+    where = address(path)
+    if is_file(where):  # the lock is ours: a file there is a dead writer's
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(where)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(address(path))
+    sock.bind(where)
+    if is_file(where):
+        os.chmod(where, 0o600)  # the user's alone (the peer's credentials are checked too)
     sock.listen(256)
     sock.setblocking(False)
     server = WriterServer(env, trees, space, sock)
@@ -231,6 +237,9 @@ def serve(path: Path, map_size: int, space: FreeSpace | None) -> int:
     try:
         server.run()
     finally:
+        if is_file(where):  # gone before the lock: a writer after this one binds afresh
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(where)
         sock.close()
         env.close()
         lock.close()

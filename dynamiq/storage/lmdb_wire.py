@@ -6,8 +6,8 @@ args, adds)``: one of ``lmdb_ops.OPS`` by name, its arguments, the bytes it
 may need on disk. A reply is ``(id, ok, value, commits, seconds)``: the op's
 result (``ok``) or its error (``error_of``), and the writer's commits and
 seconds spent committing so far. Only processes of the writer's own user may
-connect (the writer checks the peer's credentials), so pickles come from the
-node's own processes.
+connect (the socket's file is the user's alone, and the writer checks the
+peer's credentials), so pickles come from the node's own processes.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from typing import Any
 
 from dynamiq.errors import BackendUnavailable, DiskLow, DynamiqError, RetryLater, ServerError
 
-__all__ = ["LOG_FILE", "address", "error_of", "frame", "frames", "raised"]
+__all__ = ["LOG_FILE", "SOCKET_FILE", "address", "error_of", "frame", "frames", "is_file", "raised"]
 
 LOG_FILE = "writer.log"  # the writer process's, in the store's directory
+SOCKET_FILE = "writer.sock"  # where the writer listens, in the store's directory
+_SOCKET_PATH_MAX = 108  # bytes of a Unix socket's path, its final NUL included
 _LENGTH = struct.Struct(">I")
 _ERRORS: dict[str, type[DynamiqError]] = {
     cls.__name__: cls for cls in (BackendUnavailable, DiskLow, ServerError)
@@ -31,11 +33,22 @@ _ERRORS: dict[str, type[DynamiqError]] = {
 
 
 def address(path: Path) -> bytes:
-    """The writer's socket for the store in ``path`` (as the node's settings resolve
-    it): in Linux's abstract namespace (no file to leave behind, no limit on the
-    data directory's path), named by the directory and the user."""
+    """The writer's socket for the store in ``path``: the file ``SOCKET_FILE`` in the
+    directory, reached from wherever the directory is (processes in other network
+    namespaces included, as nodes sharing one directory may be). When that
+    path is too long for a socket's address, one in Linux's abstract namespace,
+    named by the directory and the user (reached only within one network
+    namespace)."""
+    file = os.fsencode(path / SOCKET_FILE)
+    if len(file) < _SOCKET_PATH_MAX:
+        return file
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:32]
     return f"\0dynamiq-lmdb-writer-{os.getuid()}-{digest}".encode()
+
+
+def is_file(where: bytes) -> bool:
+    """Whether the writer's address ``where`` is a file (not an abstract name)."""
+    return not where.startswith(b"\0")
 
 
 def frame(message: Any) -> bytes:

@@ -41,6 +41,48 @@ def test_find_honours_exclude() -> None:
     assert members.find(5) == {target, members.get(f"{HOST}:3")}
 
 
+def _process(port: int, boot: str, peers: list[int]) -> _Members:
+    """The membership tables of one process at ``HOST:port`` (no sockets)."""
+    return _Members(
+        UdpConfig(
+            local_name=f"{HOST}:{port}",
+            peers=[f"{HOST}:{p}" for p in peers],
+            secret="s",
+            local_metadata={"name": f"m{port}".encode(), "boot": boot.encode()},
+        )
+    )
+
+
+def _tell(to: _Members, about: _Members, via: _Members) -> None:
+    """Apply at ``to`` what ``via`` gossips about ``about``'s member, as the worker does."""
+    subject = via.get(about.local.name)
+    to.apply(
+        to.get(subject.name),
+        to.get(via.local.name),
+        subject.clock,
+        status=subject.status,
+        metadata=subject.metadata,
+    )
+
+
+def test_a_member_restarted_under_its_name_outranks_word_of_its_past_life() -> None:
+    # Three processes: the member (m1), a third party (m2), and the one that
+    # must see the member's new life (m3). Real tables, packets applied in turn.
+    old = _process(1, "first", [2, 3])
+    third, seer = _process(2, "x", [1, 3]), _process(3, "y", [1, 2])
+    _tell(third, old, old)
+    _tell(seer, old, old)
+    # The member stops; the third party declares it offline with its own clock.
+    third.update(third.get(old.local.name), new_status=Status.SUSPECT)
+    third.update(third.get(old.local.name), new_status=Status.OFFLINE)
+    new = _process(1, "second", [2, 3])  # the same name, started again
+    _tell(seer, new, new)  # the member's own word reaches the seer first
+    _tell(seer, new, third)  # then the third party's word about its past life
+    member = seer.get(new.local.name)
+    assert member.metadata["boot"] == b"second"
+    assert member.status == Status.ONLINE
+
+
 async def test_a_node_alone_keeps_its_failure_detector(lone: SwimMembership) -> None:
     await asyncio.sleep(0.6)  # several ping intervals with nobody to ping
     assert lone.detecting

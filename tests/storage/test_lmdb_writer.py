@@ -18,7 +18,7 @@ from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.storage.lmdb_server import LOCK_FILE
-from dynamiq.storage.lmdb_wire import address, frame
+from dynamiq.storage.lmdb_wire import address, frame, is_file
 
 
 def _writer_pid(path: Path) -> int:
@@ -146,7 +146,11 @@ os.setgid(65534)
 os.setuid(65534)
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.settimeout(10)
-sock.connect(bytes.fromhex(sys.argv[1]))
+try:
+    sock.connect(bytes.fromhex(sys.argv[1]))
+except PermissionError:
+    print("not let in")
+    sys.exit()
 try:
     sock.sendall(bytes.fromhex(sys.argv[2]))
     print("closed" if sock.recv(100) == b"" else "answered")
@@ -155,17 +159,27 @@ except (ConnectionResetError, BrokenPipeError):
 """
 
 
-async def test_another_user_cannot_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("depth", "kept_out"),
+    [
+        (0, "not let in"),  # the socket's file is its user's alone
+        (120, "closed"),  # a path too long for a file: abstract, the peer's credentials checked
+    ],
+)
+async def test_another_user_cannot_write(tmp_path: Path, depth: int, kept_out: str) -> None:
     if os.getuid() != 0:
         pytest.skip("needs root, to be another user for a moment")
-    store = LmdbBackend(tmp_path, map_size=1 << 28, writer="process")
+    data = tmp_path / ("d" * depth) if depth else tmp_path
+    data.mkdir(exist_ok=True)
+    assert is_file(address(data)) == (depth == 0)
+    store = LmdbBackend(data, map_size=1 << 28, writer="process")
     try:
         await store.insert([("q", 1, b"mine")])
         key = b"\x01q" + (2).to_bytes(8, "big")
         request = frame((1, "insert", ([(key, b"theirs")], {b"\x01q": 1}), 0))
-        argv = [sys.executable, "-c", _STRANGER, address(tmp_path).hex(), request.hex()]
+        argv = [sys.executable, "-c", _STRANGER, address(data).hex(), request.hex()]
         said = await asyncio.to_thread(subprocess.run, argv, capture_output=True, timeout=30)
-        assert said.stdout.decode().strip() == "closed", said.stderr
+        assert said.stdout.decode().strip() == kept_out, said.stderr
         assert await store.get("q", [1, 2]) == [b"mine", None]
         assert await store.insert([("q", 3, b"still")]) == [True]
     finally:
