@@ -6,7 +6,7 @@
     python -m bench.chaos --rounds 100 --partitions   # network faults too (root, Linux)
     python -m bench.chaos --rounds 50 --redis-cluster --store-faults   # store primaries too
     python -m bench.chaos --rounds 20 --workers 2   # nodes of 2 workers; kills single ones too
-    python -m bench.chaos --rounds 20 --writer process   # one writer process; killed too
+    python -m bench.chaos --rounds 20 --writer thread   # each process commits on a thread
     python -m bench.chaos --rounds 40 --workers 2 --faults "kill -9,SIGTERM"   # only these
     python -m bench.chaos --rolling --rounds 3   # rolling restarts: every node in turn, 3 times
     python -m bench.chaos --rolling --rounds 1 --upgrade-from ../previous   # a rolling upgrade
@@ -23,9 +23,10 @@ replica) the rounds also kill or pause one of the store's primaries
 (``bench.store_faults``) and report when its replica was promoted and when
 the nodes served again. With ``--workers N`` every node is served by N
 worker processes, and the rounds also ``kill -9`` one worker of a node (its
-supervisor starts it again). With ``--writer process`` the nodes commit
-through the data directory's writer process (``storage.writer``), and the
-rounds also ``kill -9`` it (the next write starts another). These loads run
+supervisor starts it again). On LMDB the nodes commit through the data
+directory's writer process (``storage.writer``, the default), and the rounds
+also ``kill -9`` it (the next write starts another); ``--writer thread`` has
+each process commit on a thread of its own instead. These loads run
 throughout:
 
 - ``chaos``, with ``max_receives: 3`` and a dead-letter queue: 5% of the
@@ -253,8 +254,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--writer",
         choices=("thread", "process"),
-        default="thread",
-        help="the nodes' storage.writer on LMDB; with process, rounds kill -9 the writer too",
+        default="process",
+        help="the nodes' storage.writer on LMDB (default process, the nodes' own default); "
+        "with process, rounds kill -9 the writer too",
     )
     parser.add_argument(
         "--rolling",
@@ -277,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
-    if args.writer != "thread" and (args.redis_cluster or args.redis_url):
+    if args.writer == "thread" and (args.redis_cluster or args.redis_url):
         parser.error("--writer is for the nodes' LMDB")
     if args.upgrade_from is not None and not args.rolling:
         parser.error("--upgrade-from needs --rolling")
@@ -315,13 +317,18 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.copy(Path(tmp) / "data" / LOG_FILE, args.keep_logs)
 
 
+def _writer_process(args: argparse.Namespace) -> bool:
+    """Whether the nodes commit through a writer process (on LMDB, by default)."""
+    return args.writer == "process" and not (args.redis_cluster or args.redis_url)
+
+
 def _node_flags(args: argparse.Namespace, redis_url: str | None) -> list[str]:
     """The nodes' flags: their log level, and the Redis store they run on, if any."""
     extra = ["--core-loglevelstring", args.loglevel]
     if redis_url:
         extra += ["--storage-backend", "redis", "--storage-url", redis_url]
-    else:
-        extra += ["--storage-writer", args.writer]
+    elif args.writer == "thread":  # not the default: named (a release before it has no flag)
+        extra += ["--storage-writer", "thread"]
     if args.store_faults:
         extra += ["--storage-waitreplicas", "1"]  # an acknowledged write is on two servers
     return extra
@@ -331,7 +338,8 @@ def _run(
     cluster: LocalCluster, args: argparse.Namespace, seed: int, redis: RedisCluster | None
 ) -> int:
     print(
-        f"chaos: {args.nodes} nodes of {args.workers} worker(s), writer {args.writer}, "
+        f"chaos: {args.nodes} nodes of {args.workers} worker(s), "
+        f"{'Redis' if args.redis_cluster or args.redis_url else f'LMDB, writer {args.writer}'}, "
         f"{args.rounds} rounds, "
         f"{args.rate:g} msg/s, seed {seed}"
     )
@@ -421,7 +429,7 @@ def _rounds(
     faults = [
         *FAULTS,
         *(WORKER_FAULTS if args.workers > 1 else ()),
-        *(WRITER_FAULTS if args.writer == "process" else ()),
+        *(WRITER_FAULTS if _writer_process(args) else ()),
         *(NETWORK_FAULTS if args.partitions else ()),
         *(STORE_FAULTS if redis else ()),
     ]
