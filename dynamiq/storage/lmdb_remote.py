@@ -29,6 +29,7 @@ log = logging.getLogger("dynamiq.storage")
 
 START_SECONDS = 15.0  # how long a new writer may take to answer
 RETRY_AFTER = 1
+REAP_SECONDS = 1.0  # after a lost link: a writer this process started is reaped by then
 
 
 class _Link(asyncio.Protocol):
@@ -175,9 +176,6 @@ class RemoteWriter:
 # The writers this process started (their pids), reaped once they end. No ``Popen``:
 # one still running when this process exits is no error (it serves the others).
 _CHILDREN: set[int] = set()
-
-
-REAP_SECONDS = 1.0  # after a lost link: a writer this process started is reaped by then
 
 
 def _reap() -> None:
