@@ -218,13 +218,12 @@ def serve(path: Path, map_size: int, space: FreeSpace | None) -> int:
     if space is not None:
         space.store_free = _free_pages(env, trees)
     where = address(path)
-    if is_file(where):  # the lock is ours: a file there is a dead writer's
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(where)
+    file = where if is_file(where) else None
+    _remove(file)  # the lock is ours: a file there is a dead writer's
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(where)
-    if is_file(where):
-        os.chmod(where, 0o600)  # the user's alone (the peer's credentials are checked too)
+    if file is not None:
+        os.chmod(file, 0o600)  # the user's alone (the peer's credentials are checked too)
     sock.listen(256)
     sock.setblocking(False)
     server = WriterServer(env, trees, space, sock)
@@ -237,13 +236,18 @@ def serve(path: Path, map_size: int, space: FreeSpace | None) -> int:
     try:
         server.run()
     finally:
-        if is_file(where):  # gone before the lock: a writer after this one binds afresh
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(where)
+        _remove(file)  # gone before the lock: a writer after this one binds afresh
         sock.close()
         env.close()
         lock.close()
     return 0
+
+
+def _remove(file: bytes | None) -> None:
+    """Remove the writer's socket file, if it listens on one and it is there."""
+    if file is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(file)
 
 
 def _free_pages(env: Any, trees: Trees) -> Callable[[], int]:
