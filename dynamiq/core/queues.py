@@ -367,6 +367,9 @@ class QueueService:
 
         Returns the ids whose lease was live on this node; a message whose
         lease ended (or that was deleted) is not leased again by this call.
+        Only a lease on an id this node serves now is extended: a node that
+        stood down, or let the id go, is no longer the one whose leases (in
+        memory or journaled) the others hold theirs by.
         A lease the consumer extended ends without a retry backoff; one ended
         with 0 gets the queue's backoff (extended before or not), and one
         ended after the message's last allowed receive goes to the dead letters.
@@ -375,7 +378,8 @@ class QueueService:
         state = self.states.of(record)
         now = self._clock.now()
         if seconds > 0:
-            live = state.leases.extend(ids, now, seconds)
+            serves = self.states.serves
+            live = state.leases.extend([i for i in ids if serves(i)], now, seconds)
             self._journal(record, state, live)
             if record.settings.retry_backoff is not None:
                 state.nacked.update(live)

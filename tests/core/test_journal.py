@@ -102,6 +102,27 @@ async def test_an_extension_is_journaled_and_held_by_the_node_taking_over(
     assert [m.id for m in await survivor.receive("q", 1)] == [mid]
 
 
+async def test_a_node_that_stood_down_extends_no_lease_the_others_would_not_know_of(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    """Once a node stops serving (SIGTERM, a pause, a lost majority) its journal is what the
+    others hold its leases by: an extension it could make then would not be in it, so
+    it makes none, and the consumer hears that the lease was not extended."""
+    directory = tmp_path / "j"
+    leaving, _ = await _node(store, fake_clock, directory, "n1")
+    (mid,) = await leaving.publish("q", [b"a"])
+    await leaving.receive("q", 1, visibility_timeout=5)
+    leaving.close()  # shutting down: the journal is closed, then the node stands down
+    leaving.states.set_keyspace(None)
+    assert await leaving.change_visibility("q", [mid], 60) == []
+    survivor, _ = await _node(store, fake_clock, directory, "n2")
+    await survivor.custody.replay(["n2"])
+    fake_clock.advance(4)
+    assert await survivor.receive("q", 1) == []  # the lease the journal holds runs on
+    fake_clock.advance(2)
+    assert [m.id for m in await survivor.receive("q", 1)] == [mid]
+
+
 async def test_a_restarted_node_holds_the_leases_of_its_previous_life(
     store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
