@@ -346,6 +346,7 @@ def _run(
     print(f"formed in {cluster.start():.1f} s")
     print(f"monotonic {time.monotonic():.2f} is {datetime.now().time()} (the nodes' log times)")
     urls = [n.url for n in cluster.nodes.values()]
+    print("nodes:", ", ".join(f"{name} {n.url}" for name, n in cluster.nodes.items()))
     loads = _loads(urls, args.rate, args.queues)
     # The endpoint listens on this host's loopback, which namespaced nodes do not share.
     push = None if args.partitions else PushLoad(urls, args.rate / 4).start()

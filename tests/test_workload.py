@@ -48,9 +48,15 @@ def test_an_acknowledged_id_never_delivered_is_lost() -> None:
 def test_a_delivery_before_an_earlier_lease_could_end_is_a_double_lease() -> None:
     ledger = Ledger()
     with ledger.lock:
-        ledger.leased([1, 2], asked=10.0, answered=10.1, seconds=5.0)
+        ledger.leased([1, 2], asked=10.0, answered=10.1, seconds=5.0, by="n1")
         ledger.leased([1], asked=15.0, answered=15.2, seconds=5.0)  # after 10.0 + 5: a lapse
-        ledger.leased([2], asked=14.0, answered=14.9, seconds=5.0)  # 10.0 + 5 not yet passed
+        ledger.leased([2], asked=14.0, answered=14.9, seconds=5.0, by="n2")  # 10.0 + 5 not yet
         ledger.leased([2], asked=19.0, answered=19.95, seconds=5.0)  # 14.0 + 5 passed
     report = ledger.report()
     assert report.double_leases == 1 and report.failed
+    # The example names both receives: when each was sent and answered, and through which node.
+    (example,) = ledger.examples
+    assert example.endswith(
+        "id 2: leased again 0.10 s early (asked 14.00, answered 14.90 through n2); "
+        "before (asked 10.00, answered 10.10 through n1)"
+    )

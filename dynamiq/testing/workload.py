@@ -43,6 +43,7 @@ import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
@@ -55,6 +56,20 @@ __all__ = ["Ledger", "Report", "Workload"]
 
 # What names a message in the ledger: its id, or over many queues (queue, id).
 Key = Hashable
+
+
+class _Lease(NamedTuple):
+    """A receive that leased: when it was sent and answered (monotonic), through which node."""
+
+    asked: float
+    answered: float
+    by: str
+
+    def __str__(self) -> str:
+        return f"(asked {self.asked:.2f}, answered {self.answered:.2f} through {self.by or '?'})"
+
+
+_NEVER = (0.0, _Lease(0.0, 0.0, ""))
 
 
 @dataclass
@@ -73,7 +88,8 @@ class Ledger:
     last_in_group: dict[str, tuple[int, int, int, Key]] = field(default_factory=dict)
     order_violations: int = 0
     several_of_a_group: int = 0  # receives that brought two or more messages of one group
-    leased_until: dict[Key, float] = field(default_factory=dict)  # -> earliest lease end
+    # -> the earliest its last lease ends, and that lease: asked, answered, through
+    leased_until: dict[Key, tuple[float, _Lease]] = field(default_factory=dict)
     double_leases: int = 0
     # The first few failures of the order and lease checks, as lines to read beside
     # the faults' times (monotonic seconds).
@@ -107,16 +123,22 @@ class Ledger:
         else:
             self.last_in_group[expected] = (n, n, receive, message_id)
 
-    def leased(self, ids: Sequence[Key], asked: float, answered: float, seconds: float) -> None:
+    def leased(
+        self, ids: Sequence[Key], asked: float, answered: float, seconds: float, by: str = ""
+    ) -> None:
         """Note deliveries of ``ids`` by a receive sent at ``asked`` and answered at
-        ``answered`` (monotonic) with leases of ``seconds``; count those that came
-        while an earlier lease on the same id was surely live. Call with ``lock`` held."""
-        until = self.leased_until
+        ``answered`` (monotonic) through the node ``by`` with leases of ``seconds``;
+        count those that came while an earlier lease on the same id was surely live.
+        Call with ``lock`` held."""
+        until, lease = self.leased_until, _Lease(asked, answered, by)
         for mid in ids:
-            if answered < until.get(mid, 0.0):
+            ends, before = until.get(mid, _NEVER)
+            if answered < ends:
                 self.double_leases += 1
-                self._example(f"id {mid}: leased again {until[mid] - answered:.2f} s early")
-            until[mid] = asked + seconds
+                self._example(
+                    f"id {mid}: leased again {ends - answered:.2f} s early {lease}; before {before}"
+                )
+            until[mid] = (asked + seconds, lease)
 
     def _example(self, what: str) -> None:
         if len(self.examples) < EXAMPLES:
@@ -368,7 +390,7 @@ class Workload:
             return 0
         keys = {m.id: self._key(queue, m.id) for m in got}
         with self.ledger.lock:
-            self.ledger.leased(list(keys.values()), asked, answered, self._visibility)
+            self.ledger.leased(list(keys.values()), asked, answered, self._visibility, client.url)
             self.ledger.delivered.update(keys.values())
             self._receives += 1
             for m in got:
