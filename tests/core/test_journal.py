@@ -123,6 +123,28 @@ async def test_a_node_that_stood_down_extends_no_lease_the_others_would_not_know
     assert [m.id for m in await survivor.receive("q", 1)] == [mid]
 
 
+async def test_a_replay_leaves_a_segment_its_node_may_still_write_to(
+    store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    """A node replays the journals of the nodes its view lacks: one just restarted may be
+    among them, writing to a segment whose first leases have ended. Deleting that
+    file would lose the leases the node writes to it next."""
+    directory = tmp_path / "j"
+    restarted, _ = await _node(store, fake_clock, directory, "n1")
+    first, second = await restarted.publish("q", [b"first", b"second"])
+    await restarted.receive("q", 1, visibility_timeout=1)  # opens a segment
+    lagging, _ = await _node(store, fake_clock, directory, "n2")
+    fake_clock.advance(SEGMENT_SECONDS * 0.75)  # that lease ended; the segment is open
+    await lagging.custody.replay(["n2"])  # its view lacks n1
+    again = await restarted.receive("q", 2, visibility_timeout=30)  # into the same segment
+    assert sorted(m.id for m in again) == [first, second]
+    assert await _files_in(directory) == ["n1"]
+    # n1 stops without a handoff: the node taking over its slice holds what it leased
+    fake_clock.advance(2)
+    await lagging.custody.replay(["n2"])
+    assert await lagging.receive("q", 2) == []
+
+
 async def test_a_restarted_node_holds_the_leases_of_its_previous_life(
     store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
 ) -> None:

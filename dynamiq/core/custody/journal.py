@@ -28,7 +28,11 @@ nodes share a data directory. A file is deleted once none of its leases is
 live any more: another node may take over a part of the slice before the
 restarted node is back in its view, and must find those leases too.
 Replaying a journal whose node still lives stores its counts a little
-early, which is what a counted queue does anyway.
+early, which is what a counted queue does anyway; but a file of another
+node is deleted only once that node can no longer be writing to it (opened
+more than ``OPEN_SECONDS`` ago): a node just restarted, not yet in the
+replaying node's view, may have opened a segment with leases that have
+ended already, and would write its next leases into a deleted file.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ __all__ = ["LeaseJournal", "Noted", "Replayed", "replay", "store_counts"]
 log = logging.getLogger("dynamiq.core")
 
 SEGMENT_SECONDS = 2.0
+# A segment is written to for SEGMENT_SECONDS after it is opened; a file opened longer
+# ago than this (by the wall clock in its name) is written to no more.
+OPEN_SECONDS = 3 * SEGMENT_SECONDS
 REPLAY_BATCH = 1000
 SUFFIX = ".journal"
 _LENGTH = struct.Struct(">I")
@@ -181,7 +188,8 @@ class LeaseJournal:
         journals the live leases anew as it takes them over. The files naming live
         leases stay until those end (``tidy``), for a node taking over meanwhile."""
         paths = await asyncio.to_thread(self._files, {self._node}, True)
-        found = await replay(store, paths, self._clock.wall_ms(), keep_live=True)
+        now_ms = self._clock.wall_ms()
+        found = await replay(store, paths, now_ms, written_after_ms=now_ms)  # a life over
         self._past += found.kept
         return found
 
@@ -189,7 +197,8 @@ class LeaseJournal:
         """Replay the journals of the nodes not in ``alive`` (node names)."""
         keep = {node_file_name(name) for name in alive} | {self._node}
         paths = await asyncio.to_thread(self._files, keep, False)
-        return await replay(store, paths, self._clock.wall_ms(), keep_live=True)
+        now_ms = self._clock.wall_ms()
+        return await replay(store, paths, now_ms, now_ms - round(OPEN_SECONDS * 1000))
 
     def _files(self, nodes: set[str], of: bool) -> list[Path]:
         """The segment files of ``nodes`` (``of``), or of every node but them, oldest first."""
@@ -238,6 +247,12 @@ def node_file_name(node: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in node)
 
 
+def opened_ms(path: Path) -> int:
+    """When a segment file was opened (wall-clock ms, from its name; 0 if it says not)."""
+    stamp = path.name.split(".")[1].partition("-")[0] if path.name.count(".") >= 2 else ""
+    return int(stamp) if stamp.isdigit() else 0
+
+
 def _settled(segment: _Segment) -> bool:
     leases = segment.leases
     while segment.settled < len(leases):
@@ -268,11 +283,12 @@ def read(path: Path) -> list[Entry]:
 
 
 async def replay(
-    store: StorageBackend, paths: Sequence[Path], now_ms: int, keep_live: bool
+    store: StorageBackend, paths: Sequence[Path], now_ms: int, written_after_ms: int
 ) -> Replayed:
     """Store the counts the journal files hold where the records have less, and return
-    them with the leases live at ``now_ms``; delete the files (with ``keep_live``, only
-    those that name no live lease: the others are ``kept``)."""
+    them with the leases live at ``now_ms``; delete the files that name no live lease
+    (the others are ``kept``), but those opened after ``written_after_ms``: their
+    node may write to them still."""
     latest: dict[str, dict[int, Noted]] = {}
     done: list[Path] = []
     kept: list[tuple[Path, int]] = []
@@ -292,9 +308,9 @@ async def replay(
                     before.until_ms,
                 ):
                     known[noted.id] = noted
-        if keep_live and until_ms > now_ms:
+        if until_ms > now_ms:
             kept.append((path, until_ms))
-        else:
+        elif opened_ms(path) <= written_after_ms:
             done.append(path)
     found = Replayed(kept=kept)
     for uid, noted_by_id in latest.items():
