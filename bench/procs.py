@@ -28,16 +28,21 @@ def cpu_seconds(pid: int) -> float:
     for p in processes(pid):
         # The fields after the command's closing parenthesis: utime, stime, cutime and
         # cstime (its children that ended and were waited for) are the 12th to 15th.
-        fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
-        ticks += sum(int(f) for f in fields[11:15])
+        # One that ended since it was listed counts in its parent's once waited for.
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+            ticks += sum(int(f) for f in fields[11:15])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _status_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise ValueError(f"no {field} for process {pid}")
+    """A memory field of one process, in KiB: 0 for one that ended (a zombie not waited
+    for yet has no memory fields, and one waited for has no ``/proc`` entry)."""
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def memory_mib(pid: int, field: str = "VmHWM") -> float:
