@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.procs import processes
 from dynamiq.client import Client
 from dynamiq.config_sources import load_settings
 from dynamiq.errors import ConfigError, DynamiqError
@@ -38,6 +39,19 @@ def _workers(node: NodeProcess) -> list[int]:
     assert node.proc is not None
     pid = node.proc.pid
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _zombies(node: NodeProcess) -> list[int]:
+    """The node's processes that ended and were not waited for (a worker's or a writer)."""
+    assert node.proc is not None
+    return [pid for pid in processes(node.proc.pid) if _state(pid) == "Z"]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return "gone"
 
 
 def _serves_all(node: NodeProcess) -> bool:
@@ -119,6 +133,8 @@ def test_two_workers_share_the_port_split_the_slice_and_show_as_one_node(
         assert sorted(m.id for m in got) == sorted(ids)
         with urllib.request.urlopen(f"{node.url}/v1/status/servers", timeout=5) as answer:
             assert answer.read().decode() == "Member: dynamiq1 127.0.0.1\n"
+    # Both workers started a writer and one left at once, the lock held: it was waited for.
+    until(lambda: not _zombies(node), 10, what="a process of the node left a zombie")
 
 
 def test_a_worker_killed_is_started_again_and_its_leases_lapse_with_nothing_lost(

@@ -29,7 +29,9 @@ log = logging.getLogger("dynamiq.storage")
 
 START_SECONDS = 15.0  # how long a new writer may take to answer
 RETRY_AFTER = 1
-REAP_SECONDS = 1.0  # after a lost link: a writer this process started is reaped by then
+# After a lost link, or a link to another's writer: one this process started has ended
+# by then (killed, or left at once, finding the lock held) and is reaped.
+REAP_SECONDS = 1.0
 
 
 class _Link(asyncio.Protocol):
@@ -115,8 +117,7 @@ class RemoteWriter:
         if link is not self._link:
             return
         self._link = None
-        if _CHILDREN:  # the writer may have been this process's child: no zombie of it
-            asyncio.get_running_loop().call_later(REAP_SECONDS, _reap)
+        _reap_soon()  # the writer may have been this process's child: no zombie of it
         waiting, self._waiting = self._waiting, {}
         if waiting:
             log.warning("the store's writer went away with %d writes unanswered", len(waiting))
@@ -162,6 +163,7 @@ class RemoteWriter:
                     pause = min(pause * 2, 0.2)
                     continue
                 self._link = link
+                _reap_soon()  # the one this process started may have found the lock held
                 return link
 
     async def _start(self) -> None:
@@ -187,6 +189,12 @@ def _reap() -> None:
             running = False
         if not running:
             _CHILDREN.discard(pid)
+
+
+def _reap_soon() -> None:
+    """Reap, ``REAP_SECONDS`` from now, the writers this process started that ended."""
+    if _CHILDREN:
+        asyncio.get_running_loop().call_later(REAP_SECONDS, _reap)
 
 
 def _spawn(argv: list[str], log_file: Path) -> None:
