@@ -247,7 +247,7 @@ def node_file_name(node: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in node)
 
 
-def opened_ms(path: Path) -> int:
+def _opened_ms(path: Path) -> int:
     """When a segment file was opened (wall-clock ms, from its name; 0 if it says not)."""
     stamp = path.name.split(".")[1].partition("-")[0] if path.name.count(".") >= 2 else ""
     return int(stamp) if stamp.isdigit() else 0
@@ -310,7 +310,7 @@ async def replay(
                     known[noted.id] = noted
         if until_ms > now_ms:
             kept.append((path, until_ms))
-        elif opened_ms(path) <= written_after_ms:
+        elif _opened_ms(path) <= written_after_ms:
             done.append(path)
     found = Replayed(kept=kept)
     for uid, noted_by_id in latest.items():
