@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.store_faults and not args.redis_cluster:
         parser.error("--store-faults needs --redis-cluster")
-    if args.writer == "thread" and (args.redis_cluster or args.redis_url):
+    if args.writer == "thread" and _on_redis(args):
         parser.error("--writer is for the nodes' LMDB")
     if args.upgrade_from is not None and not args.rolling:
         parser.error("--upgrade-from needs --rolling")
@@ -317,9 +317,14 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.copy(Path(tmp) / "data" / LOG_FILE, args.keep_logs)
 
 
+def _on_redis(args: argparse.Namespace) -> bool:
+    """Whether the nodes run on Redis (a URL given, or a cluster started), not LMDB."""
+    return bool(args.redis_cluster or args.redis_url)
+
+
 def _writer_process(args: argparse.Namespace) -> bool:
     """Whether the nodes commit through a writer process (on LMDB, by default)."""
-    return args.writer == "process" and not (args.redis_cluster or args.redis_url)
+    return args.writer == "process" and not _on_redis(args)
 
 
 def _node_flags(args: argparse.Namespace, redis_url: str | None) -> list[str]:
@@ -339,7 +344,7 @@ def _run(
 ) -> int:
     print(
         f"chaos: {args.nodes} nodes of {args.workers} worker(s), "
-        f"{'Redis' if args.redis_cluster or args.redis_url else f'LMDB, writer {args.writer}'}, "
+        f"{'Redis' if _on_redis(args) else f'LMDB, writer {args.writer}'}, "
         f"{args.rounds} rounds, "
         f"{args.rate:g} msg/s, seed {seed}"
     )

@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["MemoryWatch", "cpu_seconds", "memory_mib", "processes"]
+__all__ = ["MemoryWatch", "cpu_seconds", "memory_mib", "processes", "state"]
 
 
 def processes(pid: int) -> list[int]:
@@ -30,9 +30,22 @@ def cpu_seconds(pid: int) -> float:
         # cstime (its children that ended and were waited for) are the 12th to 15th.
         # One that ended since it was listed counts in its parent's once waited for.
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
-            ticks += sum(int(f) for f in fields[11:15])
+            ticks += sum(int(f) for f in _stat(p)[11:15])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def state(pid: int) -> str:
+    """A process's state as ``/proc`` shows it (``Z``: ended, not waited for yet), or
+    ``gone`` once it has no entry there (waited for)."""
+    try:
+        return _stat(pid)[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone"
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command's closing parenthesis."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
 
 
 def _status_kib(pid: int, field: str) -> int:

@@ -6,19 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from bench.procs import cpu_seconds, memory_mib
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+from bench.procs import cpu_seconds, memory_mib, state
 
 
 def test_a_process_that_ended_holds_no_memory_whether_waited_for_or_not() -> None:
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
-    while _state(ended.pid) != "Z":  # ended, not waited for: no memory fields at all
+    while state(ended.pid) != "Z":  # ended, not waited for: no memory fields at all
         assert time.monotonic() < deadline, "the child did not end"
         time.sleep(0.01)
     assert memory_mib(ended.pid, "RssAnon") == 0

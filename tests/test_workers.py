@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.procs import processes
+from bench.procs import processes, state
 from dynamiq.client import Client
 from dynamiq.config_sources import load_settings
 from dynamiq.errors import ConfigError, DynamiqError
@@ -44,14 +44,7 @@ def _workers(node: NodeProcess) -> list[int]:
 def _zombies(node: NodeProcess) -> list[int]:
     """The node's processes that ended and were not waited for (a worker's or a writer)."""
     assert node.proc is not None
-    return [pid for pid in processes(node.proc.pid) if _state(pid) == "Z"]
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return "gone"
+    return [pid for pid in processes(node.proc.pid) if state(pid) == "Z"]
 
 
 def _serves_all(node: NodeProcess) -> bool:

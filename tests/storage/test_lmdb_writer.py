@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.procs import state
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
@@ -26,11 +27,7 @@ def _writer_pid(path: Path) -> int:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+    return state(pid) not in ("Z", "gone")
 
 
 def _writers(path: Path) -> list[int]:
