@@ -61,9 +61,13 @@ class CoreSettings:
     syncconfiginterval: int = 2000
     loglevelstring: str = "info"
     workers: str = "auto"  # processes serving this node: "auto" (``worker_count``) or 1..64
+    # Who serves v2's publish, receive and delete: the node's own front end ("on"),
+    # or aiohttp, which serves every other route ("off").
+    front: str = "on"
 
     def __post_init__(self) -> None:
         _require(bool(self.name.strip()), "core.name", "must not be empty")
+        _require(self.front in ("on", "off"), "core.front", "must be on or off")
         _require(
             WORKER_MARK not in self.name,
             "core.name",

@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from dynamiq.api.context import SERVICES
+from dynamiq.api.front import FRONT
 from dynamiq.api.limits import LimitedSite
 from dynamiq.config import Settings
 from dynamiq.errors import DynamiqError
@@ -101,7 +102,12 @@ async def serve(
         await runner.setup()
         for served in (sock, seat.peers) if seat else (sock,):
             site = LimitedSite(
-                runner, served, limits.maxconnections, backlog=limits.backlog, ssl_context=tls
+                runner,
+                served,
+                limits.maxconnections,
+                backlog=limits.backlog,
+                ssl_context=tls,
+                front=app.get(FRONT),
             )
             await site.start()
         _settle_memory()

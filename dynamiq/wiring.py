@@ -24,15 +24,18 @@ from aiohttp import web
 from dynamiq.access.guard import Guard
 from dynamiq.access.keys import KeyRing
 from dynamiq.api.app import build_app
-from dynamiq.api.context import Services
+from dynamiq.api.context import SERVICES, Services
+from dynamiq.api.delivery import DEPARTURES
+from dynamiq.api.front import FRONT, Front
 from dynamiq.api.intake import Intake
+from dynamiq.api.v2_front import V2Front
 from dynamiq.cluster.base import FatalHandler, Member, Membership, StaticMembership
 from dynamiq.cluster.board import Board
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.quorum import Quorum
 from dynamiq.cluster.swim import SwimMembership
 from dynamiq.cluster.wire import PeerSigner
-from dynamiq.config import LOOPBACK, Settings, StatsSettings
+from dynamiq.config import LOOPBACK, LimitsSettings, Settings, StatsSettings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.custody.journal import LeaseJournal
@@ -169,11 +172,22 @@ def create_app(
     if certificates is not None:
         app[CERTIFICATES] = certificates
     _run(app, node, engine, cluster, reporter, keys, on_fatal or _log_fatal, describe(settings))
+    if settings.core.front == "on":
+        _front(app, settings.limits)
 
     app.cleanup_ctx.extend(
         [_owned(webhooks.start, poster.close), _task(pusher.pusher_loop)]  # after the catalog
     )
     return app
+
+
+def _front(app: web.Application, limits: LimitsSettings) -> None:
+    """Serve v2's hot routes from the node's own front end (``core.front``); its
+    requests are answered at shutdown after the node stopped serving."""
+    lookup = V2Front(app[SERVICES], app[DEPARTURES]).lookup
+    front = Front(lookup, limits.idletimeout, limits.maxbodybytes, limits.shutdowntimeout)
+    app[FRONT] = front
+    app.on_shutdown.append(front.on_shutdown)
 
 
 def _run(

@@ -9,25 +9,25 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from collections.abc import Mapping
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from dynamiq.access.roles import ANYONE, Access, Principal
-from dynamiq.api.context import services_of
+from dynamiq.api.context import Services, services_of
 from dynamiq.errors import Forbidden
 
-__all__ = ["PRINCIPAL", "bearer", "caller", "guarded"]
+__all__ = ["PRINCIPAL", "admit_caller", "bearer", "caller", "guarded"]
 
 PRINCIPAL = web.RequestKey("principal", Principal)
 _KEYLESS = frozenset({Access.OPEN, Access.PEER})
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def bearer(request: web.Request) -> str | None:
-    """Return the key of an ``Authorization: Bearer <key>`` header, or None."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
+def bearer(authorization: str) -> str | None:
+    """Return the key of an ``Authorization: Bearer <key>`` header's value, or None."""
+    scheme, _, token = authorization.partition(" ")
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
@@ -39,59 +39,88 @@ def guarded(handler: Handler, access: Access, api: str) -> Handler:
     caller as ``ANYONE``, as does every API when keys are off.
     """
 
-    changes = access is Access.CONSUME  # v1 leases with GET: a page's <img> must not
-
     async def guard(request: web.Request) -> web.StreamResponse:
-        services = services_of(request)
-        door = services.guard
-        if (changes or request.method not in _SAFE) and _cross_site(request):
-            raise Forbidden("requests from other sites' pages may not change anything here")
-        if not door.enabled and services.hosts and not _named_well(request, services.hosts):
-            raise Forbidden(
-                f"this node is not called {_host(request)!r} (auth.hosts names the others)"
-            )
-        if not door.enabled or api in services.keyless:
-            request[PRINCIPAL] = ANYONE
-        elif access not in _KEYLESS:
-            principal = await door.identify(bearer(request), request.remote or "")
-            principal.require(access)
+        principal = await admit_caller(
+            services_of(request),
+            access,
+            api,
+            request.method,
+            request.headers,
+            request.host or "",
+            request.remote or "",
+        )
+        if principal is not None:
             request[PRINCIPAL] = principal
         return await handler(request)
 
     return guard
 
 
-def _cross_site(request: web.Request) -> bool:
+async def admit_caller(
+    services: Services,
+    access: Access,
+    api: str,
+    method: str,
+    headers: Mapping[str, str],
+    host: str,
+    remote: str,
+) -> Principal | None:
+    """Return the caller of a request (``headers`` by lower-case name: a ``Host`` of
+    ``host``, from ``remote``), allowed ``access`` to ``api``; None on a route open to
+    all while keys are on.
+
+    Raises:
+        Forbidden: a page of another site, a name of the node it does not answer to,
+            or a key that may not do this.
+        Unauthorized: no key, or one the node does not know.
+    """
+    door = services.guard
+    # A change, or a lease (v1 leases with GET: a page's <img> must not).
+    changes = access is Access.CONSUME or method not in _SAFE
+    if changes and _cross_site(headers, host):
+        raise Forbidden("requests from other sites' pages may not change anything here")
+    if not door.enabled and services.hosts and not _named_well(host, services.hosts):
+        raise Forbidden(f"this node is not called {_host(host)!r} (auth.hosts names the others)")
+    if not door.enabled or api in services.keyless:
+        return ANYONE
+    if access in _KEYLESS:
+        return None
+    principal = await door.identify(bearer(headers.get("authorization", "")), remote)
+    principal.require(access)
+    return principal
+
+
+def _cross_site(headers: Mapping[str, str], host: str) -> bool:
     """Whether a browser says the request comes from another site's page.
 
     Browsers send ``Sec-Fetch-Site`` (and ``Origin`` on every POST, PUT, PATCH
     and DELETE); other clients send neither, and are not refused.
     """
-    fetched = request.headers.get("Sec-Fetch-Site")
+    fetched = headers.get("sec-fetch-site")
     if fetched is not None:
         return fetched not in ("same-origin", "none")
-    origin = request.headers.get("Origin")
+    origin = headers.get("origin")
     if origin is None:
         return False
-    return origin == "null" or origin.partition("://")[2].lower() != (request.host or "").lower()
+    return origin == "null" or origin.partition("://")[2].lower() != host.lower()
 
 
-def _host(request: web.Request) -> str:
-    """The name the request calls this node by, without the port."""
-    host = (request.host or "").lower()
+def _host(host: str) -> str:
+    """The name a ``Host`` calls this node by, without the port."""
+    host = host.lower()
     if host.startswith("["):
         return host[1 : host.find("]")] if "]" in host else host
     return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
-def _named_well(request: web.Request, hosts: frozenset[str]) -> bool:
+def _named_well(host: str, hosts: frozenset[str]) -> bool:
     """Whether the request calls this node by an address or a name it answers to.
 
     An address cannot be rebound: only names are checked (a page's own name
     that the attacker points at this node's address is not among them).
     """
-    host = _host(request)
-    return host in hosts or _is_address(host)
+    name = _host(host)
+    return name in hosts or _is_address(name)
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,33 +22,47 @@ from dynamiq.api.schemas import (
 from dynamiq.errors import BadRequest, Invalid, UnsupportedMediaType
 from dynamiq.models import Attributes, AttributeValue, Message, Outgoing
 
-__all__ = ["decode_body", "encode_message", "iso_time", "json_response", "outgoing", "read_json"]
+__all__ = [
+    "JSON",
+    "check_media",
+    "decode_body",
+    "decode_json",
+    "encode_message",
+    "iso_time",
+    "json_response",
+    "outgoing",
+    "read_json",
+]
 
 T = TypeVar("T")
-_encoder = msgspec.json.Encoder()
+JSON = msgspec.json.Encoder()  # what every answer's body is encoded with
 
 
 def json_response(payload: Any, status: int = 200) -> web.Response:
     """Return ``payload`` (a struct, dict, list or scalar) as a JSON response."""
-    return web.Response(
-        body=_encoder.encode(payload), status=status, content_type="application/json"
-    )
+    return web.Response(body=JSON.encode(payload), status=status, content_type="application/json")
 
 
 async def read_json(request: web.Request, kind: type[T], optional: bool = False) -> T:
-    """Decode and validate the request body as ``kind``.
+    """Decode and validate the request body as ``kind`` (``decode_json``)."""
+    check_media(request.body_exists, request.content_type)
+    return decode_json(await request.read(), kind, optional)
+
+
+def check_media(body_exists: bool, content_type: str) -> None:
+    """Refuse a body whose ``Content-Type`` is not JSON (an HTML form posting
+    ``text/plain`` is one) with ``UnsupportedMediaType``."""
+    if body_exists and not _is_json(content_type):
+        raise UnsupportedMediaType(f"the body must be sent as application/json, not {content_type}")
+
+
+def decode_json(raw: bytes, kind: type[T], optional: bool = False) -> T:
+    """Decode and validate ``raw`` as ``kind`` (``optional``: no body is ``{}``).
 
     Raises:
-        UnsupportedMediaType: a body whose ``Content-Type`` is not JSON (an HTML
-            form posting ``text/plain`` is one).
         BadRequest: the body is not JSON.
         Invalid: the JSON does not fit ``kind`` (types, ranges, unknown fields).
     """
-    if request.body_exists and not _is_json(request.content_type):
-        raise UnsupportedMediaType(
-            f"the body must be sent as application/json, not {request.content_type}"
-        )
-    raw = await request.read()
     if optional and not raw.strip(_JSON_SPACE):
         raw = b"{}"
     try:

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
 from dynamiq.api.routes import node
 from dynamiq.models import Message, ReceiveRequest
+from dynamiq.service.leased import Leased
+from dynamiq.service.node import Node
 
-__all__ = ["DEPARTURES", "ClientGone", "Departures", "deliver"]
+__all__ = ["DEPARTURES", "ClientGone", "Departures", "Watched", "deliver", "lease_for"]
+
+R = TypeVar("R")
 
 # How often the clients of waiting receives are looked at.
 CONNECTION_CHECK_SECONDS = 0.2
@@ -25,6 +29,14 @@ CONNECTION_CHECK_SECONDS = 0.2
 
 class ClientGone(ConnectionResetError):
     """The client closed its connection before its answer was written."""
+
+
+class Watched(Protocol):
+    """A request whose client may go: aiohttp's, or one the front end serves."""
+
+    @property
+    def transport(self) -> asyncio.BaseTransport | None:
+        """Its connection's transport; None once aiohttp let it go."""
 
 
 class Departures:
@@ -38,11 +50,11 @@ class Departures:
     """
 
     def __init__(self) -> None:
-        self._watched: dict[asyncio.Task[Any], web.Request] = {}  # task: whose
+        self._watched: dict[asyncio.Task[Any], Watched] = {}  # task: whose
         self._timer: asyncio.TimerHandle | None = None
         self._cancelled: set[asyncio.Task[Any]] = set()  # for their client's going
 
-    def watch(self, request: web.Request, task: asyncio.Task[Any]) -> None:
+    def watch(self, request: Watched, task: asyncio.Task[Any]) -> None:
         """Cancel ``task`` once ``request``'s client has gone (``forget`` it after)."""
         self._watched[task] = request
         if self._timer is None:
@@ -73,7 +85,7 @@ class Departures:
 DEPARTURES = web.AppKey("departures", Departures)
 
 
-def _gone(request: web.Request) -> bool:
+def _gone(request: Watched) -> bool:
     transport = request.transport
     return transport is None or transport.is_closing()
 
@@ -87,22 +99,49 @@ async def deliver(
         ClientGone: the client went away; whatever was leased for it was given back.
     """
     serving = node(request)
-    leased = await serving.receive(ask, lambda waiting: _unless_gone(request, waiting))
-    messages = leased.messages
-    response = leased.answer(render)
+    leased = await lease_for(request, request.config_dict[DEPARTURES], serving, ask)
+    response = await answer_for(request, serving, ask, leased, render)
     try:
-        if _gone(request):
-            raise ClientGone("the client closed the connection")
         await response.prepare(request)
         await response.write_eof()
     except ConnectionResetError:
-        await serving.give_back(ask.queue, messages)
+        await serving.give_back(ask.queue, leased.messages)
         raise ClientGone("the client closed the connection") from None
     return response
 
 
+async def lease_for(
+    request: Watched, departures: Departures, serving: Node, ask: ReceiveRequest
+) -> Leased:
+    """Lease messages for ``request``; a wait stops when its client goes.
+
+    Raises:
+        ClientGone: the client went away while the receive waited.
+    """
+    return await serving.receive(ask, lambda waiting: _unless_gone(request, departures, waiting))
+
+
+async def answer_for(
+    request: Watched,
+    serving: Node,
+    ask: ReceiveRequest,
+    leased: Leased,
+    render: Callable[[list[Message]], R],
+) -> R:
+    """``render`` of what was leased for ``request``, to be written at once.
+
+    Raises:
+        ClientGone: the client went away; what was leased for it was given back.
+    """
+    rendered = leased.answer(render)
+    if _gone(request):
+        await serving.give_back(ask.queue, leased.messages)
+        raise ClientGone("the client closed the connection")
+    return rendered
+
+
 async def _unless_gone(
-    request: web.Request, receive: Coroutine[Any, Any, list[Message]]
+    request: Watched, departures: Departures, receive: Coroutine[Any, Any, list[Message]]
 ) -> list[Message]:
     """Run a waiting ``receive`` in this handler's task; cancel it when the client
     disconnects first.
@@ -110,12 +149,11 @@ async def _unless_gone(
     No task of its own: the answer goes out the moment the receive is woken,
     not a turn of the event loop later. A receive cancelled while it leased
     leaves nothing to give back: what its walk took lapses. What a receive done
-    before the client was seen gone leased goes on to ``deliver``, which gives
+    before the client was seen gone leased goes on to ``answer_for``, which gives
     it back when the answer cannot be written.
     """
     handler = asyncio.current_task()
     assert handler is not None  # a request's handler runs in a task
-    departures = request.config_dict[DEPARTURES]
     departures.watch(request, handler)
     gone = False
     try:

@@ -29,7 +29,17 @@ from dynamiq.errors import (
     Unauthorized,
 )
 
-__all__ = ["Renderer", "error_middleware", "error_response", "render_v1", "render_v2"]
+__all__ = [
+    "CLIENT_GONE",
+    "Renderer",
+    "error_headers",
+    "error_middleware",
+    "error_response",
+    "forget_frames",
+    "render_v1",
+    "render_v2",
+    "v2_body",
+]
 
 log = logging.getLogger("dynamiq.api")
 
@@ -41,7 +51,23 @@ Renderer = Callable[[DynamiqError], web.Response]
 
 def render_v2(error: DynamiqError) -> web.Response:
     """Render ``{"error": CODE, "message": ...}`` with the error's status."""
-    return json_response({"error": error.code, "message": error.message}, status=error.status)
+    return json_response(v2_body(error), status=error.status)
+
+
+def v2_body(error: DynamiqError) -> dict[str, str]:
+    """The body of a v2 error: its code and its sentence."""
+    return {"error": error.code, "message": error.message}
+
+
+def error_headers(error: DynamiqError) -> tuple[tuple[str, str], ...]:
+    """The headers an error's answer carries besides its body, whatever its API."""
+    if isinstance(error, RetryLater):
+        return (("Retry-After", str(error.retry_after)),)
+    if isinstance(error, Unauthorized):
+        return (("WWW-Authenticate", 'Bearer realm="dynamiq"'),)
+    if isinstance(error, MethodNotAllowed):
+        return (("Allow", ",".join(sorted(error.allowed))),)
+    return ()
 
 
 # v1 clients were written against the original's statuses.
@@ -77,7 +103,7 @@ def error_middleware(render: Renderer) -> Middleware:
         try:
             return await handler(request)
         except DynamiqError as exc:
-            _forget_frames(exc)  # its frames hold the request: freed now, not by a later GC
+            forget_frames(exc)  # its frames hold the request: freed now, not by a later GC
             error = exc
         except web.HTTPException as exc:
             if exc.status < 400:
@@ -88,20 +114,20 @@ def error_middleware(render: Renderer) -> Middleware:
         except ConnectionResetError as exc:
             # The request keeps this exception (its payload failed with it), whose
             # frames hold the request and its body: a cycle. Break it now.
-            _forget_frames(exc)
+            forget_frames(exc)
             log.debug("client went away: %s %s", request.method, request.path)
             services_of(request).metrics.error("CLIENT_GONE")
             return web.Response(status=CLIENT_GONE)
         except Exception as exc:
             log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
-            _forget_frames(exc)
+            forget_frames(exc)
             error = ServerError("internal error; see the node's log")
         return error_response(request, render, error)
 
     return errors
 
 
-def _forget_frames(exc: BaseException) -> None:
+def forget_frames(exc: BaseException) -> None:
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
 
@@ -109,11 +135,6 @@ def _forget_frames(exc: BaseException) -> None:
 def error_response(request: web.Request, render: Renderer, error: DynamiqError) -> web.Response:
     """Render ``error`` and count it (for an API whose handler renders its own errors)."""
     response = render(error)
-    if isinstance(error, RetryLater):
-        response.headers["Retry-After"] = str(error.retry_after)
-    if isinstance(error, Unauthorized):
-        response.headers["WWW-Authenticate"] = 'Bearer realm="dynamiq"'
-    if isinstance(error, MethodNotAllowed):
-        response.headers["Allow"] = ",".join(sorted(error.allowed))
+    response.headers.update(error_headers(error))
     services_of(request).metrics.error(error.code)
     return response

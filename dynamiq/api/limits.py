@@ -26,9 +26,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from dynamiq.api.context import services_of
+from dynamiq.api.front import Front
 from dynamiq.errors import PayloadTooLarge, RequestTimeout
 
-__all__ = ["LimitedSite", "admitted"]
+__all__ = ["LimitedSite", "admitted", "late_body"]
 
 log = logging.getLogger("dynamiq.api")
 
@@ -63,9 +64,12 @@ async def _arrival(request: web.Request, seconds: float) -> None:
         async with asyncio.timeout(seconds):
             await request.read()
     except TimeoutError:
-        raise RequestTimeout(
-            f"the body did not arrive within {seconds:g} s (limits.bodytimeout)"
-        ) from None
+        raise late_body(seconds) from None
+
+
+def late_body(seconds: float) -> RequestTimeout:
+    """The error of a body that did not arrive within ``seconds``."""
+    return RequestTimeout(f"the body did not arrive within {seconds:g} s (limits.bodytimeout)")
 
 
 _BUSY_BODY = (
@@ -102,7 +106,8 @@ class _Busy(asyncio.Protocol):
 
 
 class LimitedSite(web.SockSite):
-    """A site on a bound socket that takes at most ``most`` connections at once."""
+    """A site on a bound socket that takes at most ``most`` connections at once, each
+    opened by the node's ``front`` end (when it has one) and aiohttp's otherwise."""
 
     def __init__(
         self,
@@ -111,15 +116,17 @@ class LimitedSite(web.SockSite):
         most: int,
         backlog: int,
         ssl_context: ssl.SSLContext | None = None,
+        front: Front | None = None,
     ) -> None:
         super().__init__(runner, sock, backlog=backlog, ssl_context=ssl_context)
         self._most = most
+        self._front = front
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
-        most = self._most
+        most, front = self._most, self._front
         # At least as many as are open: every connection opens here, and closes
         # elsewhere. Counted afresh only when it reaches the limit, since the
         # server's count copies a list of every connection.
@@ -128,13 +135,18 @@ class LimitedSite(web.SockSite):
         def accept() -> asyncio.BaseProtocol:
             nonlocal bound
             if bound >= most:
-                bound = len(server.connections)
+                bound = len(server.connections) + (len(front.connections) if front else 0)
                 if bound >= most:
                     log.debug("connection refused: %d open (limits.maxconnections)", most)
                     return _Busy()
             bound += 1
-            return server()
+            return server() if front is None else front.open(server)
 
         self._server = await asyncio.get_running_loop().create_server(
             accept, sock=self._sock, ssl=self._ssl_context, backlog=self._backlog
         )
+
+    async def stop(self) -> None:
+        if self._front is not None:
+            self._front.closing_down()
+        await super().stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -22,7 +23,8 @@ from dynamiq.api.routes import (
     who,
 )
 from dynamiq.errors import Invalid
-from dynamiq.models import Message, Outgoing, ReceiveRequest, parse_id
+from dynamiq.models import Message, Outgoing, Published, ReceiveRequest, parse_id
+from dynamiq.service.node import Node
 from dynamiq.service.reports import QueueView, RedriveView, Subscribers, SubscriptionView
 
 LIST_PAGE, MAX_LIST_PAGE = 1000, 10_000  # names per page of a listing: by default, at most
@@ -38,18 +40,22 @@ __all__ = [
     "delete",
     "delete_queue",
     "delete_topic",
+    "deleted",
     "get_queue",
     "get_topic",
     "list_queues",
     "list_topics",
     "node_stats",
+    "outgoing_batch",
     "peek",
     "peek_many",
     "publish",
     "publish_topic",
+    "published",
     "purge_queue",
     "queue_stats",
     "receive",
+    "receive_ask",
     "redrive",
     "redrive_status",
     "status",
@@ -197,37 +203,57 @@ async def cancel_redrive(request: web.Request) -> web.Response:
 
 
 async def _outgoing(request: web.Request) -> list[bytes | Outgoing]:
-    body = await read_json(request, s.PublishRequest)
+    return outgoing_batch(await read_json(request, s.PublishRequest))
+
+
+def outgoing_batch(body: s.PublishRequest) -> list[bytes | Outgoing]:
+    """What a publish request asks to store, message by message."""
     return [outgoing(m) for m in body.messages]
+
+
+def published(ids: Published[int]) -> s.PublishResponse:
+    """The answer to a publish: the ids in order, and which were duplicates."""
+    return s.PublishResponse([str(i) for i in ids], ids.duplicate or None)
+
+
+def receive_ask(
+    here: Node, name: str, body: s.ReceiveRequest, caller: Principal
+) -> tuple[ReceiveRequest, Callable[[list[Message]], s.ReceiveResponse]]:
+    """What a receive request asks of the queue ``name``, and how its answer is made."""
+    force, shown = body.encoding == "base64", caller.shown
+
+    def render(messages: list[Message]) -> s.ReceiveResponse:
+        return s.ReceiveResponse([encode_message(m, force, shown) for m in messages])
+
+    wait = here.wait_of(name, body.wait_seconds)
+    return ReceiveRequest(name, body.max_messages, body.visibility_timeout, wait), render
+
+
+async def deleted(here: Node, name: str, body: s.DeleteRequest) -> s.DeleteResponse:
+    """Delete a batch of ids from the queue ``name``; say which existed."""
+    existed = await here.delete(name, [parse_id(t) for t in body.ids])
+    return s.DeleteResponse(*_split(body.ids, existed))
 
 
 async def publish(request: web.Request) -> web.Response:
     """Publish a batch; 200 with the ids once every message is durable."""
     name = queue_param(request)
-    ids = await node(request).publish(name, await _outgoing(request))
-    return json_response(s.PublishResponse([str(i) for i in ids], ids.duplicate or None))
+    return json_response(published(await node(request).publish(name, await _outgoing(request))))
 
 
 async def receive(request: web.Request) -> web.Response:
     """Lease up to ``max_messages``, waiting up to ``wait_seconds`` for one to arrive."""
     name = queue_param(request)
     body = await read_json(request, s.ReceiveRequest, optional=True)
-    force, shown = body.encoding == "base64", who(request).shown
-
-    def render(messages: list[Message]) -> web.Response:
-        return json_response(s.ReceiveResponse([encode_message(m, force, shown) for m in messages]))
-
-    wait = node(request).wait_of(name, body.wait_seconds)
-    ask = ReceiveRequest(name, body.max_messages, body.visibility_timeout, wait)
-    return await deliver(request, ask, render)
+    ask, render = receive_ask(node(request), name, body, who(request))
+    return await deliver(request, ask, lambda messages: json_response(render(messages)))
 
 
 async def delete(request: web.Request) -> web.Response:
     """Delete a batch of ids; say which existed."""
     name = queue_param(request)
     body = await read_json(request, s.DeleteRequest)
-    existed = await node(request).delete(name, [parse_id(t) for t in body.ids])
-    return json_response(s.DeleteResponse(*_split(body.ids, existed)))
+    return json_response(await deleted(node(request), name, body))
 
 
 async def change_visibility(request: web.Request) -> web.Response:
@@ -381,12 +407,12 @@ async def publish_topic(request: web.Request) -> web.Response:
     """Publish a batch to the subscribers that take each message; ids per queue."""
     name, shown = topic_name(request), who(request).shown
     node(request).require_topic(name)
-    published = await node(request).publish_topic(name, await _outgoing(request))
+    sent = await node(request).publish_topic(name, await _outgoing(request))
     spelled: dict[int, list[str | None]] = {}
     return json_response(
         s.TopicPublishResponse(
-            {shown(q): _texts(v, spelled) for q, v in published.ids.items()},
-            {shown(q): v for q, v in published.duplicate.items()} or None,
+            {shown(q): _texts(v, spelled) for q, v in sent.ids.items()},
+            {shown(q): v for q, v in sent.duplicate.items()} or None,
         )
     )
 

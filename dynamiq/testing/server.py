@@ -13,7 +13,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
+from yarl import URL
 
+from dynamiq.api.front import FRONT
+from dynamiq.api.limits import LimitedSite
 from dynamiq.config import Settings
 from dynamiq.core.clock import Clock
 from dynamiq.daemon import listen, runner_options
@@ -23,11 +26,14 @@ __all__ = ["NodeServer", "node_client"]
 
 
 class NodeServer(TestServer):
-    """A test server on a socket bound beforehand, with ``serve``'s runner options."""
+    """A test server on a socket bound beforehand, with ``serve``'s runner options and
+    its site (the connection limit, the node's front end)."""
 
     def __init__(self, app: web.Application, sock: socket.socket, settings: Settings) -> None:
         super().__init__(app, socket_factory=lambda *_: sock)
+        self._sock = sock
         self._options = runner_options(settings)
+        self._limits = settings.limits
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:
         kwargs |= {
@@ -35,6 +41,25 @@ class NodeServer(TestServer):
             "keepalive_timeout": self._options["keepalive_timeout"],
         }
         return await super()._make_runner(**kwargs)
+
+    async def start_server(self, loop: Any = None, **kwargs: Any) -> None:
+        """Serve the app on the bound socket as ``serve`` does."""
+        if self.runner:
+            return
+        self.runner = await self._make_runner(**kwargs)
+        await self.runner.setup()
+        limits = self._limits
+        site = LimitedSite(
+            self.runner,
+            self._sock,
+            limits.maxconnections,
+            backlog=limits.backlog,
+            front=self.app.get(FRONT),
+        )
+        await site.start()
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.scheme = self.scheme or "http"
+        self._root = URL(f"{self.scheme}://{self.host}:{self.port}")
 
 
 async def node_client(settings: Settings, clock: Clock | None = None) -> TestClient[Any, Any]:

@@ -88,9 +88,10 @@ class QueueStates:
         if state is None:
             lo, hi = self.keyspace or WHOLE
             state = self._states[record.uid] = QueueState(record, lo, hi, now, self._stirred)
-        elif state.settings != record.settings:
+        elif state.settings is not record.settings:  # (equal ones compare slowly)
+            if state.settings != record.settings:
+                state.partitions.configure(record.settings, now)
             state.settings = record.settings
-            state.partitions.configure(record.settings, now)
         state.used = now
         return state
 

@@ -1,0 +1,284 @@
+"""The node's front end: v2's hot routes served without aiohttp, answered as aiohttp
+answers them; every other request handed to aiohttp on the same connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from dynamiq.api.http1 import answer, parse_head
+from tests.conftest import node_client_with
+
+Http = TestClient[Any, Any]
+JSON_HEAD = "Host: localhost\r\nContent-Type: application/json\r\n"
+
+
+def _request(method: str, path: str, body: Any = None, head: str = JSON_HEAD) -> bytes:
+    data = b"" if body is None else json.dumps(body).encode()
+    return f"{method} {path} HTTP/1.1\r\n{head}Content-Length: {len(data)}\r\n\r\n".encode() + data
+
+
+class _Raw:
+    """One client connection, answers read as they come."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def answer(self) -> tuple[int, dict[str, str], bytes]:
+        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 10)
+        lines = head.decode().split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip()] = value.strip()
+        body = await self.reader.readexactly(int(headers["Content-Length"]))
+        return int(lines[0].split()[1]), headers, body
+
+    async def closed(self) -> bool:
+        """Whether the node closed the connection (closed here too, then)."""
+        gone = await asyncio.wait_for(self.reader.read(1), 10) == b""
+        await self.close()
+        return gone
+
+    async def close(self) -> None:
+        self.writer.close()
+        await self.writer.wait_closed()
+
+
+async def _connect(http: Http) -> _Raw:
+    assert http.server.port is not None
+    return _Raw(*await asyncio.open_connection("127.0.0.1", http.server.port))
+
+
+@pytest.fixture
+async def tuned(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Http]:
+    """A node on the embedded store with the flags the test gives (``indirect``)."""
+    client = await node_client_with({"storage.path": str(tmp_path / "data"), **request.param})
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def both(tmp_path: Path) -> AsyncIterator[dict[str, Http]]:
+    """Two nodes: one whose front end serves the hot routes, one where aiohttp does."""
+    nodes: dict[str, Http] = {}
+    try:
+        for front in ("on", "off"):
+            flags = {"storage.path": str(tmp_path / front), "core.front": front}
+            nodes[front] = await node_client_with(flags)
+        yield nodes
+    finally:
+        for client in nodes.values():
+            await client.close()
+
+
+def _ids_out(body: bytes) -> bytes:
+    """The answer without what differs from node to node: ids and times."""
+    return re.sub(rb'"\d{6,}"|\d{13}|"\d{4}-\d\d-\d\dT[^"]*"', b"#", body)
+
+
+# Requests of the three routes, good and bad, each answered the same by the front
+# end and by aiohttp.
+EXCHANGE = [
+    ("POST", "/v2/queues/q/messages", {"messages": [{"body": "one"}, {"body": "two"}]}),
+    ("POST", "/v2/queues/q/receive", {"max_messages": 1}),
+    ("POST", "/v2/queues/q/receive", None),
+    ("POST", "/v2/queues/q/delete", {"ids": ["1", "not-an-id"]}),
+    ("POST", "/v2/queues/nowhere/receive", {"max_messages": 1}),
+    ("POST", "/v2/queues/q/messages", {"messages": [{"body": "x", "delay_seconds": -1}]}),
+    ("POST", "/v2/queues/q/messages", {"messages": []}),
+    ("POST", "/v2/queues/q/receive", {"max_messages": 100000}),
+    ("POST", "/v2/queues/q/receive", {"wait_seconds": "soon"}),
+    ("POST", "/v2/queues/q/delete", {}),
+]
+
+
+async def test_the_front_end_answers_as_aiohttp_does(both: dict[str, Http]) -> None:
+    seen: dict[str, list[tuple[int, dict[str, str], bytes]]] = {}
+    for front, http in both.items():
+        await http.put("/v2/queues/q")
+        raw = await _connect(http)
+        answers = []
+        for method, path, body in EXCHANGE:
+            await raw.send(_request(method, path, body))
+            answers.append(await raw.answer())
+        for odd in (b"Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}", MALFORMED):
+            await raw.send(b"POST /v2/queues/q/delete HTTP/1.1\r\nHost: localhost\r\n" + odd)
+            answers.append(await raw.answer())
+        await raw.close()
+        seen[front] = [(s, _steady(h), _ids_out(b)) for s, h, b in answers]
+    statuses = [status for status, _, _ in seen["on"]]
+    assert statuses == [200, 200, 200, 422, 404, 422, 422, 422, 422, 422, 415, 400], seen
+    assert seen["on"] == seen["off"]
+
+
+MALFORMED = b"Content-Type: application/json\r\nContent-Length: 3\r\n\r\n{]}"
+
+
+def _steady(headers: dict[str, str]) -> dict[str, str]:
+    """The headers but those that differ from node to node (the body's length with its ids)."""
+    return {
+        name: value for name, value in headers.items() if name not in ("Date", "Content-Length")
+    }
+
+
+async def test_a_pipelined_request_waits_its_turn(lmdb_http: Http) -> None:
+    await lmdb_http.put("/v2/queues/p")
+    raw = await _connect(lmdb_http)
+    await raw.send(
+        _request("POST", "/v2/queues/p/receive", {"wait_seconds": 0.3})
+        + _request("POST", "/v2/queues/p/messages", {"messages": [{"body": "late"}]})
+    )
+    status, _, first = await raw.answer()
+    assert (status, json.loads(first)) == (200, {"messages": []})  # waited: nothing came
+    status, _, second = await raw.answer()
+    assert status == 200 and len(json.loads(second)["ids"]) == 1
+    await raw.close()
+
+
+async def test_another_route_takes_the_connection_to_aiohttp_mid_stream(lmdb_http: Http) -> None:
+    await lmdb_http.put("/v2/queues/h")
+    raw = await _connect(lmdb_http)
+    publish = _request("POST", "/v2/queues/h/messages", {"messages": [{"body": "a"}]})
+    await raw.send(publish + _request("GET", "/v2/queues/h") + publish)
+    assert (await raw.answer())[0] == 200
+    status, _, info = await raw.answer()
+    assert status == 200 and json.loads(info)["stats"]["depth"] == 1
+    assert (await raw.answer())[0] == 200  # aiohttp's now
+    await raw.send(_request("POST", "/v2/queues/h/receive", {"max_messages": 10}))
+    status, _, got = await raw.answer()
+    assert [m["body"] for m in json.loads(got)["messages"]] == ["a", "a"]
+    await raw.close()
+
+
+@pytest.mark.parametrize("tuned", [{"limits.bodytimeout": "0.5"}], indirect=True)
+async def test_a_body_may_come_after_its_head_within_the_body_timeout(tuned: Http) -> None:
+    http = tuned
+    await http.put("/v2/queues/b")
+    whole = _request("POST", "/v2/queues/b/messages", {"messages": [{"body": "slow"}]})
+    cut = whole.index(b"\r\n\r\n") + 4
+    raw = await _connect(http)
+    await raw.send(whole[:cut])
+    await asyncio.sleep(0.2)
+    await raw.send(whole[cut:-3])
+    await asyncio.sleep(0.1)
+    await raw.send(whole[-3:])
+    assert (await raw.answer())[0] == 200
+    await raw.send(whole[: cut + 5])  # the rest never comes
+    status, _, body = await raw.answer()
+    assert status == 408 and json.loads(body)["error"] == "REQUEST_TIMEOUT"
+    assert await raw.closed()
+    assert (await (await http.get("/v2/queues/b")).json())["stats"]["depth"] == 1
+
+
+@pytest.mark.parametrize("tuned", [{"limits.idletimeout": "0.3"}], indirect=True)
+async def test_a_connection_without_a_whole_head_is_closed_after_the_idle_timeout(
+    tuned: Http,
+) -> None:
+    http = tuned
+    await http.put("/v2/queues/i")
+    raw = await _connect(http)
+    await raw.send(_request("POST", "/v2/queues/i/receive", None))
+    assert (await raw.answer())[0] == 200
+    await raw.send(b"POST /v2/queues/i/receive HTTP/1.1\r\nHost: loc")
+    started = asyncio.get_running_loop().time()
+    assert await raw.closed()
+    assert asyncio.get_running_loop().time() - started < 5
+
+
+# The test client's own connection is one of the three.
+@pytest.mark.parametrize("tuned", [{"limits.maxconnections": "3"}], indirect=True)
+async def test_front_end_connections_count_toward_the_connection_limit(tuned: Http) -> None:
+    http = tuned
+    await http.put("/v2/queues/c")
+    held = [await _connect(http) for _ in range(2)]
+    for raw in held:
+        await raw.send(_request("POST", "/v2/queues/c/receive", None))
+        assert (await raw.answer())[0] == 200  # both the front end's
+    refused = await _connect(http)
+    status, headers, _ = await refused.answer()
+    assert status == 503 and headers["Retry-After"] == "1"
+    for raw in [*held, refused]:
+        await raw.close()
+
+
+async def test_a_long_poll_answers_at_shutdown_and_its_connection_closes(lmdb_http: Http) -> None:
+    http = lmdb_http
+    await http.put("/v2/queues/s")
+    raw = await _connect(http)
+    await raw.send(_request("POST", "/v2/queues/s/receive", {"wait_seconds": 5}))
+    await asyncio.sleep(0.2)
+    closing = asyncio.ensure_future(http.close())
+    status, headers, body = await raw.answer()
+    assert (status, json.loads(body), headers.get("Connection")) == (
+        200,
+        {"messages": []},
+        "close",
+    )
+    assert await raw.closed()
+    await closing
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nExpect: 100-continue",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nUpgrade: h2c",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nContent-Length: -1",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\n Folded: on",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nX: a\x01b",
+        b"POST /v2/queues/q%2Fx/receive HTTP/1.1\r\nHost: a",
+        b"POST /v2/queues/q/../x/receive HTTP/1.1\r\nHost: a",
+        b"POST /v2/queues/q/receive?x=1 HTTP/1.1\r\nHost: a",
+        b"POST /v2/queues/q/receive HTTP/2.0\r\nHost: a",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nContent-Length: 0",
+        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nContent-Type: json",
+        b"POST  /v2/queues/q/receive HTTP/1.1\r\nHost: a",
+    ],
+)
+def test_a_head_the_front_end_does_not_read_surely_goes_to_aiohttp(head: bytes) -> None:
+    assert parse_head(head) is None
+
+
+def test_a_plain_head_is_read_with_aiohttp_s_terms() -> None:
+    head = parse_head(
+        b"POST /v2/queues/q/receive HTTP/1.0\r\nHost: a:1\r\nContent-Length: 12\r\n"
+        b"Content-Type: Application/JSON; charset=utf-8\r\nConnection: Keep-Alive\r\n"
+        b"Authorization: Bearer k"
+    )
+    assert head is not None
+    assert (head.method, head.path, head.version, head.length) == (
+        "POST",
+        "/v2/queues/q/receive",
+        "1.0",
+        12,
+    )
+    assert (head.mimetype, head.keep_alive, head.headers["authorization"]) == (
+        "application/json",
+        True,
+        "Bearer k",
+    )
+    closing = parse_head(b"POST /x HTTP/1.1\r\nHost: a\r\nConnection: close")
+    assert closing is not None and not closing.keep_alive
+    written = answer(closing, 503, b"{}", (("Retry-After", "1"),))
+    assert written.startswith(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    )
+    assert b"\r\nRetry-After: 1\r\nContent-Length: 2\r\n" in written
+    assert written.endswith(b"\r\nConnection: close\r\n\r\n{}")
