@@ -387,6 +387,16 @@ class DynamiqWorkersAuto(Dynamiq):
         return super().settings() + "; core.workers=auto"
 
 
+class DynamiqAiohttp(Dynamiq):
+    """The node with aiohttp serving every route (``core.front = off``)."""
+
+    name = "dynamiq-aiohttp"
+    extra_flags = ("--core-front", "off")
+
+    def settings(self) -> str:
+        return super().settings() + "; core.front=off"
+
+
 class DynamiqThread(Dynamiq):
     """The node committing its own writes on a thread (``storage.writer = thread``,
     the default before the writer process)."""
@@ -558,6 +568,7 @@ ADAPTERS = {
     "dynamiq-workers2": DynamiqWorkers2,
     "dynamiq-workers-auto": DynamiqWorkersAuto,
     "dynamiq-thread": DynamiqThread,
+    "dynamiq-aiohttp": DynamiqAiohttp,
     "dynamiq-workers2-thread": DynamiqWorkers2Thread,
     "dynamiq-redis": DynamiqRedis,
     "dynamiq-redis-cluster": DynamiqRedisCluster,

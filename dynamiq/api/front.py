@@ -121,6 +121,7 @@ class Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._arrived: asyncio.Future[None] | None = None  # a body awaited
         self._wanted = 0  # bytes of body awaited
+        self._untaken = 0  # bytes of the request's body not read yet
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None  # the request under way
@@ -179,9 +180,10 @@ class Connection(asyncio.Protocol):
                     await self._arrived
             finally:
                 self._arrived, self._wanted = None, 0
-        body = bytes(self._buffer[:need])
+        with memoryview(self._buffer) as view:
+            body = bytes(view[:need])  # one copy
         del self._buffer[:need]
-        head.length = 0  # taken
+        self._untaken = 0
         return body
 
     # -- requests -------------------------------------------------------------
@@ -204,6 +206,7 @@ class Connection(asyncio.Protocol):
         del buffer[: end + 4]
         if self._idle is not None:
             self._idle.cancel()
+        self._untaken = head.length
         self.task = asyncio.get_running_loop().create_task(self._serve(head, route))
 
     async def _serve(self, head: Head, route: Route) -> None:
@@ -217,7 +220,7 @@ class Connection(asyncio.Protocol):
         if reply is None or self.transport.is_closing():
             self.transport.close()
             return
-        untaken = head.length  # a body the route did not read: dropped if it is here
+        untaken = self._untaken  # a body the route did not read: dropped if it is here
         keep = head.keep_alive and not reply.close and not self._front.closing
         keep = keep and len(self._buffer) >= untaken
         self.transport.write(answer(head, reply.status, reply.body, reply.headers, keep))

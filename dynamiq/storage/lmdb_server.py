@@ -81,6 +81,9 @@ class WriterServer:
         self._selector.register(sock, selectors.EVENT_READ)
         self._links: dict[socket.socket, _Link] = {}
         self._pending: list[Write] = []
+        # What a receive reads into: one buffer, not a new 1 MiB object (mapped and
+        # unmapped by the allocator) for every read.
+        self._chunk = bytearray(READ_BYTES)
         self._bulk_waited = False  # the last commit left big writes waiting
         self._alone_since = time.monotonic()
         self.stopping = False
@@ -123,10 +126,12 @@ class WriterServer:
             self._selector.register(sock, selectors.EVENT_READ, link)
 
     def _receive(self, link: _Link) -> None:
+        chunk = self._chunk
         try:
-            while chunk := link.sock.recv(READ_BYTES):
-                link.inbox += chunk
-                if len(chunk) < READ_BYTES:
+            while size := link.sock.recv_into(chunk):
+                with memoryview(chunk) as view:
+                    link.inbox += view[:size]
+                if size < READ_BYTES:
                     break
             else:  # the other end closed
                 self._drop(link)
