@@ -1,6 +1,6 @@
 """A node under floods: how fast it answers others meanwhile, and what it holds.
 
-    python -m bench.overload [--port 18183] [--workers 2]
+    python -m bench.overload [--port 18183] [--workers 2] [--front off]
     python -m bench.overload --bursts 10   # the arrival burst alone, 10 times
 
 Starts a node on a scratch directory and runs three floods one after the
@@ -19,7 +19,7 @@ answers.
 ``--bursts N`` runs the first flood's arrival alone, N times: 2,000 receives
 (waiting 1 s each) connect at once while the probe goes on every 25 ms, and
 each burst's line gives its worst probe, the one that came with the
-connections.
+connections; the last line the node's CPU per waiting receive over them.
 """
 
 from __future__ import annotations
@@ -221,18 +221,22 @@ def _create(url: str, queue: str, **settings: Any) -> None:
 
 def bursts(url: str, pid: int, count: int) -> None:
     """Connect 2,000 waiting receives at once ``count`` times, a probe every 25 ms
-    meanwhile; print each burst's worst probe and how many of them came in 100 ms."""
+    meanwhile; print each burst's worst probe, how many of them came in 100 ms, and
+    the node's CPU per waiting receive over them all."""
     print("burst   worst probe ms   probes   statuses")
     worst: list[float] = []
+    cpu = cpu_seconds(pid)
     for number in range(1, count + 1):
         with Prober(url, pid, every=0.025) as prober:
             got = asyncio.run(waiting_receives(url, "idle", 2000, 1))
         worst.append(max(prober.seconds, default=PROBE_TIMEOUT) * 1000)
         failed = f" ({len(prober.failures)} probes failed)" if prober.failures else ""
         print(f"{number:5} {worst[-1]:16.1f} {len(prober.seconds):8}   {dict(got)}{failed}")
+    each = (cpu_seconds(pid) - cpu) / (2000 * count) * 1e6
     within = sum(ms <= 100 for ms in worst)
     middle = statistics.median(worst)
     print(f"{within} of {count} bursts' worst probe within 100 ms; median {middle:.1f} ms")
+    print(f"node CPU per waiting receive: {each:.0f} µs")
 
 
 def main() -> None:
@@ -241,10 +245,12 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=18183)
     ap.add_argument("--workers", default="auto", help="the node's core.workers (default auto)")
     ap.add_argument("--bursts", type=int, default=0, help="run only the arrival burst, N times")
+    ap.add_argument("--front", default="on", help="the node's core.front (default on)")
     args = ap.parse_args()
+    node_flags = ("--core-workers", args.workers, "--core-front", args.front)
     if args.bursts:
         with tempfile.TemporaryDirectory() as tmp:
-            node, url = start_node(tmp, args.port, "--core-workers", args.workers)
+            node, url = start_node(tmp, args.port, *node_flags)
             try:
                 _create(url, "idle")
                 bursts(url, node.pid, args.bursts)
@@ -257,9 +263,7 @@ def main() -> None:
         "node CPU µs each   peak RSS MB (anonymous)"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        node, url = start_node(
-            tmp, args.port, "--limits-idletimeout", "2", "--core-workers", args.workers
-        )
+        node, url = start_node(tmp, args.port, "--limits-idletimeout", "2", *node_flags)
         try:
             _create(url, "idle")
             _create(url, "big", max_message_bytes=MIB - 1024)
