@@ -2,8 +2,8 @@
 
 It reads the plain requests its routes take (a request line, headers, a
 ``Content-Length`` body) and nothing else: a head it does not read as
-surely as aiohttp would (a chunked or continued body, an upgrade, a folded
-or repeated header, an escaped or dotted path, a query) is ``None``, and the
+surely as aiohttp would (a chunked or continued body, an upgrade, a folded,
+repeated or non-ASCII header, an escaped or dotted path, a query) is ``None``, and the
 connection goes to aiohttp, which answers it as it answers every other route.
 The answers it writes are aiohttp's, header for header.
 """
