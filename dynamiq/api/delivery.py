@@ -19,7 +19,15 @@ from dynamiq.models import Message, ReceiveRequest
 from dynamiq.service.leased import Leased
 from dynamiq.service.node import Node
 
-__all__ = ["DEPARTURES", "ClientGone", "Departures", "Watched", "deliver", "lease_for"]
+__all__ = [
+    "DEPARTURES",
+    "ClientGone",
+    "Departures",
+    "Watched",
+    "answer_for",
+    "deliver",
+    "lease_for",
+]
 
 R = TypeVar("R")
 

@@ -7,7 +7,6 @@ counted apart (status 499, as proxies do) and logged at debug level only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import traceback
 from collections.abc import Callable
@@ -28,14 +27,15 @@ from dynamiq.errors import (
     ServerError,
     Unauthorized,
 )
+from dynamiq.metrics.base import Metrics
 
 __all__ = [
     "CLIENT_GONE",
     "Renderer",
     "error_headers",
     "error_middleware",
+    "error_of",
     "error_response",
-    "forget_frames",
     "render_v1",
     "render_v2",
     "v2_body",
@@ -102,32 +102,42 @@ def error_middleware(render: Renderer) -> Middleware:
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             return await handler(request)
-        except DynamiqError as exc:
-            forget_frames(exc)  # its frames hold the request: freed now, not by a later GC
-            error = exc
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
             error = _from_http(exc, request.method)
-        except asyncio.CancelledError:
-            raise
-        except ConnectionResetError as exc:
-            # The request keeps this exception (its payload failed with it), whose
-            # frames hold the request and its body: a cycle. Break it now.
-            forget_frames(exc)
-            log.debug("client went away: %s %s", request.method, request.path)
-            services_of(request).metrics.error("CLIENT_GONE")
-            return web.Response(status=CLIENT_GONE)
         except Exception as exc:
-            log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
-            forget_frames(exc)
-            error = ServerError("internal error; see the node's log")
+            found = error_of(exc, request.method, request.path, services_of(request).metrics)
+            if found is None:
+                return web.Response(status=CLIENT_GONE)
+            error = found
         return error_response(request, render, error)
 
     return errors
 
 
-def forget_frames(exc: BaseException) -> None:
+def error_of(exc: Exception, method: str, path: str, metrics: Metrics) -> DynamiqError | None:
+    """The error a handler's exception is answered with: itself when it is one of
+    ours, a logged 500 when it is not; None when the client went away (counted as
+    ``CLIENT_GONE``, answered to nobody).
+
+    Its frames are let go of: they hold the request and its body (a request keeps
+    the exception its payload failed with: a cycle), freed now, not by a later GC.
+    """
+    if isinstance(exc, DynamiqError):
+        _forget_frames(exc)
+        return exc
+    if isinstance(exc, ConnectionResetError):
+        _forget_frames(exc)
+        log.debug("client went away: %s %s", method, path)
+        metrics.error("CLIENT_GONE")
+        return None
+    log.error("unhandled error in %s %s", method, path, exc_info=exc)
+    _forget_frames(exc)
+    return ServerError("internal error; see the node's log")
+
+
+def _forget_frames(exc: BaseException) -> None:
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
 

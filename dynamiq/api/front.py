@@ -45,22 +45,14 @@ READ_AHEAD = 256 * 1024
 
 
 class Reply:
-    """An answer of a route served here: status, JSON body and further headers;
-    ``close``: the connection closes after it."""
+    """An answer of a route served here: status, JSON body and further headers."""
 
-    __slots__ = ("body", "close", "headers", "status")
+    __slots__ = ("body", "headers", "status")
 
-    def __init__(
-        self,
-        status: int,
-        body: bytes,
-        headers: tuple[tuple[str, str], ...] = (),
-        close: bool = False,
-    ) -> None:
+    def __init__(self, status: int, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> None:
         self.status = status
         self.body = body
         self.headers = headers
-        self.close = close
 
 
 # A route served here: its answer to a request, or None when the client went away.
@@ -221,7 +213,7 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return
         untaken = self._untaken  # a body the route did not read: dropped if it is here
-        keep = head.keep_alive and not reply.close and not self._front.closing
+        keep = head.keep_alive and not self._front.closing
         keep = keep and len(self._buffer) >= untaken
         self.transport.write(answer(head, reply.status, reply.body, reply.headers, keep))
         if not keep:

@@ -11,7 +11,6 @@ and its path's template come from v2's table of routes.
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,16 +22,14 @@ from dynamiq.api.auth import admit_caller
 from dynamiq.api.bodies import JSON, check_media, decode_json
 from dynamiq.api.context import Services
 from dynamiq.api.delivery import Departures, answer_for, lease_for
-from dynamiq.api.errors import CLIENT_GONE, error_headers, forget_frames, v2_body
+from dynamiq.api.errors import CLIENT_GONE, error_headers, error_of, v2_body
 from dynamiq.api.front import Connection, Reply, Route
 from dynamiq.api.http1 import Head
 from dynamiq.api.limits import late_body
 from dynamiq.api.routes import Route as RouteRow
-from dynamiq.errors import DynamiqError, ServerError
+from dynamiq.errors import DynamiqError
 
 __all__ = ["V2Front"]
-
-log = logging.getLogger("dynamiq.api")
 
 # A route's own work: the queue's name as the path gives it, the caller, the body, the request.
 Work = Callable[[str, Principal, bytes, Head, Connection], Awaitable[Reply]]
@@ -41,8 +38,7 @@ Work = Callable[[str, Principal, bytes, Head, Connection], Awaitable[Reply]]
 @dataclass(frozen=True, slots=True)
 class _Served:
     work: Work
-    template: str  # the path's template, which the request metrics count it under
-    route: RouteRow  # its row of v2's table
+    route: RouteRow  # its row of v2's table (its access; its path, which metrics count under)
 
 
 class V2Front:
@@ -53,7 +49,7 @@ class V2Front:
         self._departures = departures
         table = {route.handler: route for route in v2.ROUTES}
         self._served = {
-            action: _Served(work, table[handler].path, table[handler])
+            action: _Served(work, table[handler])
             for action, handler, work in (
                 ("messages", v2_handlers.publish, self._publish),
                 ("receive", v2_handlers.receive, self._receive),
@@ -76,23 +72,16 @@ class V2Front:
     ) -> Reply | None:
         """Answer the request as the error and metrics middleware would around it."""
         started = time.perf_counter()
-        metrics = self._services.metrics
+        metrics, template = self._services.metrics, served.route.path
         try:
             reply = await self._admitted(served, raw_name, head, connection)
-        except DynamiqError as exc:
-            forget_frames(exc)  # its frames hold the request: freed now, not by a later GC
-            reply = _refused(self._services, exc)
-        except ConnectionResetError as exc:
-            forget_frames(exc)
-            log.debug("client went away: %s %s", head.method, head.path)
-            metrics.error("CLIENT_GONE")
-            metrics.request(served.template, head.method, CLIENT_GONE, _since(started))
-            return None
         except Exception as exc:
-            log.error("unhandled error in %s %s", head.method, head.path, exc_info=exc)
-            forget_frames(exc)
-            reply = _refused(self._services, ServerError("internal error; see the node's log"))
-        metrics.request(served.template, head.method, reply.status, _since(started))
+            error = error_of(exc, head.method, head.path, metrics)
+            if error is None:
+                metrics.request(template, head.method, CLIENT_GONE, time.perf_counter() - started)
+                return None
+            reply = _refused(self._services, error)
+        metrics.request(template, head.method, reply.status, time.perf_counter() - started)
         return reply
 
     async def _admitted(
@@ -162,7 +151,3 @@ def _refused(services: Services, error: DynamiqError) -> Reply:
     """An error's answer in v2's shape, counted."""
     services.metrics.error(error.code)
     return Reply(error.status, JSON.encode(v2_body(error)), error_headers(error))
-
-
-def _since(started: float) -> float:
-    return time.perf_counter() - started
