@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 
 from dynamiq.cluster.board import Board
-from dynamiq.cluster.swim import claim_port
+from dynamiq.cluster.swim import claim_port, hold_port
 from dynamiq.config import Settings
 from dynamiq.daemon import announce, listen, run, serve
 from dynamiq.errors import ConfigError, DynamiqError
@@ -76,20 +76,21 @@ def supervise(settings: Settings, count: int) -> int:
         OSError: the node's port is taken.
     """
     reserved = _reserve(settings)
+    held: list[socket.socket] = []  # the workers' gossip ports, while they are down
     try:
-        seats = _seats(settings, count)
+        seats = _seats(settings, count, held)
     except BaseException:
-        reserved.close()
+        for sock in (reserved, *held):
+            sock.close()
         raise
     workers = [_Worker(seat) for seat in seats]
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
-        return _Supervisor(settings, workers, reserved, blocked).run()
+        return _Supervisor(settings, workers, reserved, held, blocked).run()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        for seat in seats:
-            seat.peers.close()
-        reserved.close()
+        for sock in (reserved, *held, *(seat.peers for seat in seats)):
+            sock.close()
 
 
 def _reserve(settings: Settings) -> socket.socket:
@@ -106,9 +107,10 @@ def _reserve(settings: Settings) -> socket.socket:
     return listen(settings, port, shared=True)
 
 
-def _seats(settings: Settings, count: int) -> list[Seat]:
+def _seats(settings: Settings, count: int, held: list[socket.socket]) -> list[Seat]:
     """Where each worker sits: its member name, its gossip port, its port for the
-    peers' calls, and its seeds.
+    peers' calls, and its seeds; the sockets that hold its gossip port while it
+    is down go into ``held`` (``hold_port``).
 
     In a cluster of ``count`` workers per node, worker ``i`` gossips on
     ``core.port + i`` and takes the peers' calls on ``core.port + count + i``:
@@ -130,6 +132,8 @@ def _seats(settings: Settings, count: int) -> list[Seat]:
     for port in wanted:
         try:
             ports.append(claim_port(host, port))
+            if len(ports) <= count:  # a gossip port
+                held.append(hold_port(host, ports[-1]))
         except OSError as exc:
             raise ConfigError(
                 f"port {host}:{port} for a worker is taken ({exc.strerror}); with "
@@ -159,11 +163,13 @@ class _Supervisor:
         settings: Settings,
         workers: list[_Worker],
         reserved: socket.socket,
+        held: list[socket.socket],
         mask: set[int | signal.Signals],
     ) -> None:
         self._settings = settings
         self._workers = workers
         self._reserved = reserved
+        self._held = held  # the supervisor's alone: a worker closes its copies
         self._port: int = reserved.getsockname()[1]  # the node's, shared by the workers
         self._mask = mask  # the signal mask workers start with
         self._stopping = False
@@ -207,7 +213,8 @@ class _Supervisor:
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
             _die_with(self._pid)
             label_process(seat.name)
-            self._reserved.close()
+            for sock in (self._reserved, *self._held):
+                sock.close()
             for other in self._workers:
                 if other.seat is not seat:
                     other.seat.peers.close()

@@ -7,6 +7,7 @@ port with ``SO_REUSEPORT``; workers are killed with kill -9 as a node would be.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import re
@@ -224,6 +225,38 @@ def test_a_cluster_of_nodes_with_two_workers_each_converges_as_nodes(tmp_path: P
             assert _drain(client, "c", ids, 10) == ids
     finally:
         cluster.stop()
+
+
+def _udp_ports(pid: int) -> set[int]:
+    """The local ports of the UDP sockets process ``pid`` holds."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if (link := os.readlink(fd)).startswith("socket:["):
+                inodes.add(link.removeprefix("socket:[").removesuffix("]"))
+    rows = Path(f"/proc/{pid}/net/udp").read_text().splitlines()[1:]
+    return {int(row.split()[1].split(":")[1], 16) for row in rows if row.split()[9] in inodes}
+
+
+def test_a_workers_gossip_port_is_held_while_it_is_down(node_factory: NodeFactory) -> None:
+    """While a worker is down no other socket gets its gossip port. A client
+    connection given it then (the kernel picks its local port among the free
+    ones) would hold it in TIME_WAIT for a minute, and the worker could not
+    start again."""
+    node = _two_workers(node_factory, "held")
+    victim = _workers(node)[0]
+    (port,) = _udp_ports(victim)  # its gossip's
+    node.signal(signal.SIGSTOP)  # the supervisor: the worker is not started again yet
+    try:
+        os.kill(victim, signal.SIGKILL)
+        until(lambda: state(victim) == "Z", 10, what="the worker did not die")
+        with socket.socket() as client, pytest.raises(OSError, match="in use") as taken:
+            client.bind(("127.0.0.1", port))
+        assert taken.value.errno == errno.EADDRINUSE
+    finally:
+        node.signal(signal.SIGCONT)
+    until(lambda: _serves_all(node), 15, what="the restarted worker never served again")
+    assert victim not in _workers(node)
 
 
 def _under_load(node: NodeProcess, queue: str, fault: Callable[[], None]) -> None:

@@ -65,7 +65,7 @@ from dynamiq.cluster.base import (
 from dynamiq.errors import ConfigError, DynamiqError, ServerError
 from dynamiq.keyspace import KeyRange, slices
 
-__all__ = ["SwimMembership", "claim_port"]
+__all__ = ["SwimMembership", "claim_port", "hold_port"]
 
 log = logging.getLogger("dynamiq.cluster")
 
@@ -149,6 +149,33 @@ def claim_port(host: str, port: int) -> int:
                     continue  # the OS chose a UDP port whose TCP twin is in use
         return chosen
     raise OSError(f"found no port free for both UDP and TCP on {host}")
+
+
+def hold_port(host: str, port: int) -> socket.socket:
+    """Keep the kernel from giving ``port`` to a connection as its local port; return
+    the socket that holds it (bound for TCP, never listening).
+
+    A process restarted on its gossip port needs the port free, and while it
+    is down the kernel may pick the port for any outgoing connection: one
+    closed from this side then holds it in TIME_WAIT for a minute, and the
+    restarted process cannot claim it (``claim_port``). A bound port is never
+    picked. Bound with ``SO_REUSEADDR`` and ``SO_REUSEPORT``, the holder lets
+    ``claim_port`` and the library's listener bind beside it, and takes no
+    connection. UDP is not held: a bound UDP socket would take a share of
+    the gossip's datagrams.
+
+    Raises:
+        OSError: the port is taken.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class SwimMembership:

@@ -227,8 +227,10 @@ def serve(path: Path, map_size: int, space: FreeSpace | None) -> int:
     _remove(file)  # the lock is ours: a file there is a dead writer's
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(where)
+    bound = None
     if file is not None:
         os.chmod(file, 0o600)  # the user's alone (the peer's credentials are checked too)
+        bound = _identity(file)
     sock.listen(256)
     sock.setblocking(False)
     server = WriterServer(env, trees, space, sock)
@@ -241,11 +243,23 @@ def serve(path: Path, map_size: int, space: FreeSpace | None) -> int:
     try:
         server.run()
     finally:
-        _remove(file)  # gone before the lock: a writer after this one binds afresh
+        # Gone before the lock; but only if it is still ours, not the socket of a
+        # later writer in a directory deleted and made again under this one.
+        if file is not None and _identity(file) == bound:
+            _remove(file)
         sock.close()
         env.close()
         lock.close()
     return 0
+
+
+def _identity(file: bytes) -> tuple[int, int] | None:
+    """The file's device and inode, None if it is not there."""
+    try:
+        found = os.stat(file)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _remove(file: bytes | None) -> None:

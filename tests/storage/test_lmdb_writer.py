@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -135,6 +136,36 @@ async def test_the_writer_leaves_when_nobody_is_connected(tmp_path: Path) -> Non
         assert await reopened.get("q", [1]) == [b"m"]
     finally:
         await reopened.close()
+
+
+async def test_a_writer_of_a_directory_made_again_leaves_the_new_writers_socket(
+    tmp_path: Path,
+) -> None:
+    """A directory deleted and made again under a writer still running (as when a
+    test's directory is removed and its name used again): its writer, leaving,
+    must not remove the socket of the directory's new writer."""
+    path = tmp_path / "store"
+    first = LmdbBackend(path, map_size=1 << 28, writer="process")
+    await first.insert([("q", 1, b"old")])
+    old = _writer_pid(path)
+    await first.close()  # the old writer stays a few seconds, alone
+    await asyncio.to_thread(shutil.rmtree, path)
+    second = LmdbBackend(path, map_size=1 << 28, writer="process")
+    try:
+        await second.insert([("q", 2, b"new")])
+        new = _writer_pid(path)
+        assert new != old
+        await _gone(old)
+        assert os.path.exists(address(path))  # noqa: ASYNC240 - one stat
+        # A process that opens the directory now still reaches its writer.
+        third = mp.get_context("spawn").Process(target=_worker, args=(str(path), 100, 10))
+        third.start()
+        await asyncio.to_thread(third.join, 60)
+        assert third.exitcode == 0
+        assert await second.count("g") == 10
+        assert _writer_pid(path) == new
+    finally:
+        await second.close()
 
 
 _STRANGER = """
