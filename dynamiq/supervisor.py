@@ -12,13 +12,14 @@ its workers gossip with each other on loopback under a secret made at start.
 
 The supervisor serves nothing itself. Before forking it reserves the node's
 port (bound with ``SO_REUSEPORT``, never listening, so no connection waits
-on it), binds each worker's socket for the peers and picks its gossip port:
-a worker started again sits where it sat, and the others reach it where
-they did. A worker that exits is started again after a pause that doubles
-while it keeps failing soon after its start. SIGTERM and SIGINT stop every
-worker gracefully (a second signal kills them), SIGHUP is passed on
-(certificates reload), and kill -9 of the supervisor takes its workers with
-it (``PR_SET_PDEATHSIG``).
+on it), binds each worker's socket for the peers and picks its gossip port,
+which it holds while the worker is down (``hold_port``): a worker started
+again sits where it sat, and the others reach it where they did. A worker
+that exits is started again after a pause that doubles while it keeps
+failing soon after its start. SIGTERM and SIGINT stop every worker
+gracefully (a second signal kills them), SIGHUP is passed on (certificates
+reload), and kill -9 of the supervisor takes its workers with it
+(``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
