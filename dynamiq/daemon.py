@@ -23,6 +23,7 @@ from aiohttp import web
 
 from dynamiq.api.context import SERVICES
 from dynamiq.api.front import FRONT
+from dynamiq.api.lent import Answered
 from dynamiq.api.limits import LimitedSite
 from dynamiq.config import Settings
 from dynamiq.errors import DynamiqError
@@ -130,7 +131,9 @@ async def serve(
 def runner_options(settings: Settings) -> dict[str, Any]:
     """How aiohttp serves the node's connections (for ``serve`` and the tests' server)."""
     return {
-        "access_log": None,
+        # No access log: aiohttp's calls tell the front end a lent request is answered.
+        "access_log_class": Answered,
+        "access_log": log,
         "shutdown_timeout": settings.limits.shutdowntimeout,
         # Armed when a connection opens and after each answer: a client that sends
         # no whole request's headers in this time is cut off (slowloris).

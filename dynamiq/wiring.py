@@ -24,6 +24,7 @@ from aiohttp import web
 from dynamiq.access.guard import Guard
 from dynamiq.access.keys import KeyRing
 from dynamiq.api.app import build_app
+from dynamiq.api.console import sends_a_file
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.delivery import DEPARTURES
 from dynamiq.api.front import FRONT, Front
@@ -185,7 +186,13 @@ def _front(app: web.Application, limits: LimitsSettings) -> None:
     """Serve v2's hot routes from the node's own front end (``core.front``); its
     requests are answered at shutdown after the node stopped serving."""
     lookup = V2Front(app[SERVICES], app[DEPARTURES]).lookup
-    front = Front(lookup, limits.idletimeout, limits.maxbodybytes, limits.shutdowntimeout)
+    front = Front(
+        lookup,
+        lambda head: not sends_a_file(head.method, head.path),  # sendfile wants its transport
+        limits.idletimeout,
+        limits.maxbodybytes,
+        limits.shutdowntimeout,
+    )
     app[FRONT] = front
     app.on_shutdown.append(front.on_shutdown)
 

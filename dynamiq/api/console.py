@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-__all__ = ["routes"]
+__all__ = ["routes", "sends_a_file"]
 
 CONSOLE = Path(__file__).with_name("console")
 
@@ -14,6 +14,11 @@ CONSOLE = Path(__file__).with_name("console")
 def routes() -> list[web.AbstractRouteDef]:
     """Return the console's routes: ``/`` and its assets under ``/console/``."""
     return [web.get("/", index), web.static("/console", CONSOLE)]
+
+
+def sends_a_file(method: str, path: str) -> bool:
+    """Whether a request is one of the console's, answered with a file."""
+    return method in ("GET", "HEAD") and (path == "/" or path.startswith("/console/"))
 
 
 async def index(request: web.Request) -> web.FileResponse:

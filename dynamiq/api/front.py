@@ -9,10 +9,12 @@ a connection is a buffer and a timer; a request of a route served here
 (``Lookup`` says which) is its head, read once (``http1``), its body, and an
 answer written in one piece.
 
-A request the front end does not serve, or does not read as surely as
-aiohttp would, hands the connection to aiohttp for the rest of its life:
-what it has read so far goes with it, from the start of that request, and
-aiohttp answers it as if the connection had been its own from the start.
+A request of another route is lent to aiohttp (``lent``): aiohttp reads that
+request alone, answers it as if the connection were its own, and the front
+end reads the next one. A request the front end does not read as surely as
+aiohttp would, or one that ``Front.lends`` keeps from aiohttp's loans (a
+file's), hands the connection to aiohttp for the rest of its life: what it
+has read so far goes with it, from the start of that request.
 
 A connection here keeps aiohttp's terms: at most one request served at a
 time, in order (a pipelined one waits in the buffer); closed after
@@ -34,6 +36,7 @@ from typing import cast
 from aiohttp import web
 
 from dynamiq.api.http1 import MAX_HEAD, Head, answer, parse_head
+from dynamiq.api.lent import Lent
 
 __all__ = ["FRONT", "Connection", "Front", "Lookup", "Reply", "Route"]
 
@@ -66,13 +69,22 @@ class Front:
     connections."""
 
     def __init__(
-        self, lookup: Lookup, idle_seconds: float, max_body: int, shutdown_seconds: float
+        self,
+        lookup: Lookup,
+        lends: Callable[[Head], bool],
+        idle_seconds: float,
+        max_body: int,
+        shutdown_seconds: float,
     ) -> None:
         self.lookup = lookup
+        self.lends = lends  # whether a request of aiohttp's may be lent to it
         self.idle_seconds = idle_seconds
         self.max_body = max_body
         self.shutdown_seconds = shutdown_seconds
         self.connections: set[Connection] = set()
+        # Of them, those with an aiohttp protocol for their loans, which aiohttp
+        # counts among its own connections too.
+        self.lent = 0
         self.closing = False
 
     def open(self, fallback: Callable[[], asyncio.BaseProtocol]) -> Connection:
@@ -84,7 +96,7 @@ class Front:
         does once its site stops)."""
         self.closing = True
         for connection in list(self.connections):
-            if connection.task is None:
+            if connection.task is None and not connection.lending:
                 connection.transport.close()
 
     async def on_shutdown(self, _: web.Application) -> None:
@@ -114,10 +126,17 @@ class Connection(asyncio.Protocol):
         self._arrived: asyncio.Future[None] | None = None  # a body awaited
         self._wanted = 0  # bytes of body awaited
         self._untaken = 0  # bytes of the request's body not read yet
-        self._paused = False
+        self._paused = False  # reading, for the buffer's sake
         self._idle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None  # the request under way
         self.transport = cast(asyncio.Transport, None)
+        # The aiohttp protocol requests are lent to, once one was.
+        self._borrower: asyncio.Protocol | None = None
+        self.lending = False  # a request is aiohttp's: not answered, or its body not all passed
+        self._answered = False
+        self._owed = 0  # bytes of the lent request's body not passed to aiohttp yet
+        self._kept = True  # whether aiohttp's answer left the connection open
+        self._held = False  # reading paused by aiohttp
 
     # -- the connection's life ------------------------------------------------
 
@@ -127,8 +146,12 @@ class Connection(asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._owed:
+            data = self._pass(data)
+            if not data:
+                return
         self._buffer += data
-        if self.task is None:
+        if self.task is None and not self.lending:
             self._next()
             return
         arrived = self._arrived
@@ -148,6 +171,17 @@ class Connection(asyncio.Protocol):
         arrived = self._arrived
         if arrived is not None and not arrived.done():
             arrived.set_exception(ConnectionResetError("the client closed the connection"))
+        borrower = self._forget_borrower()
+        if borrower is not None:
+            borrower.connection_lost(exc)  # its request, if it has one, is cancelled
+
+    def pause_writing(self) -> None:
+        if self._borrower is not None:
+            self._borrower.pause_writing()  # aiohttp's writes wait for the client
+
+    def resume_writing(self) -> None:
+        if self._borrower is not None:
+            self._borrower.resume_writing()
 
     @property
     def remote(self) -> str:
@@ -181,7 +215,8 @@ class Connection(asyncio.Protocol):
     # -- requests -------------------------------------------------------------
 
     def _next(self) -> None:
-        """Serve the request at the head of the buffer, or hand the connection over."""
+        """Serve the request at the head of the buffer, lend it to aiohttp, or hand the
+        connection over."""
         buffer = self._buffer
         end = buffer.find(b"\r\n\r\n")
         if end < 0:
@@ -189,15 +224,19 @@ class Connection(asyncio.Protocol):
                 self._hand_over()
             return
         head = parse_head(bytes(buffer[:end])) if end <= MAX_HEAD else None
-        route = None
-        if head is not None and head.length <= self._front.max_body:
-            route = self._front.lookup(head)
-        if route is None or head is None:
+        if head is None or head.length > self._front.max_body:
             self._hand_over()
             return
-        del buffer[: end + 4]
+        route = self._front.lookup(head)
+        if route is None and not self._front.lends(head):
+            self._hand_over()
+            return
         if self._idle is not None:
             self._idle.cancel()
+        if route is None:
+            self._lend(end + 4 + head.length)
+            return
+        del buffer[: end + 4]
         self._untaken = head.length
         self.task = asyncio.get_running_loop().create_task(self._serve(head, route))
 
@@ -220,6 +259,10 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return
         del self._buffer[:untaken]
+        self._read_on()
+
+    def _read_on(self) -> None:
+        """After an answer: wait for the next request, or serve it if it is here."""
         self._resume()
         self._arm()
         if self._buffer:
@@ -230,6 +273,9 @@ class Connection(asyncio.Protocol):
         if self._idle is not None:
             self._idle.cancel()
         self._front.connections.discard(self)
+        borrower = self._forget_borrower()
+        if borrower is not None:
+            borrower.connection_lost(None)  # idle: its loans are over
         protocol = self._fallback()
         transport = self.transport
         transport.set_protocol(protocol)
@@ -239,18 +285,93 @@ class Connection(asyncio.Protocol):
         self._buffer.clear()
         self._resume()
 
+    # -- requests lent to aiohttp (the ``Borrower`` of ``lent``) -------------------
+
+    def _lend(self, size: int) -> None:
+        """Give aiohttp the request at the head of the buffer (``size`` bytes with its
+        body) and nothing after it."""
+        borrower = self._borrower
+        if borrower is None:
+            borrower = self._borrower = cast(asyncio.Protocol, self._fallback())
+            self._front.lent += 1
+            borrower.connection_made(Lent(self.transport, self))
+        self.lending, self._answered, self._kept = True, False, True
+        buffer = self._buffer
+        taken = min(size, len(buffer))
+        self._owed = size - taken
+        lent = bytes(buffer[:taken])
+        del buffer[:taken]
+        borrower.data_received(lent)
+
+    def _pass(self, data: bytes) -> bytes:
+        """Pass aiohttp what it is owed of the lent request's body from ``data``; the
+        rest."""
+        borrower = self._borrower
+        assert borrower is not None
+        owed = self._owed
+        if len(data) < owed:
+            self._owed -= len(data)
+            borrower.data_received(data)
+            return b""
+        self._owed = 0
+        borrower.data_received(data[:owed])
+        if self._answered:
+            self._take_back()
+        return data[owed:]
+
+    def answered(self, keep_alive: bool) -> None:
+        """aiohttp has written its answer to the lent request."""
+        self._answered, self._kept = True, keep_alive
+        if not self._owed:
+            self._take_back()
+
+    def _take_back(self) -> None:
+        """The lent request is over: read the next one here."""
+        self.lending = False
+        if not self._kept or self._front.closing:
+            self.transport.close()
+            return
+        self._read_on()
+
+    def given_up(self) -> None:
+        """aiohttp closed its protocol between loans (it was idle as long as it keeps a
+        connection): the next loan makes another."""
+        borrower = self._forget_borrower()
+        if borrower is not None:
+            # Out of aiohttp's count of connections, once its close has run.
+            asyncio.get_running_loop().call_soon(borrower.connection_lost, None)
+
+    def pause(self, paused: bool) -> None:
+        """Pause the connection's reading for aiohttp, or no longer."""
+        self._held = paused
+        if paused or not self._paused:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                if paused:
+                    self.transport.pause_reading()
+                else:
+                    self.transport.resume_reading()
+
+    def _forget_borrower(self) -> asyncio.Protocol | None:
+        borrower, self._borrower = self._borrower, None
+        if borrower is not None:
+            self._front.lent -= 1
+            if self._held:
+                self.pause(False)
+        return borrower
+
     # -- timers and flow ------------------------------------------------------
 
     def _arm(self) -> None:
         self._idle = asyncio.get_running_loop().call_later(self._front.idle_seconds, self._idle_out)
 
     def _idle_out(self) -> None:
-        if self.task is None:
+        if self.task is None and not self.lending:
             log.debug("connection closed: no whole request within limits.idletimeout")
             self.transport.close()
 
     def _resume(self) -> None:
         if self._paused:
             self._paused = False
-            with contextlib.suppress(RuntimeError):  # closed meanwhile
-                self.transport.resume_reading()
+            if not self._held:
+                with contextlib.suppress(RuntimeError):  # closed meanwhile
+                    self.transport.resume_reading()

@@ -135,7 +135,9 @@ class LimitedSite(web.SockSite):
         def accept() -> asyncio.BaseProtocol:
             nonlocal bound
             if bound >= most:
-                bound = len(server.connections) + (len(front.connections) if front else 0)
+                bound = len(server.connections)
+                if front is not None:  # less those counted in both
+                    bound += len(front.connections) - front.lent
                 if bound >= most:
                     log.debug("connection refused: %d open (limits.maxconnections)", most)
                     return _Busy()

@@ -36,10 +36,8 @@ class NodeServer(TestServer):
         self._limits = settings.limits
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:
-        kwargs |= {
-            "handler_cancellation": False,
-            "keepalive_timeout": self._options["keepalive_timeout"],
-        }
+        options = ("keepalive_timeout", "access_log_class", "access_log")
+        kwargs |= {"handler_cancellation": False} | {k: self._options[k] for k in options}
         return await super()._make_runner(**kwargs)
 
     async def start_server(self, loop: Any = None, **kwargs: Any) -> None:

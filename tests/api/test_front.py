@@ -1,5 +1,6 @@
 """The node's front end: v2's hot routes served without aiohttp, answered as aiohttp
-answers them; every other request handed to aiohttp on the same connection."""
+answers them; every other request lent to aiohttp on the same connection, or the
+connection handed to it."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from dynamiq.api.front import FRONT
 from dynamiq.api.http1 import answer, parse_head
 from tests.conftest import node_client_with
+from tests.waiting import eventually
 
 Http = TestClient[Any, Any]
 JSON_HEAD = "Host: localhost\r\nContent-Type: application/json\r\n"
@@ -150,18 +154,110 @@ async def test_a_pipelined_request_waits_its_turn(lmdb_http: Http) -> None:
     await raw.close()
 
 
-async def test_another_route_takes_the_connection_to_aiohttp_mid_stream(lmdb_http: Http) -> None:
+def _aiohttp(http: Http) -> web.Server:
+    server = http.server.runner.server if http.server.runner else None
+    assert server is not None
+    return server
+
+
+async def test_a_request_of_another_route_is_lent_to_aiohttp_and_the_connection_comes_back(
+    lmdb_http: Http,
+) -> None:
     await lmdb_http.put("/v2/queues/h")
+    aiohttp = _aiohttp(lmdb_http)
     raw = await _connect(lmdb_http)
     publish = _request("POST", "/v2/queues/h/messages", {"messages": [{"body": "a"}]})
-    await raw.send(publish + _request("GET", "/v2/queues/h") + publish)
+    before = aiohttp.requests_count
+    await raw.send(publish + _request("GET", "/v2/queues/h") + publish)  # pipelined
     assert (await raw.answer())[0] == 200
     status, _, info = await raw.answer()
     assert status == 200 and json.loads(info)["stats"]["depth"] == 1
-    assert (await raw.answer())[0] == 200  # aiohttp's now
+    assert (await raw.answer())[0] == 200
     await raw.send(_request("POST", "/v2/queues/h/receive", {"max_messages": 10}))
     status, _, got = await raw.answer()
     assert [m["body"] for m in json.loads(got)["messages"]] == ["a", "a"]
+    assert aiohttp.requests_count == before + 1  # the GET alone was aiohttp's
+    await raw.send(_request("GET", "/v2/queues/h") + _request("GET", "/v2/queues/nowhere"))
+    assert [(await raw.answer())[0] for _ in range(2)] == [200, 404]
+    assert aiohttp.requests_count == before + 3
+    await raw.close()
+
+
+async def test_a_lent_request_s_body_may_come_in_pieces_and_the_next_waits_for_its_answer(
+    lmdb_http: Http,
+) -> None:
+    create = _request("PUT", "/v2/queues/pieces", {"visibility_timeout": 7})
+    cut = create.index(b"\r\n\r\n") + 6
+    raw = await _connect(lmdb_http)
+    await raw.send(create[:cut])
+    await asyncio.sleep(0.1)
+    publish = _request("POST", "/v2/queues/pieces/messages", {"messages": [{"body": "b"}]})
+    await raw.send(create[cut:] + publish)  # the publish needs the queue made first
+    status, _, made = await raw.answer()
+    assert status == 201 and json.loads(made)["settings"]["visibility_timeout"] == 7
+    assert (await raw.answer())[0] == 200
+    await raw.close()
+
+
+@pytest.mark.parametrize("tuned", [{"limits.idletimeout": "0.3"}], indirect=True)
+async def test_aiohttp_s_idle_timer_does_not_close_a_connection_the_front_end_serves(
+    tuned: Http,
+) -> None:
+    http = tuned
+    await http.put("/v2/queues/t")
+    raw = await _connect(http)
+    await raw.send(_request("GET", "/v2/queues/t"))
+    assert (await raw.answer())[0] == 200
+    # aiohttp's protocol idles out during the long poll; the connection goes on.
+    await raw.send(_request("POST", "/v2/queues/t/receive", {"wait_seconds": 0.8}))
+    status, _, got = await raw.answer()
+    assert (status, json.loads(got)) == (200, {"messages": []})
+    await raw.send(_request("GET", "/v2/queues/t"))  # lent to a new protocol
+    assert (await raw.answer())[0] == 200
+    front = http.server.app[FRONT]
+    assert front.lent == 1
+    await raw.close()
+
+    async def freed() -> bool:
+        return front.lent == 0 and not front.connections
+
+    await eventually(freed, what="the closed connection's protocols freed")
+
+
+async def test_a_lent_answer_that_closes_closes_the_connection(lmdb_http: Http) -> None:
+    await lmdb_http.put("/v2/queues/c")
+    raw = await _connect(lmdb_http)
+    await raw.send(_request("GET", "/v2/queues/c", head=JSON_HEAD + "Connection: close\r\n"))
+    status, headers, _ = await raw.answer()
+    assert (status, headers.get("Connection")) == (200, "close")
+    assert await raw.closed()
+
+
+async def test_a_client_gone_mid_loan_frees_aiohttp_s_protocol(lmdb_http: Http) -> None:
+    http = lmdb_http
+    aiohttp, front = _aiohttp(http), http.server.app[FRONT]
+    connections = len(aiohttp.connections)
+    raw = await _connect(http)
+    create = _request("PUT", "/v2/queues/gone", {"visibility_timeout": 7})
+    await raw.send(create[:-4])  # the body never ends
+    await asyncio.sleep(0.1)
+    assert (front.lent, len(aiohttp.connections)) == (1, connections + 1)
+    await raw.close()
+
+    async def freed() -> bool:
+        return front.lent == 0 and len(aiohttp.connections) == connections
+
+    await eventually(freed, what="aiohttp's protocol freed")
+    assert (await http.get("/v2/queues/gone")).status == 404
+
+
+async def test_a_console_file_takes_its_connection_to_aiohttp(lmdb_http: Http) -> None:
+    raw = await _connect(lmdb_http)
+    await raw.send(b"GET /console/console.css HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    status, headers, css = await raw.answer()
+    assert status == 200 and headers["Content-Type"].startswith("text/css") and css
+    await raw.send(_request("GET", "/v2/queues/nowhere"))
+    assert (await raw.answer())[0] == 404
     await raw.close()
 
 
