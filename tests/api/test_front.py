@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from dynamiq.api.front import FRONT
+from dynamiq.api.front import FRONT, Front
 from dynamiq.api.http1 import answer, parse_head
 from tests.conftest import node_client_with
 from tests.waiting import eventually
@@ -160,6 +160,12 @@ def _aiohttp(http: Http) -> web.Server:
     return server
 
 
+def _front(http: Http) -> Front:
+    app: web.Application | None = http.app
+    assert app is not None
+    return app[FRONT]
+
+
 async def test_a_request_of_another_route_is_lent_to_aiohttp_and_the_connection_comes_back(
     lmdb_http: Http,
 ) -> None:
@@ -214,7 +220,7 @@ async def test_aiohttp_s_idle_timer_does_not_close_a_connection_the_front_end_se
     assert (status, json.loads(got)) == (200, {"messages": []})
     await raw.send(_request("GET", "/v2/queues/t"))  # lent to a new protocol
     assert (await raw.answer())[0] == 200
-    front = http.server.app[FRONT]
+    front = _front(http)
     assert front.lent == 1
     await raw.close()
 
@@ -235,7 +241,7 @@ async def test_a_lent_answer_that_closes_closes_the_connection(lmdb_http: Http) 
 
 async def test_a_client_gone_mid_loan_frees_aiohttp_s_protocol(lmdb_http: Http) -> None:
     http = lmdb_http
-    aiohttp, front = _aiohttp(http), http.server.app[FRONT]
+    aiohttp, front = _aiohttp(http), _front(http)
     connections = len(aiohttp.connections)
     raw = await _connect(http)
     create = _request("PUT", "/v2/queues/gone", {"visibility_timeout": 7})
