@@ -12,10 +12,11 @@ answer written in one piece.
 A request of another route is lent to aiohttp (``lent``): aiohttp reads that
 request alone, answers it as if the connection were its own, and the front
 end reads the next one (aiohttp's runner must take ``lent.Answered`` as its
-access log, which says when aiohttp has answered). A request the front end does not read as surely as
-aiohttp would, or one that ``Front.lends`` keeps from aiohttp's loans (a
-file's), hands the connection to aiohttp for the rest of its life: what it
-has read so far goes with it, from the start of that request.
+access log, which says when aiohttp has answered). A request the front end
+does not read as surely as aiohttp would, or one that ``Front.lends`` keeps
+from aiohttp's loans (a file's), hands the connection to aiohttp for the
+rest of its life: what it has read so far goes with it, from the start of
+that request.
 
 A connection here keeps aiohttp's terms: at most one request served at a
 time, in order (a pipelined one waits in the buffer); closed after
@@ -218,6 +219,8 @@ class Connection(asyncio.Protocol):
     def _next(self) -> None:
         """Serve the request at the head of the buffer, lend it to aiohttp, or hand the
         connection over."""
+        if self.transport.is_closing():  # after an answer that closed it
+            return
         buffer = self._buffer
         end = buffer.find(b"\r\n\r\n")
         if end < 0:

@@ -239,6 +239,24 @@ async def test_a_lent_answer_that_closes_closes_the_connection(lmdb_http: Http) 
     assert await raw.closed()
 
 
+@pytest.mark.parametrize("tuned", [{"limits.bodytimeout": "0.3"}], indirect=True)
+async def test_nothing_after_a_lent_answer_that_closes_is_served(tuned: Http) -> None:
+    http = tuned
+    await http.put("/v2/queues/k")
+    raw = await _connect(http)
+    closing = JSON_HEAD + "Connection: close\r\n"
+    create = _request("PUT", "/v2/queues/late", {"visibility_timeout": 7}, closing)
+    await raw.send(create[:-4])
+    status, headers, _ = await raw.answer()  # answered before its body is all here
+    assert (status, headers.get("Connection")) == (408, "close")
+    publish = _request("POST", "/v2/queues/k/messages", {"messages": [{"body": "x"}]})
+    await raw.send(create[-4:] + publish)
+    assert await raw.closed()
+    assert (await http.get("/v2/queues/late")).status == 404
+    info = await (await http.get("/v2/queues/k")).json()
+    assert info["stats"]["depth"] == 0
+
+
 async def test_a_client_gone_mid_loan_frees_aiohttp_s_protocol(lmdb_http: Http) -> None:
     http = lmdb_http
     aiohttp, front = _aiohttp(http), _front(http)
