@@ -132,8 +132,9 @@ class Connection(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None  # the request under way
         self.transport = cast(asyncio.Transport, None)
-        # The aiohttp protocol requests are lent to, once one was.
+        # The aiohttp protocol requests are lent to, once one was, and its transport.
         self._borrower: asyncio.Protocol | None = None
+        self._lent: Lent | None = None
         self.lending = False  # a request is aiohttp's: not answered, or its body not all passed
         self._answered = False
         self._owed = 0  # bytes of the lent request's body not passed to aiohttp yet
@@ -297,8 +298,9 @@ class Connection(asyncio.Protocol):
         borrower = self._borrower
         if borrower is None:
             borrower = self._borrower = cast(asyncio.Protocol, self._fallback())
+            self._lent = Lent(self.transport, self)
             self._front.lent += 1
-            borrower.connection_made(Lent(self.transport, self))
+            borrower.connection_made(self._lent)
         self.lending, self._answered, self._kept = True, False, True
         buffer = self._buffer
         taken = min(size, len(buffer))
@@ -356,8 +358,13 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()
 
     def _forget_borrower(self) -> asyncio.Protocol | None:
+        """Be done with the aiohttp protocol requests were lent to; it, if there was one
+        (for its ``connection_lost``)."""
         borrower, self._borrower = self._borrower, None
         if borrower is not None:
+            assert self._lent is not None
+            self._lent.detach()
+            self._lent = None
             self._front.lent -= 1
             if self._held:
                 self.pause(False)

@@ -52,11 +52,17 @@ class Lent(asyncio.Transport):
     def __init__(self, transport: asyncio.Transport, borrower: Borrower) -> None:
         super().__init__()
         self._transport = transport
-        self._borrower = borrower
+        self._borrower: Borrower | None = borrower
+
+    def detach(self) -> None:
+        """The connection is done with this protocol: what it does next is not the
+        connection's (its close, its last word)."""
+        self._borrower = None
 
     def answered(self, keep_alive: bool) -> None:
         """aiohttp has answered the request lent through this transport."""
-        self._borrower.answered(keep_alive)
+        if self._borrower is not None:
+            self._borrower.answered(keep_alive)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self._transport.write(data)
@@ -71,16 +77,22 @@ class Lent(asyncio.Transport):
         return self._transport.can_write_eof()
 
     def close(self) -> None:
-        if self._borrower.lending:
+        borrower = self._borrower
+        if borrower is None:
+            return
+        if borrower.lending:
             self._transport.close()
         else:
-            self._borrower.given_up()
+            borrower.given_up()
 
     def abort(self) -> None:
-        if self._borrower.lending:
+        borrower = self._borrower
+        if borrower is None:
+            return
+        if borrower.lending:
             self._transport.abort()
         else:
-            self._borrower.given_up()
+            borrower.given_up()
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
@@ -89,10 +101,12 @@ class Lent(asyncio.Transport):
         return self._transport.get_extra_info(name, default)
 
     def pause_reading(self) -> None:
-        self._borrower.pause(True)
+        if self._borrower is not None:
+            self._borrower.pause(True)
 
     def resume_reading(self) -> None:
-        self._borrower.pause(False)
+        if self._borrower is not None:
+            self._borrower.pause(False)
 
     def is_reading(self) -> bool:
         return self._transport.is_reading()
