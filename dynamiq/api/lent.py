@@ -20,6 +20,7 @@ with a file is not lent (the front end hands its connection over instead).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -77,20 +78,19 @@ class Lent(asyncio.Transport):
         return self._transport.can_write_eof()
 
     def close(self) -> None:
-        borrower = self._borrower
-        if borrower is None:
-            return
-        if borrower.lending:
-            self._transport.close()
-        else:
-            borrower.given_up()
+        self._end(self._transport.close)
 
     def abort(self) -> None:
+        self._end(self._transport.abort)
+
+    def _end(self, end: Callable[[], None]) -> None:
+        """aiohttp ends its connection: while a request is lent, that is the
+        connection's end (``end``); between loans, its protocol's alone."""
         borrower = self._borrower
         if borrower is None:
             return
         if borrower.lending:
-            self._transport.abort()
+            end()
         else:
             borrower.given_up()
 
