@@ -47,6 +47,10 @@ log = logging.getLogger("dynamiq.api")
 # A pipelined client may send this much beyond what the request under way awaits
 # before the connection stops being read.
 READ_AHEAD = 256 * 1024
+# After this many requests in a row lent to aiohttp, a connection is aiohttp's for
+# good: its client (an SQS SDK, a v1 client) speaks no route served here, and a
+# loan costs more than aiohttp reading the connection itself.
+LOANS_IN_A_ROW = 8
 
 
 class Reply:
@@ -136,6 +140,7 @@ class Connection(asyncio.Protocol):
         self._borrower: asyncio.Protocol | None = None
         self._lent: Lent | None = None
         self.lending = False  # a request is aiohttp's: not answered, or its body not all passed
+        self._loans = 0  # requests lent since the last one served here
         self._answered = False
         self._owed = 0  # bytes of the lent request's body not passed to aiohttp yet
         self._kept = True  # whether aiohttp's answer left the connection open
@@ -233,7 +238,7 @@ class Connection(asyncio.Protocol):
             self._hand_over()
             return
         route = self._front.lookup(head)
-        if route is None and not self._front.lends(head):
+        if route is None and (self._loans >= LOANS_IN_A_ROW or not self._front.lends(head)):
             self._hand_over()
             return
         if self._idle is not None:
@@ -243,6 +248,7 @@ class Connection(asyncio.Protocol):
             return
         del buffer[: end + 4]
         self._untaken = head.length
+        self._loans = 0
         self.task = asyncio.get_running_loop().create_task(self._serve(head, route))
 
     async def _serve(self, head: Head, route: Route) -> None:
@@ -302,6 +308,7 @@ class Connection(asyncio.Protocol):
             self._front.lent += 1
             borrower.connection_made(self._lent)
         self.lending, self._answered, self._kept = True, False, True
+        self._loans += 1
         buffer = self._buffer
         taken = min(size, len(buffer))
         self._owed = size - taken

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from dynamiq.api.front import FRONT, Front
+from dynamiq.api.front import FRONT, LOANS_IN_A_ROW, Front
 from dynamiq.api.http1 import answer, parse_head
 from tests.conftest import node_client_with
 from tests.waiting import eventually
@@ -273,6 +273,31 @@ async def test_a_client_gone_mid_loan_frees_aiohttp_s_protocol(lmdb_http: Http) 
 
     await eventually(freed, what="aiohttp's protocol freed")
     assert (await http.get("/v2/queues/gone")).status == 404
+
+
+async def test_a_connection_of_loans_alone_goes_to_aiohttp_for_good(lmdb_http: Http) -> None:
+    await lmdb_http.put("/v2/queues/l")
+    front = _front(lmdb_http)
+    before = len(front.connections)
+    raw = await _connect(lmdb_http)
+    stats = _request("GET", "/v2/queues/l")
+
+    async def loans(count: int) -> None:
+        for _ in range(count):
+            await raw.send(stats)
+            assert (await raw.answer())[0] == 200
+
+    # A request served here between loans keeps the connection here.
+    await loans(LOANS_IN_A_ROW)
+    await raw.send(_request("POST", "/v2/queues/l/receive", None))
+    assert (await raw.answer())[0] == 200
+    await loans(LOANS_IN_A_ROW)
+    assert len(front.connections) == before + 1
+    await loans(1)  # one in a row too many: aiohttp's from now on
+    assert len(front.connections) == before
+    await raw.send(_request("POST", "/v2/queues/l/receive", None))
+    assert (await raw.answer())[0] == 200
+    await raw.close()
 
 
 async def test_a_console_file_takes_its_connection_to_aiohttp(lmdb_http: Http) -> None:
