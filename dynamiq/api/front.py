@@ -13,10 +13,10 @@ A request of another route is lent to aiohttp (``lent``): aiohttp reads that
 request alone, answers it as if the connection were its own, and the front
 end reads the next one (aiohttp's runner must take ``lent.Answered`` as its
 access log, which says when aiohttp has answered). A request the front end
-does not read as surely as aiohttp would, or one that ``Front.lends`` keeps
-from aiohttp's loans (a file's), hands the connection to aiohttp for the
-rest of its life: what it has read so far goes with it, from the start of
-that request.
+does not read as surely as aiohttp would, one that ``Front.lends`` keeps
+from aiohttp's loans (a file's), or the next loan after ``LOANS_IN_A_ROW``
+of them, hands the connection to aiohttp for the rest of its life: what it
+has read so far goes with it, from the start of that request.
 
 A connection here keeps aiohttp's terms: at most one request served at a
 time, in order (a pipelined one waits in the buffer); closed after
