@@ -88,10 +88,13 @@ class Front:
         self.max_body = max_body
         self.shutdown_seconds = shutdown_seconds
         self.connections: set[Connection] = set()
-        # Of them, those with an aiohttp protocol for their loans, which aiohttp
-        # counts among its own connections too.
-        self.lent = 0
         self.closing = False
+
+    @property
+    def lent(self) -> int:
+        """Of the connections, those with an aiohttp protocol for their loans, which
+        aiohttp counts among its own connections too."""
+        return sum(1 for connection in self.connections if connection.lent is not None)
 
     def open(self, fallback: Callable[[], asyncio.BaseProtocol]) -> Connection:
         """A new connection's protocol (``fallback``: aiohttp's, for the other routes)."""
@@ -136,9 +139,8 @@ class Connection(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None  # the request under way
         self.transport = cast(asyncio.Transport, None)
-        # The aiohttp protocol requests are lent to, once one was, and its transport.
-        self._borrower: asyncio.Protocol | None = None
-        self._lent: Lent | None = None
+        # The transport of the aiohttp protocol requests are lent to, once one was.
+        self.lent: Lent | None = None
         self.lending = False  # a request is aiohttp's: not answered, or its body not all passed
         self._loans = 0  # requests lent since the last one served here
         self._answered = False
@@ -179,17 +181,17 @@ class Connection(asyncio.Protocol):
         arrived = self._arrived
         if arrived is not None and not arrived.done():
             arrived.set_exception(ConnectionResetError("the client closed the connection"))
-        borrower = self._forget_borrower()
-        if borrower is not None:
-            borrower.connection_lost(exc)  # its request, if it has one, is cancelled
+        aiohttp = self._forget_aiohttp()
+        if aiohttp is not None:
+            aiohttp.connection_lost(exc)  # its request, if it has one, is cancelled
 
     def pause_writing(self) -> None:
-        if self._borrower is not None:
-            self._borrower.pause_writing()  # aiohttp's writes wait for the client
+        if self.lent is not None:
+            self.lent.protocol.pause_writing()  # aiohttp's writes wait for the client
 
     def resume_writing(self) -> None:
-        if self._borrower is not None:
-            self._borrower.resume_writing()
+        if self.lent is not None:
+            self.lent.protocol.resume_writing()
 
     @property
     def remote(self) -> str:
@@ -284,9 +286,9 @@ class Connection(asyncio.Protocol):
         if self._idle is not None:
             self._idle.cancel()
         self._front.connections.discard(self)
-        borrower = self._forget_borrower()
-        if borrower is not None:
-            borrower.connection_lost(None)  # idle: its loans are over
+        aiohttp = self._forget_aiohttp()
+        if aiohttp is not None:
+            aiohttp.connection_lost(None)  # idle: its loans are over
         protocol = self._fallback()
         transport = self.transport
         transport.set_protocol(protocol)
@@ -296,38 +298,36 @@ class Connection(asyncio.Protocol):
         self._buffer.clear()
         self._resume()
 
-    # -- requests lent to aiohttp (the ``Borrower`` of ``lent``) -------------------
+    # -- requests lent to aiohttp (the ``Lender`` of ``lent``) ---------------------
 
     def _lend(self, size: int) -> None:
         """Give aiohttp the request at the head of the buffer (``size`` bytes with its
         body) and nothing after it."""
-        borrower = self._borrower
-        if borrower is None:
-            borrower = self._borrower = cast(asyncio.Protocol, self._fallback())
-            self._lent = Lent(self.transport, self)
-            self._front.lent += 1
-            borrower.connection_made(self._lent)
+        if self.lent is None:
+            self.lent = Lent(self.transport, self, cast(asyncio.Protocol, self._fallback()))
+            self.lent.protocol.connection_made(self.lent)
+        aiohttp = self.lent.protocol
         self.lending, self._answered, self._kept = True, False, True
         self._loans += 1
         buffer = self._buffer
         taken = min(size, len(buffer))
         self._owed = size - taken
-        lent = bytes(buffer[:taken])
+        request = bytes(buffer[:taken])
         del buffer[:taken]
-        borrower.data_received(lent)
+        aiohttp.data_received(request)
 
     def _pass(self, data: bytes) -> bytes:
         """Pass aiohttp what it is owed of the lent request's body from ``data``; the
         rest."""
-        borrower = self._borrower
-        assert borrower is not None
+        assert self.lent is not None
+        aiohttp = self.lent.protocol
         owed = self._owed
         if len(data) < owed:
             self._owed -= len(data)
-            borrower.data_received(data)
+            aiohttp.data_received(data)
             return b""
         self._owed = 0
-        borrower.data_received(data[:owed])
+        aiohttp.data_received(data[:owed])
         if self._answered:
             self._take_back()
         return data[owed:]
@@ -349,33 +349,30 @@ class Connection(asyncio.Protocol):
     def given_up(self) -> None:
         """aiohttp closed its protocol between loans (it was idle as long as it keeps a
         connection): the next loan makes another."""
-        borrower = self._forget_borrower()
-        if borrower is not None:
+        aiohttp = self._forget_aiohttp()
+        if aiohttp is not None:
             # Out of aiohttp's count of connections, once its close has run.
-            asyncio.get_running_loop().call_soon(borrower.connection_lost, None)
+            asyncio.get_running_loop().call_soon(aiohttp.connection_lost, None)
 
     def pause(self, paused: bool) -> None:
         """Pause the connection's reading for aiohttp, or no longer."""
         self._held = paused
-        if paused or not self._paused:
-            with contextlib.suppress(RuntimeError):  # closed meanwhile
-                if paused:
-                    self.transport.pause_reading()
-                else:
-                    self.transport.resume_reading()
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            if paused:
+                self.transport.pause_reading()
+            elif not self._paused:  # not held for the buffer's sake
+                self.transport.resume_reading()
 
-    def _forget_borrower(self) -> asyncio.Protocol | None:
+    def _forget_aiohttp(self) -> asyncio.Protocol | None:
         """Be done with the aiohttp protocol requests were lent to; it, if there was one
         (for its ``connection_lost``)."""
-        borrower, self._borrower = self._borrower, None
-        if borrower is not None:
-            assert self._lent is not None
-            self._lent.detach()
-            self._lent = None
-            self._front.lent -= 1
-            if self._held:
-                self.pause(False)
-        return borrower
+        lent, self.lent = self.lent, None
+        if lent is None:
+            return None
+        lent.detach()
+        if self._held:
+            self.pause(False)
+        return lent.protocol
 
     # -- timers and flow ------------------------------------------------------
 

@@ -26,11 +26,11 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-__all__ = ["Answered", "Borrower", "Lent"]
+__all__ = ["Answered", "Lender", "Lent"]
 
 
-class Borrower(Protocol):
-    """The front end's side of a connection lent to aiohttp."""
+class Lender(Protocol):
+    """The front end's side of a connection whose requests are lent to aiohttp."""
 
     @property
     def lending(self) -> bool:
@@ -50,20 +50,23 @@ class Borrower(Protocol):
 class Lent(asyncio.Transport):
     """The transport of the aiohttp protocol a connection lends its requests to."""
 
-    def __init__(self, transport: asyncio.Transport, borrower: Borrower) -> None:
+    def __init__(
+        self, transport: asyncio.Transport, lender: Lender, protocol: asyncio.Protocol
+    ) -> None:
         super().__init__()
         self._transport = transport
-        self._borrower: Borrower | None = borrower
+        self._lender: Lender | None = lender
+        self.protocol = protocol  # aiohttp's, which the requests are lent to
 
     def detach(self) -> None:
         """The connection is done with this protocol: what it does next is not the
         connection's (its close, its last word)."""
-        self._borrower = None
+        self._lender = None
 
     def answered(self, keep_alive: bool) -> None:
         """aiohttp has answered the request lent through this transport."""
-        if self._borrower is not None:
-            self._borrower.answered(keep_alive)
+        if self._lender is not None:
+            self._lender.answered(keep_alive)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self._transport.write(data)
@@ -86,13 +89,13 @@ class Lent(asyncio.Transport):
     def _end(self, end: Callable[[], None]) -> None:
         """aiohttp ends its connection: while a request is lent, that is the
         connection's end (``end``); between loans, its protocol's alone."""
-        borrower = self._borrower
-        if borrower is None:
+        lender = self._lender
+        if lender is None:
             return
-        if borrower.lending:
+        if lender.lending:
             end()
         else:
-            borrower.given_up()
+            lender.given_up()
 
     def is_closing(self) -> bool:
         return self._transport.is_closing()
@@ -101,12 +104,12 @@ class Lent(asyncio.Transport):
         return self._transport.get_extra_info(name, default)
 
     def pause_reading(self) -> None:
-        if self._borrower is not None:
-            self._borrower.pause(True)
+        if self._lender is not None:
+            self._lender.pause(True)
 
     def resume_reading(self) -> None:
-        if self._borrower is not None:
-            self._borrower.pause(False)
+        if self._lender is not None:
+            self._lender.pause(False)
 
     def is_reading(self) -> bool:
         return self._transport.is_reading()
