@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.many import tenant
 from dynamiq.core.catalog import Catalog
-from dynamiq.core.catalog_codec import encode_queue
+from dynamiq.core.catalog.codec import encode_queue
 from dynamiq.core.clock import MonotonicClock
 from dynamiq.models import QueueRecord, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend

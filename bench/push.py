@@ -39,7 +39,7 @@ from typing import Any
 
 from bench.procs import cpu_seconds
 from dynamiq.client import AsyncClient
-from dynamiq.daemon import run as run_loop
+from dynamiq.process.daemon import run as run_loop
 from dynamiq.testing.cluster import LocalCluster
 
 BODY_PAD = "x" * 1000

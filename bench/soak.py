@@ -45,7 +45,7 @@ from pathlib import Path
 from bench.procs import cpu_seconds, memory_mib, processes
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
-from dynamiq.storage.lmdb_backup import held_in
+from dynamiq.storage.lmdb.backup import held_in
 from dynamiq.testing.cluster import LocalCluster
 
 BATCH = 20
@@ -324,7 +324,7 @@ def _plot(
     fig.savefig(path, dpi=90)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--nodes", type=int, default=1)
@@ -337,7 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-csv", type=Path, help="the verdict and plot of a run's CSV again (no run)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     restart_minutes = _restarts(args) if args.nodes > 1 else []
     if args.from_csv is not None:
         with args.from_csv.open() as given:
@@ -348,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"soak-{args.nodes}node"
+    ledger = Ledger()
     with tempfile.TemporaryDirectory(prefix="dynamiq-soak-") as tmp:
         admin = secrets.token_hex(16)  # keys on: the load makes and revokes some
         env = {"DYNAMIQ_AUTH_ENABLED": "true", "DYNAMIQ_AUTH_ADMINKEY": admin}
@@ -355,33 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cluster.start()
             urls = [n.url for n in cluster.nodes.values()]
-            ledger = Ledger()
             load = Load(urls, admin, args.rate, args.queues, ledger).start()
-            cpu_before = sum(cpu_seconds(n.proc.pid) for n in cluster.running() if n.proc)
-            rows: list[dict[str, float]] = []
-            started = time.monotonic()
-            restarts = itertools.cycle(list(cluster.nodes))
-            stored, sampled = 0, 0.0
-            next_restart = args.restart_every * 60
-            while (elapsed := time.monotonic() - started) < args.minutes * 60:
-                time.sleep(args.sample)
-                elapsed = time.monotonic() - started
-                if args.nodes > 1 and next_restart <= elapsed < args.minutes * 60:
-                    name = next(restarts)
-                    cluster.nodes[name].stop()
-                    cluster.start_node(name)
-                    next_restart += args.restart_every * 60
-                    print(f"{elapsed / 60:6.1f} min: restarted {name}", flush=True)
-                acked, deleted = ledger.totals()
-                row = {
-                    "minute": elapsed / 60,
-                    **_sample(cluster, Path(tmp) / "data", ledger, cpu_before),
-                    "stored_per_s": (acked - stored) / (elapsed - sampled),
-                    "backlog": acked - deleted,
-                }
-                stored, sampled = acked, elapsed
-                rows.append(row)
-                print(_line(row), flush=True)
+            rows = _sampled(args, cluster, Path(tmp) / "data", ledger)
             load.stop()
             load.drain()
         finally:
@@ -397,6 +377,39 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(f"  {e}" for e in ledger.examples))
     print(f"series in {stem}.csv and {stem}.png")
     return 1 if lost else 0
+
+
+def _sampled(
+    args: argparse.Namespace, cluster: LocalCluster, data: Path, ledger: Ledger
+) -> list[dict[str, float]]:
+    """Sample the run every ``--sample`` seconds for ``--minutes``, restarting a node of
+    a cluster every ``--restart-every`` minutes; return the rows."""
+    cpu_before = sum(cpu_seconds(n.proc.pid) for n in cluster.running() if n.proc)
+    rows: list[dict[str, float]] = []
+    started = time.monotonic()
+    restarts = itertools.cycle(list(cluster.nodes))
+    stored, sampled = 0, 0.0
+    next_restart = args.restart_every * 60
+    while (elapsed := time.monotonic() - started) < args.minutes * 60:
+        time.sleep(args.sample)
+        elapsed = time.monotonic() - started
+        if args.nodes > 1 and next_restart <= elapsed < args.minutes * 60:
+            name = next(restarts)
+            cluster.nodes[name].stop()
+            cluster.start_node(name)
+            next_restart += args.restart_every * 60
+            print(f"{elapsed / 60:6.1f} min: restarted {name}", flush=True)
+        acked, deleted = ledger.totals()
+        row = {
+            "minute": elapsed / 60,
+            **_sample(cluster, data, ledger, cpu_before),
+            "stored_per_s": (acked - stored) / (elapsed - sampled),
+            "backlog": acked - deleted,
+        }
+        stored, sampled = acked, elapsed
+        rows.append(row)
+        print(_line(row), flush=True)
+    return rows
 
 
 if __name__ == "__main__":

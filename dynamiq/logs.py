@@ -13,11 +13,11 @@ LOGGERS = (
     "dynamiq.api",
     "dynamiq.cluster",
     "dynamiq.core",
-    "dynamiq.daemon",
+    "dynamiq.process.daemon",
     "dynamiq.service",
     "dynamiq.storage",
-    "dynamiq.supervisor",
-    "dynamiq.tls",
+    "dynamiq.process.supervisor",
+    "dynamiq.process.tls",
 )
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from blockbuster import blockbuster_ctx
 
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client
@@ -37,7 +37,7 @@ LIBRARY_BLOCKING = [
         for function in ("os.stat", "os.listdir", "os.scandir", "io.TextIOWrapper.read")
     ),
     # Opening the embedded store is a start-up step (tests open stores in their body).
-    *((function, "dynamiq/storage/lmdb.py", "__init__") for function in ("os.mkdir", "os.stat")),
+    *((function, "dynamiq/storage/lmdb/backend.py", "__init__") for function in ("os.mkdir", "os.stat")),
     # The gossip library joins its thread pool when it stops: once, at a node's shutdown.
     ("threading.Lock.acquire", "concurrent/futures/thread.py", "shutdown"),
     # A StatsD datagram to a local agent: UDP sends do not wait for the receiver.

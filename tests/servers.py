@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import within
+
 __all__ = [
     "RedisCluster",
     "flush_redis",
@@ -303,12 +305,9 @@ def redis_cluster(data: Path) -> Iterator[RedisCluster]:
             _stop(proc)
 
 
-def _poll(check: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the Redis Cluster did not {what} within {within:g} s")
-        time.sleep(0.1)
+def _poll(check: Callable[[], bool], seconds: float, what: str) -> None:
+    if not within(check, seconds, 0.1):
+        raise RuntimeError(f"the Redis Cluster did not {what} within {seconds:g} s")
 
 
 def _whole(cli: str, ports: list[int]) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.errors import ConfigError
 
 SECRET = "a-cluster-secret-of-thirty-two-bytes-or-more"

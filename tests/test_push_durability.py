@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import urllib.request
 import uuid
 from typing import Any
@@ -17,6 +16,7 @@ from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
 from tests.servers import flush_redis, require_module
 from tests.sqs.conftest import sqs_client
+from tests.waiting import within
 
 require_module("boto3", "test")
 
@@ -59,11 +59,12 @@ def test_kill_9_while_pushing_loses_nothing(
         assert before < MESSAGES, "every message went out before the kill: nothing was tested"
 
         node_factory(*flags, data=node.data).start()  # a new port: the same subscription
-        deadline = time.monotonic() + 60
-        delivered: set[str] = set()
-        while time.monotonic() < deadline and delivered != acknowledged:
-            delivered = {d.document()["MessageId"] for d in receiver.of("Notification")}
-            time.sleep(0.1)
+
+        def delivered_now() -> set[str]:
+            return {d.document()["MessageId"] for d in receiver.of("Notification")}
+
+        within(lambda: delivered_now() >= acknowledged, 60.0, 0.1)
+        delivered = delivered_now()
         assert delivered == acknowledged, f"{len(acknowledged - delivered)} never delivered"
         duplicates = len(receiver.of("Notification")) - len(delivered)
         print(f"delivered before the kill: {before}; duplicates after it: {duplicates}")

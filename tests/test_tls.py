@@ -129,7 +129,8 @@ def test_sighup_loads_new_certificates_for_new_connections_and_keeps_open_ones(
     # When the files are broken and the node is told, it keeps what it has
     pki.key_file.write_text("not a key")
     node.signal(signal.SIGHUP)
-    time.sleep(0.5)
+    said = "certificates not reloaded, the old ones stay"
+    until(lambda: said in "".join(node.log), 10.0, 0.05, what=f"the node says {said!r}")
     assert node.proc is not None and node.proc.poll() is None
     assert _certificate_seen(node.url, rotated.ca_file) == after
     with Client(node.url, ca_file=str(rotated.ca_file)) as client:

@@ -23,10 +23,10 @@ import pytest
 
 from bench.procs import processes, state
 from dynamiq.client import Client
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.errors import ConfigError, DynamiqError
 from dynamiq.keyspace import KEYSPACE
-from dynamiq.storage.lmdb_server import LOCK_FILE
+from dynamiq.storage.lmdb.server import LOCK_FILE
 from dynamiq.testing.cluster import LocalCluster
 from tests.conftest import NodeFactory, NodeProcess
 from tests.waiting import until

@@ -40,6 +40,17 @@ def until(
     return found
 
 
+def within(check: Callable[[], object], timeout: float, step: float = 0.02) -> bool:
+    """Call ``check`` until it returns something true, for at most ``timeout`` seconds;
+    return whether it did (for a wait that may end either way: ``until`` fails)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
 async def eventually(
     check: Callable[[], Awaitable[T | None]],
     within: float = 10.0,
@@ -54,3 +65,22 @@ async def eventually(
             pytest.fail(f"not within {within} s: {what or check}", pytrace=False)
         await asyncio.sleep(step)
     return found
+
+
+async def soon(
+    check: Callable[[], T | None], within: float = 10.0, step: float = 0.01, what: str = ""
+) -> T:
+    """``eventually`` for a plain predicate, from async code: a state this event loop's
+    own tasks change (a server's in the test's process)."""
+
+    async def ask() -> T | None:
+        return check()
+
+    return await eventually(ask, within, step, what or str(check))
+
+
+async def turns(count: int = 5) -> None:
+    """Let the event loop run ``count`` rounds: enough for every task already woken to
+    act, for a check that something did *not* happen (no time passes on a fake clock)."""
+    for _ in range(count):
+        await asyncio.sleep(0)

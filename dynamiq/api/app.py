@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from dynamiq.api import console, internal, observe, v1, v2
+from dynamiq.api import console, internal, observe, v1
 from dynamiq.api.aws import endpoint as aws
 from dynamiq.api.context import SERVICES, Services
 from dynamiq.api.delivery import DEPARTURES, Departures
 from dynamiq.api.errors import error_middleware, render_v2
+from dynamiq.api.v2 import routes as v2
 
 __all__ = ["build_app"]
 

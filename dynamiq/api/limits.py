@@ -26,7 +26,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from dynamiq.api.context import services_of
-from dynamiq.api.front import Front
+from dynamiq.api.front.connection import Front
 from dynamiq.errors import PayloadTooLarge, RequestTimeout
 
 __all__ = ["LimitedSite", "admitted", "late_body"]

@@ -33,7 +33,12 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     configure.add_argument(
         "settings", nargs="+", metavar="NAME=VALUE", help="settings (JSON values)"
     )
+    _register_topics(sub, common)
+    _register_cluster(sub, common)
 
+
+def _register_topics(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``dynamiq topics ...``."""
     topics = sub.add_parser(
         "topics", help="list, show, create or delete topics; (un)subscribe queues"
     )
@@ -67,6 +72,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     unsubscribe.add_argument("queue", nargs="?", help="the queue (or give --webhook)")
     unsubscribe.add_argument("--webhook", metavar="ID", help="stop this webhook instead")
 
+
+def _register_cluster(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``dynamiq stats``, ``status`` and ``redrive``."""
     stats = sub.add_parser(
         "stats", parents=[common], help="every queue's depth, in flight and rates"
     )

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.errors import ConfigError
 
 __all__ = ["register"]
@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 
 def run_backup(args: argparse.Namespace) -> int:
     """Back up the store the arguments name; return the exit status."""
-    from dynamiq.storage.lmdb_backup import backup
+    from dynamiq.storage.lmdb.backup import backup
 
     try:
         source = _data_dir(args)

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dynamiq.config_sources import keys, load_settings
+from dynamiq.config.sources import keys, load_settings
 from dynamiq.errors import ConfigError, DynamiqError
 
 __all__ = ["register", "serve_node"]
@@ -53,14 +53,14 @@ def serve_node(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"dynamiq: configuration error: {exc}", file=sys.stderr)
         return 2
-    from dynamiq.daemon import run, serve
     from dynamiq.logs import configure
+    from dynamiq.process.daemon import run, serve
 
     configure(settings.core.loglevelstring)
     workers = settings.core.worker_count()
     try:
         if workers > 1:
-            from dynamiq.supervisor import supervise
+            from dynamiq.process.supervisor import supervise
 
             return supervise(settings, workers)
         run(serve(settings))

@@ -8,7 +8,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from dynamiq.core.catalog_news import CatalogNews
+from dynamiq.core.catalog.news import CatalogNews
 from dynamiq.core.lifecycle.idle import IdleQueues
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound

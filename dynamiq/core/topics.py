@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from dynamiq.core.catalog import Catalog
@@ -136,21 +136,9 @@ class TopicService:
         else:
             placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
         stored, later = await self._copies(topic, messages, notices, records, placed, subscribed)
-        ids: dict[str, list[int | None]]
-        if width == 1:  # a broadcast: each queue took the one message
-            ids = {q: [mid] for q, mid in zip(records, stored, strict=True)}
-        else:
-            ids = {q: [None] * width for q in records}
-            for (i, queue), mid in zip(placed, stored, strict=True):
-                ids[queue][i] = mid
-        duplicate: dict[str, list[bool]] = {}
-        if stored.duplicate:
-            for (i, queue), dup in zip(placed, stored.duplicate, strict=True):
-                if dup:
-                    duplicate.setdefault(queue, [False] * width)[i] = True
         self._count(topic, routes, filtered_out, placed, stored, subscribed)
         pushed = subscribed.pushed & records.keys() if subscribed.pushed else frozenset()
-        return TopicPublished(ids, duplicate, pushed, later)
+        return TopicPublished(*_per_queue(width, records, placed, stored), pushed, later)
 
     def _wide_of(self, name: str, topic: Topic, routed: list[str]) -> _Wide | None:
         """The queues of a publish of one message to ``topic`` that ``routed`` names, when
@@ -289,3 +277,23 @@ def _wide(topic: Topic, version: int, records: dict[str, QueueRecord]) -> _Wide:
     compressed = {s.compressed_messages for s in distinct.values()}
     alike = next(iter(records.values())) if len(compressed) == 1 else None
     return _Wide(topic, version, names, records, frozenset(names), spread, alike)
+
+
+def _per_queue(
+    width: int, queues: Iterable[str], placed: list[tuple[int, str]], stored: Published[int]
+) -> tuple[dict[str, list[int | None]], dict[str, list[bool]]]:
+    """Per queue, the ids of its copies in request order (None where a message did not
+    go there), and which of them were duplicates (only for a queue with any)."""
+    ids: dict[str, list[int | None]]
+    if width == 1:  # a broadcast: each queue took the one message
+        ids = {q: [mid] for q, mid in zip(queues, stored, strict=True)}
+    else:
+        ids = {q: [None] * width for q in queues}
+        for (i, queue), mid in zip(placed, stored, strict=True):
+            ids[queue][i] = mid
+    duplicate: dict[str, list[bool]] = {}
+    if stored.duplicate:
+        for (i, queue), dup in zip(placed, stored.duplicate, strict=True):
+            if dup:
+                duplicate.setdefault(queue, [False] * width)[i] = True
+    return ids, duplicate

@@ -26,6 +26,35 @@ OTHER_QUEUES = "*"  # the label of every queue past the cap, summed (no queue's 
 MAX_QUEUE_SERIES = 1000
 
 
+# Per topic event: its series' name and help.
+TOPIC_SERIES: dict[str, tuple[str, str]] = {
+    "published": ("dynamiq_topic_messages_published", "Messages published"),
+    "delivered": (
+        "dynamiq_topic_notifications_delivered",
+        "Copies stored in subscribed queues, and pushes their endpoints took",
+    ),
+    "failed": ("dynamiq_topic_notifications_failed", "Pushes that failed (every attempt)"),
+    "redriven_to_dlq": (
+        "dynamiq_topic_notifications_redriven_to_dlq",
+        "Pushes given up and moved to their subscription's dead-letter queue",
+    ),
+    "unrouted": (
+        "dynamiq_topic_messages_unrouted",
+        "Messages published to a topic that no subscription took",
+    ),
+    **{
+        event: (
+            f"dynamiq_topic_notifications_{event}",
+            f"Copies a filter kept from its queue ({event[13:].replace('_', ' ')})",
+        )
+        for event in TOPIC_EVENTS
+        if event.startswith("filtered_out_")
+    },
+}
+HTTP_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5)
+PUSH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 15)
+
+
 class _Cap:
     """Which queues have series of their own: the first ``most`` reported."""
 
@@ -76,8 +105,8 @@ class PrometheusMetrics:
         def counted(name: str, doc: str, label: str = "queue") -> _Series[Counter]:
             return _Series(Counter(name, doc, [label], registry=r))
 
-        def gauged(name: str, doc: str) -> _Series[Gauge]:
-            return _Series(Gauge(name, doc, ["queue"], registry=r))
+        def gauged(name: str, doc: str, label: str = "queue") -> _Series[Gauge]:
+            return _Series(Gauge(name, doc, [label], registry=r))
 
         self._sent = counted("dynamiq_messages_sent", "Messages stored")
         self._received = counted("dynamiq_messages_received", "Messages delivered")
@@ -88,34 +117,7 @@ class PrometheusMetrics:
             for event in LIFECYCLE_EVENTS
         }
         self._topic = {
-            event: counted(name, doc, label="topic")
-            for event, (name, doc) in {
-                "published": ("dynamiq_topic_messages_published", "Messages published"),
-                "delivered": (
-                    "dynamiq_topic_notifications_delivered",
-                    "Copies stored in subscribed queues, and pushes their endpoints took",
-                ),
-                "failed": (
-                    "dynamiq_topic_notifications_failed",
-                    "Pushes that failed (every attempt)",
-                ),
-                "redriven_to_dlq": (
-                    "dynamiq_topic_notifications_redriven_to_dlq",
-                    "Pushes given up and moved to their subscription's dead-letter queue",
-                ),
-                "unrouted": (
-                    "dynamiq_topic_messages_unrouted",
-                    "Messages published to a topic that no subscription took",
-                ),
-                **{
-                    event: (
-                        f"dynamiq_topic_notifications_{event}",
-                        f"Copies a filter kept from its queue ({event[13:].replace('_', ' ')})",
-                    )
-                    for event in TOPIC_EVENTS
-                    if event.startswith("filtered_out_")
-                },
-            }.items()
+            event: counted(name, doc, label="topic") for event, (name, doc) in TOPIC_SERIES.items()
         }
         self._depth = gauged("dynamiq_queue_depth", "Messages stored in the queue")
         self._approximate = gauged(
@@ -123,32 +125,29 @@ class PrometheusMetrics:
         )
         self._in_flight = gauged("dynamiq_queue_in_flight", "Messages leased and not deleted")
         self._fill = gauged("dynamiq_queue_fill_percent", "Fill of the last receive")
-        self._latency = _Series(
-            Histogram(
-                "dynamiq_http_request_seconds",
-                "HTTP requests by route",
-                ["route", "method", "status"],
-                registry=r,
-                buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
-            )
+
+        def timed(
+            name: str, doc: str, labels: list[str], buckets: Sequence[float]
+        ) -> _Series[Histogram]:
+            return _Series(Histogram(name, doc, labels, registry=r, buckets=buckets))
+
+        self._latency = timed(
+            "dynamiq_http_request_seconds",
+            "HTTP requests by route",
+            ["route", "method", "status"],
+            HTTP_BUCKETS,
         )
         self._errors = counted("dynamiq_http_errors", "Error answers by code", label="code")
-        self._push_latency = _Series(
-            Histogram(
-                "dynamiq_push_delivery_seconds",
-                "Attempts to deliver to a push subscription's endpoint, by subscription id",
-                ["subscription"],
-                registry=r,
-                buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 15),
-            )
+        self._push_latency = timed(
+            "dynamiq_push_delivery_seconds",
+            "Attempts to deliver to a push subscription's endpoint, by subscription id",
+            ["subscription"],
+            PUSH_BUCKETS,
         )
-        self._push_in_flight = _Series(
-            Gauge(
-                "dynamiq_push_in_flight",
-                "Deliveries to a push subscription's endpoint under way",
-                ["subscription"],
-                registry=r,
-            )
+        self._push_in_flight = gauged(
+            "dynamiq_push_in_flight",
+            "Deliveries to a push subscription's endpoint under way",
+            label="subscription",
         )
         self._members = Gauge("dynamiq_cluster_size", "Live nodes", registry=r)
         self._commit = Gauge(

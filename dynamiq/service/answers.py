@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dynamiq.cluster.wire import CatalogChange
-from dynamiq.core.catalog_news import EVERYTHING, CatalogNews
+from dynamiq.core.catalog.news import EVERYTHING, CatalogNews
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.queues import QueueService
 from dynamiq.errors import BackendUnavailable

@@ -15,8 +15,8 @@ from typing import Any
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
 from dynamiq.core.lifecycle.redrive import RedriveTask
+from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.routing.filters import FilterScope
-from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.core.topics import TopicPublished
 from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded, QueueNotFound
 from dynamiq.models import (
@@ -33,9 +33,11 @@ from dynamiq.models import (
     check_token,
     validate_name,
 )
+from dynamiq.models.topics import TopicSettings
 from dynamiq.service.asks import Waiting, waited
 from dynamiq.service.leased import Leased
 from dynamiq.service.parts import Cluster, Engine
+from dynamiq.service.push.webhooks import Webhooks
 from dynamiq.service.reports import (
     NodeStats,
     QueueStatsDetail,
@@ -47,9 +49,7 @@ from dynamiq.service.reports import (
     cluster_status,
 )
 from dynamiq.service.stats import StatsReader
-from dynamiq.service.webhooks import Webhooks
 from dynamiq.storage.diskspace import DISK_RETRY_SECONDS, FreeSpace
-from dynamiq.topic_settings import TopicSettings
 
 __all__ = ["Node"]
 

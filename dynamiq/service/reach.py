@@ -17,7 +17,7 @@ from dynamiq.cluster.base import Member, Membership
 from dynamiq.cluster.board import Board
 from dynamiq.cluster.peers import PeerClient
 from dynamiq.cluster.wire import CatalogChange
-from dynamiq.core.catalog_news import EVERYTHING, CatalogNews
+from dynamiq.core.catalog.news import EVERYTHING, CatalogNews
 from dynamiq.errors import PeerUnavailable
 from dynamiq.keyspace import node_of
 

@@ -14,8 +14,8 @@ import msgspec
 
 from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.delivery.state import QueueStats
+from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.routing.filters import FilterScope
-from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.core.routing.subscriptions import Subscription, Topic
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
@@ -198,7 +198,7 @@ class QueueStatsDetail(msgspec.Struct):
 class Totals(msgspec.Struct):
     """Sums over every queue (``scope`` "all"), or over the page's queues ("page": a
     store that counts no messages over every queue, Riak, or a Redis store written
-    by a release that did not, see ``redis_totals``). Over every
+    by a release that did not, see ``storage.redis.totals``). Over every
     queue, ``depth`` counts every stored message (a webhook's deliveries waiting
     included) and ``visible`` is what no lease holds: delayed messages in it."""
 

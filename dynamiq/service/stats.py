@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from dynamiq.cluster.base import Membership
 from dynamiq.core.catalog import Catalog
+from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.queues import QueueService
-from dynamiq.core.routing.push import PUSH_PREFIX
 from dynamiq.keyspace import node_of
 from dynamiq.models import EVERY_QUEUE, LocalQueueStats
 from dynamiq.service.asks import PeerAsks

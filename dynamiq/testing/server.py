@@ -15,12 +15,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 from yarl import URL
 
-from dynamiq.api.front import FRONT
+from dynamiq.api.front.connection import FRONT
 from dynamiq.api.limits import LimitedSite
 from dynamiq.config import Settings
 from dynamiq.core.clock import Clock
-from dynamiq.daemon import listen, runner_options
-from dynamiq.wiring import create_app
+from dynamiq.process.daemon import listen, runner_options
+from dynamiq.process.wiring import create_app
 
 __all__ = ["NodeServer", "node_client"]
 

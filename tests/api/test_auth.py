@@ -13,8 +13,9 @@ from aiohttp.test_utils import TestClient
 
 from dynamiq.access.keys import ROLES
 from dynamiq.access.roles import GRANTS
-from dynamiq.api import v1, v2
+from dynamiq.api import v1
 from dynamiq.api.routes import Route
+from dynamiq.api.v2 import routes as v2
 from tests.conftest import ADMIN_KEY, node_client_with
 
 Http = TestClient[Any, Any]

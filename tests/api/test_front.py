@@ -15,10 +15,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from dynamiq.api.front import FRONT, LOANS_IN_A_ROW, Front
-from dynamiq.api.http1 import answer, parse_head
+from dynamiq.api.front.connection import FRONT, LOANS_IN_A_ROW, Front
+from dynamiq.api.front.http1 import answer, parse_head
 from tests.conftest import node_client_with
-from tests.waiting import eventually
+from tests.waiting import eventually, soon
 
 Http = TestClient[Any, Any]
 JSON_HEAD = "Host: localhost\r\nContent-Type: application/json\r\n"
@@ -196,7 +196,7 @@ async def test_a_lent_request_s_body_may_come_in_pieces_and_the_next_waits_for_i
     cut = create.index(b"\r\n\r\n") + 6
     raw = await _connect(lmdb_http)
     await raw.send(create[:cut])
-    await asyncio.sleep(0.1)
+    await soon(lambda: _front(lmdb_http).lent == 1, what="the request lent, its body unfinished")
     publish = _request("POST", "/v2/queues/pieces/messages", {"messages": [{"body": "b"}]})
     await raw.send(create[cut:] + publish)  # the publish needs the queue made first
     status, _, made = await raw.answer()
@@ -264,7 +264,7 @@ async def test_a_client_gone_mid_loan_frees_aiohttp_s_protocol(lmdb_http: Http) 
     raw = await _connect(http)
     create = _request("PUT", "/v2/queues/gone", {"visibility_timeout": 7})
     await raw.send(create[:-4])  # the body never ends
-    await asyncio.sleep(0.1)
+    await soon(lambda: front.lent == 1, what="the request lent, its body unfinished")
     assert (front.lent, len(aiohttp.connections)) == (1, connections + 1)
     await raw.close()
 
@@ -366,7 +366,8 @@ async def test_a_long_poll_answers_at_shutdown_and_its_connection_closes(lmdb_ht
     await http.put("/v2/queues/s")
     raw = await _connect(http)
     await raw.send(_request("POST", "/v2/queues/s/receive", {"wait_seconds": 5}))
-    await asyncio.sleep(0.2)
+    front = _front(http)
+    await soon(lambda: any(c.task for c in front.connections), what="the long poll under way")
     closing = asyncio.ensure_future(http.close())
     status, headers, body = await raw.answer()
     assert (status, json.loads(body), headers.get("Connection")) == (

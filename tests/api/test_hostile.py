@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from dynamiq.api.front import Connection
-from tests.waiting import eventually
+from dynamiq.api.front.connection import FRONT, Connection
+from tests.waiting import eventually, soon
 
 Http = TestClient[Any, Any]
 
@@ -118,10 +118,16 @@ async def test_a_vanished_long_poll_does_not_lease_the_next_message(lmdb_http: H
     await http.put("/v2/queues/lp")
     # Given a consumer waiting 5 s that hangs up after 0.3 s
     _, writer = await _raw(http, _long_poll("lp", 5))
-    await asyncio.sleep(0.3)
+    front = lmdb_http.app[FRONT] if lmdb_http.app else None
+    assert front is not None
+    await soon(lambda: any(c.task for c in front.connections), what="the long poll under way")
     writer.close()
     await writer.wait_closed()
-    await asyncio.sleep(0.5)  # past the node's connection check
+
+    async def noticed() -> bool:  # the node's connection check saw it go
+        return await _errors(http, "CLIENT_GONE") >= 1
+
+    await eventually(noticed, what="the vanished consumer counted as CLIENT_GONE")
     # When a message is published
     await http.post("/v2/queues/lp/messages", json={"messages": [{"body": "for the living"}]})
     # Then the next consumer gets it at once: nobody holds it for 600 s

@@ -8,6 +8,7 @@ import pytest
 
 from dynamiq.api.intake import Intake
 from dynamiq.errors import Overloaded
+from tests.waiting import turns
 
 
 async def test_requests_within_the_limit_are_let_in_at_once_and_the_rest_wait_in_order() -> None:
@@ -23,10 +24,10 @@ async def test_requests_within_the_limit_are_let_in_at_once_and_the_rest_wait_in
     big = asyncio.create_task(wait("big", 90))
     await asyncio.sleep(0)
     small = asyncio.create_task(wait("small", 10))
-    await asyncio.sleep(0.01)
+    await turns()
     assert order == [] and intake.held == 100
     intake.give(40)  # room for the small one, but the big one came first
-    await asyncio.sleep(0.01)
+    await turns()
     assert order == []
     intake.give(60)
     await asyncio.gather(big, small)
@@ -42,7 +43,7 @@ async def test_a_wait_too_long_is_refused_and_leaves_no_trace() -> None:
     with pytest.raises(Overloaded, match=r"limits\.maxpendingbytes"):
         await intake.take(5, seconds=0.05)
     cancelled = asyncio.create_task(intake.take(5))
-    await asyncio.sleep(0.01)
+    await turns()
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await cancelled

@@ -4,12 +4,12 @@ between pages."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from tests.api.documented import Http, call
+from tests.waiting import eventually
 
 
 async def pages(http: Http, spec: dict[str, Any], path: str, field: str, **query: Any) -> list[str]:
@@ -120,11 +120,12 @@ async def test_stats_totals_sum_every_queue_off_the_page_too(
     await call(http, spec, "DELETE", "/v2/queues/t29", 200)
     one = {"messages": [{"body": "y"}]}
     await call(http, spec, "POST", "/v2/queues/t28/messages", 200, one)
-    for _ in range(200):  # the deleted queue's messages are dropped in the background
-        totals = (await call(http, spec, "GET", "/v2/stats?limit=1", 200))["totals"]
-        if totals["depth"] == depth - 28:
-            break
-        await asyncio.sleep(0.05)
+
+    async def dropped() -> dict[str, Any] | None:  # the deleted queue's, in the background
+        totals: dict[str, Any] = (await call(http, spec, "GET", "/v2/stats?limit=1", 200))["totals"]
+        return totals if totals["depth"] == depth - 28 else None
+
+    totals = await eventually(dropped, 10.0, 0.05, what="the deleted queue's messages dropped")
     assert totals["depth"] == depth - 28 and totals["in_flight"] == 5
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dynamiq.config import LimitsSettings
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.testing.server import node_client
 from tests.api.documented import Http, call
@@ -277,7 +277,7 @@ async def test_queue_admin(http: Http, spec: dict[str, Any]) -> None:
 
 async def test_a_store_failure_is_503_with_retry_after(lmdb_http: Http) -> None:
     # A closed embedded store stands for a failed one (tests/storage has Redis's outage).
-    from dynamiq.wiring import STORE
+    from dynamiq.process.wiring import STORE
 
     http = lmdb_http
     await http.put("/v2/queues/down")

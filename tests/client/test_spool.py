@@ -21,7 +21,7 @@ Http = TestClient[Any, Any]
 
 PRODUCER = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys
     from dynamiq.client import Client
 
     url, spool, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -30,7 +30,7 @@ PRODUCER = textwrap.dedent(
         answer = client.publish("sp", [f"m{i}" for i in range(start, start + 20)])
         assert answer.spooled and not answer, answer
     print("spooled", count, flush=True)
-    time.sleep(3600)  # killed here
+    signal.pause()  # killed here
     """
 )
 

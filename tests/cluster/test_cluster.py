@@ -6,18 +6,14 @@ Cluster (3 primaries, 3 replicas).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import itertools
-import json
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,102 +28,19 @@ from dynamiq.errors import NoMajority, QueueFull, QueueNotFound, TopicNotFound
 from dynamiq.keyspace import KEYSPACE
 from dynamiq.models import Outgoing
 from dynamiq.testing.cluster import LocalCluster
-from dynamiq.testing.workload import Workload
-from tests.servers import flush_redis
+from tests.cluster.nodes import (
+    ClusterFactory,
+    covered_by,
+    get,
+    has_queue,
+    serving,
+    urls,
+)
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(180)
 
-ClusterFactory = Callable[..., LocalCluster]
 LEASE = 4.0  # seconds: leases that outlive the node that made them, for a while
-
-
-@pytest.fixture(params=["lmdb", "redis-cluster"])
-def store_flags(request: pytest.FixtureRequest) -> list[str]:
-    if request.param == "lmdb":
-        return []  # the launcher's shared directory
-    url: str = request.getfixturevalue("redis_cluster_url")
-    asyncio.run(flush_redis(url))
-    return ["--storage-backend", "redis", "--storage-url", url]
-
-
-@pytest.fixture
-def cluster_factory(tmp_path: Path, store_flags: list[str]) -> Iterator[ClusterFactory]:
-    made: list[LocalCluster] = []
-
-    def make(nodes: int = 3, *extra: str, start: bool = True) -> LocalCluster:
-        cluster = LocalCluster(
-            tmp_path / f"cluster{len(made)}",
-            nodes,
-            extra=["--core-loglevelstring", "info", *store_flags, *extra],
-        )
-        made.append(cluster)
-        if start:
-            cluster.start()
-        return cluster
-
-    try:
-        yield make
-    finally:
-        for cluster in made:
-            cluster.stop()
-
-
-@pytest.fixture
-def cluster(cluster_factory: ClusterFactory) -> LocalCluster:
-    return cluster_factory(3)
-
-
-def get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        body = r.read()
-        return json.loads(body) if r.headers.get_content_type() == "application/json" else body
-
-
-def urls(cluster: LocalCluster) -> list[str]:
-    return [n.url for n in cluster.nodes.values()]
-
-
-def _has_queue(client: Client, name: str) -> bool:
-    return name in client.queues()
-
-
-@contextlib.contextmanager
-def steady_load(
-    cluster: LocalCluster, queue: str | list[str], visibility: float = 5.0, **shape: Any
-) -> Iterator[Workload]:
-    """Run 600 msg/s of publishes, receives and deletes on a new queue (or spread over
-    several); drain them afterwards.
-
-    ``shape`` goes to ``Workload`` (groups, dedup, batch, ...).
-    """
-    with Client(urls(cluster)) as client:
-        for name in [queue] if isinstance(queue, str) else queue:
-            client.create_queue(name)
-    time.sleep(0.5)  # the announcement reaches every node well within this
-    load = Workload(urls(cluster), queue, rate=600, visibility=visibility, **shape).start()
-    try:
-        yield load
-    finally:
-        load.stop()
-    assert load.drain(60)
-
-
-def serving(cluster: LocalCluster, name: str) -> tuple[int, int] | None:
-    st = cluster.nodes[name].status()
-    if not st or not st["serving"]:
-        return None
-    return int(st["serving"][0]), int(st["serving"][1])
-
-
-def covered_by(cluster: LocalCluster, names: list[str]) -> bool:
-    spans = sorted(s for s in (serving(cluster, n) for n in names) if s)
-    reach = 0
-    for lo, hi in spans:
-        if lo != reach:
-            return False
-        reach = hi + 1
-    return reach == KEYSPACE
 
 
 def test_three_nodes_form_and_their_slices_tile_the_keyspace(cluster: LocalCluster) -> None:
@@ -155,7 +68,7 @@ def test_messages_published_through_every_node_drain_through_one(cluster: LocalC
     published: dict[int, str] = {}
     for url in (n1, n2, n3):
         with Client(url) as client:
-            until(functools.partial(_has_queue, client, "orders"), 1.0)
+            until(functools.partial(has_queue, client, "orders"), 1.0)
             bodies = [f"{url}-{i}" for i in range(100)]
             published.update(zip(client.publish("orders", bodies), bodies, strict=True))
     got: dict[int, str] = {}
@@ -296,125 +209,6 @@ def test_the_last_of_two_nodes_leases_nothing_without_a_majority(
         assert [m.id for m in c.receive("half", 1, wait_seconds=5)] == published
 
 
-def kill_9_and_restart(
-    cluster: LocalCluster, name: str, while_down: Callable[[], float | None]
-) -> float | None:
-    """kill -9 a node, run ``while_down``, restart the node a second later and wait for
-    the cluster to settle; return what ``while_down`` returned."""
-    victim = cluster.nodes[name]
-    victim.signal(signal.SIGKILL)
-    victim.wait()
-    result = while_down()
-    time.sleep(1.0)
-    cluster.start_node(name)
-    cluster.wait_converged(30)
-    time.sleep(1.0)
-    return result
-
-
-def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) -> None:
-    with steady_load(cluster, "load") as load:
-        time.sleep(2.0)
-        took = kill_9_and_restart(
-            cluster, "n3", lambda: until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, 0.05)
-        )
-    report = load.ledger.report()
-    assert report.acked > 1000
-    assert report.lost == 0, report
-    assert took is not None  # the dead node's slice was served again while it was down
-
-
-def test_kill_9_under_load_spread_over_many_queues_loses_nothing(cluster: LocalCluster) -> None:
-    tenants = [f"tenant-{i:03}" for i in range(100)]
-    with steady_load(cluster, tenants, batch=2) as load:
-        time.sleep(2.0)
-        kill_9_and_restart(
-            cluster, "n1", lambda: until(lambda: covered_by(cluster, ["n2", "n3"]), 10.0, 0.05)
-        )
-    report = load.ledger.report()
-    assert report.acked > 1000
-    assert (report.lost, report.double_leases) == (0, 0), report
-    had = {key[0] for key in load.ledger.acked if isinstance(key, tuple)}
-    assert had == set(tenants)  # each queue had some
-
-
-# Nodes on one LMDB directory share its single writer's lock: a node stopped in the
-# middle of a commit holds it, and the others' writes (the replay of its lease
-# journal before they take its slice among them) wait until it goes on.
-LOCKED_OUT_SECONDS = 10.0
-
-
-def pause_and_resume(cluster: LocalCluster, name: str) -> None:
-    """SIGSTOP a node until the others serve its slice, a second more, then SIGCONT it
-    and wait for the cluster to settle.
-
-    On a store of their own (Redis) the others must take the slice over. On one
-    LMDB directory they may be locked out of writing by the stopped node: after
-    ``LOCKED_OUT_SECONDS`` it is let go on, as an operator would, and the test's
-    checks (nothing lost, order kept) still hold.
-    """
-    victim = cluster.nodes[name]
-    others = [n for n in cluster.nodes if n != name]
-    victim.signal(signal.SIGSTOP)
-    if "--storage-backend" not in cluster.extra:  # one shared LMDB directory
-        deadline = time.monotonic() + LOCKED_OUT_SECONDS
-        while not covered_by(cluster, others) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    else:
-        until(
-            lambda: covered_by(cluster, others),
-            30.0,
-            step=0.05,
-            what=f"{' and '.join(others)} serve the whole keyspace with {name} paused",
-            explain=lambda: cluster.describe(),
-        )
-    time.sleep(1.0)
-    victim.signal(signal.SIGCONT)
-    cluster.wait_converged(30)
-    time.sleep(1.0)
-
-
-@pytest.mark.parametrize("fault", ["kill -9", "SIGSTOP"])
-def test_a_fault_under_grouped_deduplicated_load_keeps_order_and_stores_once(
-    cluster: LocalCluster, fault: str
-) -> None:
-    shape = {"groups": 20, "dedup": True, "repeat_every": 5}
-    with steady_load(cluster, "ordered", **shape) as load:
-        time.sleep(2.0)
-        if fault == "kill -9":
-            kill_9_and_restart(cluster, "n2", lambda: time.sleep(1.0))
-        else:
-            pause_and_resume(cluster, "n2")
-    report = load.ledger.report()
-    assert report.acked > 1000
-    assert (report.lost, report.order_violations, report.stored_twice) == (0, 0, 0), report
-
-
-def test_sigstop_then_sigcont_under_load(cluster: LocalCluster) -> None:
-    with steady_load(cluster, "paused") as load:
-        time.sleep(1.5)
-        pause_and_resume(cluster, "n2")
-    report = load.ledger.report()
-    assert report.acked > 1000 and report.lost == 0, report
-    assert "paused" in cluster.nodes["n2"].log_path.read_text()  # it noticed and dropped its leases
-
-
-def test_a_fourth_node_joins_under_load_without_loss_or_double_lease(
-    cluster: LocalCluster,
-) -> None:
-    # Leases far longer than the test: a message delivered twice would mean two
-    # live leases on it at once.
-    with steady_load(cluster, "grow", visibility=120) as load:
-        time.sleep(1.5)
-        cluster.add_node()
-        cluster.wait_converged(30, expected=["n1", "n2", "n3", "n4"])
-        assert covered_by(cluster, ["n1", "n2", "n3", "n4"])
-        time.sleep(1.5)
-    report = load.ledger.report()
-    assert report.acked > 1000
-    assert (report.lost, report.duplicated) == (0, 0), report
-
-
 def test_a_second_node_with_a_taken_name_is_refused(cluster: LocalCluster) -> None:
     n1 = cluster.nodes["n1"]
     args = list(n1.args)
@@ -503,7 +297,7 @@ def test_dead_letters_and_delays_made_through_one_node_show_through_every_other(
             "jobs", visibility_timeout=0.5, max_receives=2, dead_letter_queue="jobs-dead"
         )
     with Client(n2) as two:
-        until(functools.partial(_has_queue, two, "jobs"), 2.0)
+        until(functools.partial(has_queue, two, "jobs"), 2.0)
         published = time.monotonic()
         two.publish("jobs", ["later"], delay_seconds=1.5)
         two.publish("jobs", ["poison"])
@@ -588,28 +382,10 @@ def test_a_max_depth_holds_for_publishes_through_every_node(cluster: LocalCluste
             client.close()
 
 
-def test_a_dedup_id_holds_across_nodes_and_a_kill_9(cluster: LocalCluster) -> None:
-    n1, n2, _ = urls(cluster)
-    with Client(n1) as one:
-        one.create_queue("once")
-        (first,) = one.publish("once", [Outgoing(b"x", dedup_id="order-7")])
-    with Client(n2) as two:
-        until(lambda: _has_queue(two, "once"), 2.0)
-        again = two.publish("once", [Outgoing(b"x", dedup_id="order-7")])
-        assert list(again) == [first] and again.duplicate == [True]
-    cluster.nodes["n1"].signal(signal.SIGKILL)
-    cluster.nodes["n1"].wait()
-    cluster.start_node("n1")
-    cluster.wait_converged(30)
-    with Client(n1) as one:  # the claim outlived the process that made it
-        assert one.publish("once", [Outgoing(b"x", dedup_id="order-7")]).duplicate == [True]
-        assert one.queue("once")["stats"]["depth"] == 1
-
-
 def _anywhere(urls: list[str], queue: str) -> bool:
     for url in urls:
         with Client(url) as client:
-            if _has_queue(client, queue):
+            if has_queue(client, queue):
                 return True
     return False
 
@@ -634,86 +410,3 @@ def test_an_unused_queue_is_deleted_on_every_node_and_use_anywhere_keeps_one(
         assert two.queue("busy")["stats"]["depth"] == 1
     logs = "".join(node.log_path.read_text() for node in cluster.nodes.values())
     assert "queue staging deleted: unused for 60s" in logs
-
-
-def _receive_all(
-    client: Client, queue: str, count: int, timeout: float, lease: float = 300, most: int = 100
-) -> list[Any]:
-    """Receive (leases of ``lease`` seconds, ``most`` at a time) through ``client`` until
-    ``count`` came."""
-    got: list[Any] = []
-
-    def check() -> bool:
-        got.extend(client.receive(queue, most, wait_seconds=0.2, visibility_timeout=lease))
-        return len(got) >= count
-
-    until(check, timeout)
-    return got
-
-
-def test_receive_counts_survive_kill_9_of_the_node_holding_the_leases(
-    cluster: LocalCluster,
-) -> None:
-    n1, n2, n3 = urls(cluster)
-    with Client(n1) as one:
-        one.create_queue("plain")  # no max_receives: a delivery writes nothing to the store
-        with Client(n2) as two, Client(n3) as three:
-            until(lambda: _has_queue(two, "plain") and _has_queue(three, "plain"), 2.0)
-        published = one.publish("plain", [f"m{i}" for i in range(100)])
-        leased_at = time.time()
-        first = _receive_all(one, "plain", 100, 5.0, lease=LEASE)
-    assert sorted(m.id for m in first) == sorted(published)
-    assert {m.receive_count for m in first} == {1}
-    # The node holding the leases dies; the others take its slice over, and its
-    # leases with it: nothing comes back before they end, then all of it, counted.
-    victim = cluster.nodes["n1"]
-    victim.signal(signal.SIGKILL)
-    victim.wait()
-    until(lambda: covered_by(cluster, ["n2", "n3"]), 10.0, step=0.05)
-    with Client(n2) as two:
-        again = _receive_all(two, "plain", 100, 20.0)
-    assert time.time() >= leased_at + LEASE
-    assert sorted(m.id for m in again) == sorted(published)
-    assert {m.receive_count for m in again} == {2}
-
-
-def test_a_group_published_through_every_node_is_served_in_order_and_resumes_after_kill_9(
-    cluster: LocalCluster,
-) -> None:
-    nodes = urls(cluster)
-    with Client(nodes[0]) as one:
-        one.create_queue("orders", visibility_timeout=300)
-    published: list[int] = []
-    for i in range(9):  # one producer, in turn through every node
-        with Client(nodes[i % 3]) as client:
-            until(lambda: _has_queue(client, "orders"), 2.0)
-            published += client.publish("orders", [Outgoing(b"%d" % i, group="customer-1")])
-    owner = next(n for n in ("n1", "n2", "n3") if _holds(serving(cluster, n), published[0]))
-    other = next(url for name, url in zip(("n1", "n2", "n3"), nodes, strict=True) if name != owner)
-    with Client(other) as client:  # served by the owner, received through another node
-        first = _receive_all(client, "orders", 1, 5.0, most=1)
-        assert [m.body for m in first] == [b"0"]
-        assert client.receive("orders", 10, wait_seconds=0.5) == []  # the group waits
-        client.delete("orders", [first[0].id])
-        leased_at = time.time()  # the lease ends no sooner than LEASE from here
-        second = _receive_all(client, "orders", 1, 5.0, lease=LEASE, most=1)
-        assert [m.body for m in second] == [b"1"]
-    # The owner dies while a consumer holds the group's head: the new owner keeps
-    # that lease, then serves the head again first, and the rest in order (a
-    # receive's worth at a time).
-    cluster.nodes[owner].signal(signal.SIGKILL)
-    cluster.nodes[owner].wait()
-    alive = [n for n in ("n1", "n2", "n3") if n != owner]
-    until(lambda: covered_by(cluster, alive), 10.0, step=0.05)
-    with Client(other) as client:
-        bodies: list[bytes] = []
-        while len(bodies) < 8:
-            got = _receive_all(client, "orders", 1, 20.0, most=3)
-            bodies += [m.body for m in got]
-            client.delete("orders", [m.id for m in got])
-            assert time.time() >= leased_at + LEASE
-    assert bodies == [b"%d" % i for i in range(1, 9)]
-
-
-def _holds(span: tuple[int, int] | None, message_id: int) -> bool:
-    return span is not None and span[0] <= message_id <= span[1]

@@ -26,7 +26,7 @@ from dynamiq.service.owners import by_owner
 from dynamiq.service.parts import Cluster
 from dynamiq.service.reach import Reach
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.waiting import eventually
+from tests.waiting import eventually, soon, turns
 
 
 def _member(name: str) -> Member:
@@ -84,7 +84,7 @@ async def test_a_range_is_handed_over_once_the_view_gives_it_to_the_asker(
     assert await cluster.keeper.hand_over(lo, hi, "n2") is None
     # When its view catches up while n2 asks again
     asking = asyncio.ensure_future(cluster.keeper.hand_over(lo, hi, "n2"))
-    await asyncio.sleep(0.1)
+    await turns()
     assert not asking.done()
     view.others = [_member("n2")]
     # Then it hands the range over: its live leases there (none)
@@ -267,7 +267,7 @@ async def test_a_waiting_receive_asks_a_peer_again_as_soon_as_it_tells_of_news(
     # clock never lets the wait run out, nor the next look at the peers come)
     async with _beside(store, fake_clock, [], "n2") as (peer, cluster):
         waiting = asyncio.ensure_future(cluster.asks.receive(ReceiveRequest("q", 1, None, 30)))
-        await asyncio.sleep(0.2)
+        await soon(lambda: peer.asked, what="n2 asked")
         # it asked n2 to tell it of the next messages n2 stores
         assert (peer.asked, peer.waiters, waiting.done()) == (1, ["n1"], False)
         # When n2 stores one and says so

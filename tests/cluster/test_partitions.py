@@ -18,7 +18,7 @@ from dynamiq.config import ClusterSettings
 from dynamiq.errors import NoMajority
 from dynamiq.testing.cluster import LocalCluster
 from dynamiq.testing.netns import Network, available
-from tests.cluster.test_cluster import covered_by, steady_load
+from tests.cluster.nodes import covered_by, flowing, steady_load
 from tests.waiting import until
 
 LEASE_SECONDS = 8.0  # far past the fence: a second lease inside it would be seen
@@ -56,7 +56,7 @@ def test_the_side_cut_off_stops_leasing_and_the_majority_takes_over_without_doub
 ) -> None:
     cluster, network = partitioned
     with steady_load(cluster, "cut", visibility=LEASE_SECONDS) as load:
-        time.sleep(2.0)
+        flowing(load, 1200)
         cut_at = time.monotonic()
         (network.isolate if fault == "isolate" else network.one_way)("n3")
         # The node cut off answers receives with 503 NO_MAJORITY,
@@ -69,10 +69,10 @@ def test_the_side_cut_off_stops_leasing_and_the_majority_takes_over_without_doub
         window = ClusterSettings().suspecttimeout
         fence = window * (FENCE_WINDOWS - 1 / HEARTBEATS_PER_WINDOW)
         assert time.monotonic() - cut_at >= fence
-        time.sleep(3.0)
+        flowing(load, 1800)  # the majority goes on taking the load
         network.heal()
         cluster.wait_converged(30)
-        time.sleep(2.0)
+        flowing(load, 1200)
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.double_leases) == (0, 0), report

@@ -5,7 +5,6 @@ acknowledged is lost and no message is leased twice."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
 from dynamiq.testing.cluster import LocalCluster
-from tests.cluster.test_cluster import steady_load
+from tests.cluster.nodes import flowing, steady_load
 from tests.servers import RedisCluster, redis_cluster
 from tests.waiting import until
 
@@ -56,13 +55,13 @@ def test_a_store_primary_failing_under_load_loses_nothing_and_the_nodes_serve_ag
     with Client(urls) as c:
         c.create_queue("probe")
     with steady_load(cluster, "load") as load:
-        time.sleep(2.0)
+        flowing(load, 1200)
         # Its replica is promoted; the old primary comes back and follows it.
         victim, _ = redis.fail_primary(fault)
         assert redis.role(victim) == "slave"
         # The nodes serve again by themselves.
         until(lambda: _serves(urls), 30.0, 0.2)
-        time.sleep(2.0)
+        flowing(load, 1200)
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.double_leases) == (0, 0), report

@@ -10,7 +10,7 @@ import msgspec
 
 from dynamiq.cluster.wire import CatalogChange
 from dynamiq.core.catalog import Catalog
-from dynamiq.core.catalog_news import CatalogNews
+from dynamiq.core.catalog.news import CatalogNews
 from dynamiq.errors import QueueNotFound
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend

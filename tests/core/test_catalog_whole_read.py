@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-from dynamiq.core.catalog import YIELD_EVERY, Catalog
+from dynamiq.core.catalog.catalog import YIELD_EVERY, Catalog
 from dynamiq.core.clock import FakeClock
-from dynamiq.storage.lmdb import META_CHUNK, LmdbBackend
+from dynamiq.storage.lmdb.backend import META_CHUNK, LmdbBackend
 
 
 async def test_a_whole_read_keeps_what_did_not_change_and_takes_what_did(

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from dynamiq.delivery_policy import (
+from dynamiq.errors import Invalid
+from dynamiq.push.policy import (
     BACKOFF_FUNCTIONS,
     MAX_RETRY_SECONDS,
     RetryPolicy,
     effective_topic_policy,
     topic_policy,
 )
-from dynamiq.errors import Invalid
 
 
 def test_the_default_is_three_retries_twenty_seconds_apart() -> None:

@@ -24,6 +24,7 @@ from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
 from tests.core.fresh import two_engines
+from tests.waiting import turns
 
 ENVELOPES = Envelopes("us-east-1", "000000000000", FakeClock())
 
@@ -141,7 +142,7 @@ async def test_long_poll_is_woken_at_once_by_a_publish(
     await catalog.create_queue("w")
     queues = QueueService(store, catalog, MonotonicClock())
     waiter = asyncio.create_task(queues.receive("w", 5, wait_seconds=3600))
-    await asyncio.sleep(0.05)
+    await turns()
     assert not waiter.done()
     await queues.publish("w", [b"wake"])
     # Woken by the publish: with no periodic look, nothing else ends an hour's wait

@@ -13,7 +13,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from dynamiq.core.routing.signing import SigningKey, rotate_signing_key, signing_keys
+from dynamiq.core.push.signing import SigningKey, rotate_signing_key, signing_keys
 from dynamiq.storage.lmdb import LmdbBackend
 
 NOTIFICATION = {

@@ -14,6 +14,7 @@ from dynamiq.keyspace import ID_MAX
 from dynamiq.models import HeldLease, Outgoing
 from dynamiq.storage.lmdb import LmdbBackend
 from tests.core.fresh import two_engines
+from tests.waiting import turns
 
 HALF = 1 << 62  # two members: [0, HALF-1] and [HALF, ID_MAX]
 
@@ -136,7 +137,7 @@ async def test_a_handoff_waits_for_a_receive_that_started_before_the_move(
         # When the slice moves away and the new owner asks for the leases there
         one.set_keyspace(None)
         exporting = asyncio.create_task(one.custody.export(0, ID_MAX))
-        await asyncio.sleep(0.05)
+        await turns()
         # Then the answer waits for that receive, which delivers nothing (not this
         # node's to lease now), and holds no lease on a message nobody got
         assert not exporting.done()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.metrics.statsd import StatsdMetrics, route_key
 from dynamiq.testing.server import node_client
 from tests.waiting import eventually

@@ -19,8 +19,9 @@ from bench.procs import state
 from dynamiq.errors import BackendUnavailable
 from dynamiq.keyspace import ID_MAX
 from dynamiq.storage.lmdb import LmdbBackend
-from dynamiq.storage.lmdb_server import LOCK_FILE
-from dynamiq.storage.lmdb_wire import address, frame, is_file
+from dynamiq.storage.lmdb.server import LOCK_FILE
+from dynamiq.storage.lmdb.wire import address, frame, is_file
+from tests.waiting import soon
 
 
 def _writer_pid(path: Path) -> int:
@@ -39,15 +40,13 @@ def _writers(path: Path) -> list[int]:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"dynamiq.storage.lmdb_server" in args and str(path).encode() in args:
+        if b"dynamiq.storage.lmdb.server" in args and str(path).encode() in args:
             found.append(int(cmdline.parent.name))
     return [pid for pid in found if _alive(pid)]
 
 
 async def _gone(pid: int) -> None:
-    async with asyncio.timeout(30):
-        while _alive(pid):  # noqa: ASYNC110 - another process's end
-            await asyncio.sleep(0.05)
+    await soon(lambda: not _alive(pid), 30.0, 0.05, what=f"process {pid} gone")
 
 
 def _worker(path: str, base: int, n: int) -> None:

@@ -10,11 +10,11 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-import dynamiq.storage.redis as redis_store
+import dynamiq.storage.redis.backend as redis_store
 from dynamiq.errors import BackendUnavailable
 from dynamiq.storage.redis import RedisBackend
-from dynamiq.storage.redis_census import SHARDS, cut_of
-from dynamiq.storage.redis_layout import SHARD_BITS, shard_keys, shard_slots
+from dynamiq.storage.redis.census import SHARDS, cut_of
+from dynamiq.storage.redis.layout import SHARD_BITS, shard_keys, shard_slots
 from tests.servers import flush_redis, redis_server
 from tests.waiting import eventually
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.riak import measure
-from dynamiq.config_sources import load_settings
+from dynamiq.config.sources import load_settings
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import FakeClock
 from dynamiq.core.queues import QueueService
@@ -78,7 +78,7 @@ class FakeRiak:
         self.in_flight += 1
         try:
             if key in self.hang:
-                await asyncio.sleep(3600)  # a paused node: the request never ends
+                await asyncio.Event().wait()  # a paused node: the request never ends
             await asyncio.sleep(0.01 * (key % 5))
             if key in self.fail:
                 raise aiohttp.ServerDisconnectedError()

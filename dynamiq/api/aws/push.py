@@ -14,10 +14,10 @@ from typing import Any
 
 from dynamiq.api.aws.call import Call
 from dynamiq.api.aws.errors import SnsError
-from dynamiq.delivery_policy import effective_subscription_policy, shown_policy
 from dynamiq.errors import Invalid, TopicNotFound
+from dynamiq.push.policy import effective_subscription_policy, shown_policy
+from dynamiq.service.push.webhooks import Webhooks
 from dynamiq.service.reports import PushView, SubscriptionView
-from dynamiq.service.webhooks import Webhooks
 
 __all__ = [
     "PROTOCOLS",

@@ -25,9 +25,9 @@ from dynamiq.api.aws.policies import (
     statements_of,
 )
 from dynamiq.api.aws.topics import invalid_parameter, named_topic
-from dynamiq.delivery_policy import effective_topic_policy, topic_policy
 from dynamiq.errors import Invalid, TopicExists, TopicNotFound
-from dynamiq.topic_settings import MAX_TOPIC_TAGS, TopicSettings
+from dynamiq.models.topics import MAX_TOPIC_TAGS, TopicSettings
+from dynamiq.push.policy import effective_topic_policy, topic_policy
 
 __all__ = ["TOPIC_SETTING_ACTIONS"]
 

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dynamiq.core.push.documents import PushEndpoint
 from dynamiq.core.routing.filters import FilterPolicy, FilterScope, Subject
 from dynamiq.core.routing.patterns import PatternTrie, check_pattern
-from dynamiq.core.routing.push import PushEndpoint
 from dynamiq.errors import Invalid
-from dynamiq.topic_settings import TopicSettings
+from dynamiq.models.topics import TopicSettings
 
 __all__ = ["Subscription", "Topic"]
 

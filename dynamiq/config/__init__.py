@@ -1,0 +1,39 @@
+"""A node's settings, and where they are read from.
+
+- ``sections``: one class per section of the file (``[core]``, ``[storage]``...),
+  every default in one literal, every value validated when it is made;
+- ``settings``: the sections together, and the rules between them;
+- ``sources``: settings read from a gcfg/INI file, the environment and flags.
+
+The settings' names are importable from here; ``sources`` is imported by name
+(only the command line and the tests read files).
+"""
+
+from dynamiq.config.sections import (
+    LOOPBACK,
+    AuthSettings,
+    ClusterSettings,
+    CoreSettings,
+    LimitsSettings,
+    PushSettings,
+    SqsSettings,
+    StatsSettings,
+    StorageSettings,
+    TlsSettings,
+)
+from dynamiq.config.settings import SECTIONS, Settings
+
+__all__ = [
+    "LOOPBACK",
+    "SECTIONS",
+    "AuthSettings",
+    "ClusterSettings",
+    "CoreSettings",
+    "LimitsSettings",
+    "PushSettings",
+    "Settings",
+    "SqsSettings",
+    "StatsSettings",
+    "StorageSettings",
+    "TlsSettings",
+]

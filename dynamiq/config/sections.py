@@ -1,0 +1,460 @@
+"""The sections of the settings, one class each: every default in one place, every value
+validated once, here.
+
+A bad value raises ``ConfigError`` naming the key (and, once read from its
+sources by ``config_sources``, where the value came from).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dynamiq.errors import ConfigError, Invalid
+from dynamiq.keyspace import WORKER_MARK
+from dynamiq.models import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
+from dynamiq.push.endpoints import DEFAULT_DENY, EndpointRules
+
+__all__ = [
+    "LOOPBACK",
+    "AuthSettings",
+    "ClusterSettings",
+    "CoreSettings",
+    "LimitsSettings",
+    "PushSettings",
+    "SqsSettings",
+    "StatsSettings",
+    "StorageSettings",
+    "TlsSettings",
+    "require",
+]
+
+LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
+STATS_TYPES = ("statsd", "prometheus", "none")
+BACKENDS = ("lmdb", "redis", "riak")
+WRITERS = ("thread", "process")  # of the embedded store: see ``StorageSettings``
+AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
+AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+# ``core.workers = auto`` serves a node with one process on machines of up to
+# this many cores: measured on 2 cores (the node's clients on them too), a
+# second worker took half as much again CPU a message, twice the memory and
+# twice the latency, for no more throughput (see the README).
+ONE_WORKER_CORES = 2
+MIN_SECRET_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class CoreSettings:
+    """``[core]``: the original Dynamiq's node settings, plus ``httpaddress``."""
+
+    name: str = "dynamiq1"
+    port: int = 7946
+    seedserver: str = ""
+    seedport: int = 7946
+    httpport: int = 8081
+    httpaddress: str = "127.0.0.1"
+    riaknodes: str = ""
+    backendconnectionpool: int = 16
+    syncconfiginterval: int = 2000
+    loglevelstring: str = "info"
+    workers: str = "auto"  # processes serving this node: "auto" (``worker_count``) or 1..64
+    # Who serves v2's publish, receive and delete: the node's own front end ("on"),
+    # or aiohttp, which serves every other route ("off").
+    front: str = "on"
+
+    def __post_init__(self) -> None:
+        require(bool(self.name.strip()), "core.name", "must not be empty")
+        require(self.front in ("on", "off"), "core.front", "must be on or off")
+        require(
+            WORKER_MARK not in self.name,
+            "core.name",
+            f"must not contain {WORKER_MARK!r} (it names a node's workers)",
+        )
+        require(
+            self.workers == "auto" or (self.workers.isdigit() and 1 <= int(self.workers) <= 64),
+            "core.workers",
+            "must be auto or a count from 1 to 64",
+        )
+        for key in ("port", "seedport", "httpport"):
+            require(0 <= getattr(self, key) <= 65535, f"core.{key}", "must be a port (0-65535)")
+        require(self.backendconnectionpool >= 1, "core.backendconnectionpool", "must be >= 1")
+        require(self.syncconfiginterval >= 10, "core.syncconfiginterval", "must be >= 10 (ms)")
+        require(
+            self.loglevelstring.lower() in LOG_LEVELS,
+            "core.loglevelstring",
+            f"must be one of {', '.join(LOG_LEVELS)}",
+        )
+        for node in self.riak_nodes():
+            host, _, port = node.removeprefix("http://").rpartition(":")
+            require(
+                bool(host) and port.isdigit(),
+                "core.riaknodes",
+                f"{node!r} is not host:port or http://host:port",
+            )
+        for seed in self.seeds():
+            host, _, port = seed.rpartition(":")
+            require(
+                bool(host) and port.isdigit() and 0 < int(port) < 65536,
+                "core.seedserver",
+                f"{seed!r} is not host or host:port",
+            )
+
+    def worker_count(self) -> int:
+        """Return how many processes serve this node; ``auto``: one on up to
+        ``ONE_WORKER_CORES`` cores it may use, else one per core."""
+        if self.workers != "auto":
+            return int(self.workers)
+        cores = len(os.sched_getaffinity(0))
+        return 1 if cores <= ONE_WORKER_CORES else min(64, cores)
+
+    def riak_nodes(self) -> list[str]:
+        """Return the Riak nodes' HTTP base URLs (``host:8098`` entries get ``http://``)."""
+        entries = [e.strip().rstrip("/") for e in self.riaknodes.split(",") if e.strip()]
+        return [e if e.startswith("http://") else f"http://{e}" for e in entries]
+
+    def seeds(self) -> list[str]:
+        """Return the seed nodes' gossip addresses as ``host:port``.
+
+        An entry without a port takes ``seedport``, so several nodes can run
+        on one host (``127.0.0.1:7947,127.0.0.1:7948``).
+        """
+        out = []
+        for entry in (e.strip() for e in self.seedserver.split(",")):
+            if entry:
+                has_port = ":" in entry and not entry.endswith("]")
+                out.append(entry if has_port else f"{entry}:{self.seedport}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StatsSettings:
+    """``[stats]``: where metrics go."""
+
+    type: str = "none"
+    flushinterval: float = 1.0
+    address: str = "127.0.0.1:8125"
+    prefix: str = ""
+    maxqueueseries: int = 1000  # queues with Prometheus series of their own; the rest summed
+
+    def __post_init__(self) -> None:
+        require(self.type in STATS_TYPES, "stats.type", f"must be one of {', '.join(STATS_TYPES)}")
+        require(self.flushinterval > 0, "stats.flushinterval", "must be > 0 (seconds)")
+        require(self.maxqueueseries >= 1, "stats.maxqueueseries", "must be >= 1")
+        host, _, port = self.address.rpartition(":")
+        require(
+            bool(host) and port.isdigit() and 0 < int(port) < 65536,
+            "stats.address",
+            "must be host:port",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """``[storage]``: which store holds messages and configuration.
+
+    ``path``, ``mapsize`` and ``writer`` are for ``lmdb`` (every backend keeps
+    the node's lease journal in ``path``/journal; ``writer``: ``process``, one
+    writer process commits for every worker of the node, or ``thread``, each
+    process commits its own writes on a thread); ``url`` and ``waitreplicas``
+    (replicas that must acknowledge each write) for ``redis``; ``timeout``
+    (seconds a store call may take, waiting for a connection included) for
+    ``riak``.
+    """
+
+    backend: str = "lmdb"
+    path: str = "./data"
+    mapsize: int = 64 << 30
+    writer: str = "process"
+    url: str = "redis://127.0.0.1:6379/0"
+    waitreplicas: int = 0
+    timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        require(
+            self.backend in BACKENDS, "storage.backend", f"must be one of {', '.join(BACKENDS)}"
+        )
+        require(bool(self.path), "storage.path", "must not be empty")
+        require(self.mapsize >= 1 << 20, "storage.mapsize", "must be >= 1048576 (bytes)")
+        require(self.writer in WRITERS, "storage.writer", f"must be one of {', '.join(WRITERS)}")
+        require(
+            self.url.startswith(("redis://", "rediss://", "unix://")),
+            "storage.url",
+            "must be a redis://, rediss:// or unix:// URL",
+        )
+        require(self.waitreplicas >= 0, "storage.waitreplicas", "must be >= 0")
+        require(0 < self.timeout <= 300, "storage.timeout", "must be in (0, 300] (seconds)")
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsSettings:
+    """``[limits]``: what one request may ask for."""
+
+    maxbodybytes: int = 4 << 20  # a request's body: room for a 1 MiB message in any encoding
+    maxmessagebytes: int = 1 << 20  # one message's body and attributes (SQS's limit)
+    maxbatch: int = 1000
+    maxwaitseconds: float = 20.0
+    shutdowntimeout: float = 10.0
+    backlog: int = 1024  # connections waiting to be accepted (bursts of new clients)
+    maxdelayseconds: float = 900.0  # the longest delay a message or a queue may ask for
+    maxconnections: int = 10000  # open client connections; beyond, 503 and closed
+    maxwaiting: int = 5000  # receives waiting for messages at once; beyond, 503
+    idletimeout: float = 30.0  # seconds a connection may go without a whole request's headers
+    bodytimeout: float = 30.0  # seconds a request's body may take to arrive; beyond, 408
+    maxpendingbytes: int = 256 << 20  # request bodies held at once; beyond, requests wait
+    diskfreelimit: int = 256 << 20  # free bytes under the data directory; below, publishes 503
+    diskreserve: int = 4 << 20  # bytes kept aside on that disk, released for deletes when full
+    syncfanout: int = 1000  # a topic's copies of a message made before the answer, at most
+
+    def __post_init__(self) -> None:
+        require(self.maxconnections >= 1, "limits.maxconnections", "must be >= 1")
+        require(self.maxwaiting >= 1, "limits.maxwaiting", "must be >= 1")
+        require(self.idletimeout > 0, "limits.idletimeout", "must be > 0")
+        require(self.bodytimeout > 0, "limits.bodytimeout", "must be > 0")
+        require(
+            self.maxpendingbytes >= self.maxbodybytes,
+            "limits.maxpendingbytes",
+            "must be >= limits.maxbodybytes",
+        )
+        require(self.diskfreelimit >= 0, "limits.diskfreelimit", "must be >= 0")
+        require(self.diskreserve >= 0, "limits.diskreserve", "must be >= 0")
+        require(self.syncfanout >= 1, "limits.syncfanout", "must be >= 1")
+        require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
+        require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")
+        require(
+            1024 <= self.maxmessagebytes <= MAX_MESSAGE_BYTES,
+            "limits.maxmessagebytes",
+            f"must be in [1024, {MAX_MESSAGE_BYTES}]",
+        )
+        require(self.maxbatch >= 1, "limits.maxbatch", "must be >= 1")
+        require(0 <= self.maxwaitseconds <= 3600, "limits.maxwaitseconds", "must be in [0, 3600]")
+        require(self.shutdowntimeout > 0, "limits.shutdowntimeout", "must be > 0")
+        require(
+            0 <= self.maxdelayseconds <= MAX_DELAY_SECONDS,
+            "limits.maxdelayseconds",
+            f"must be in [0, {MAX_DELAY_SECONDS:g}]",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """``[cluster]``: gossip between nodes (the original's ``core.port``/``seed*`` say where).
+
+    Gossip is on when a secret is set: every packet is signed with it, and a
+    node refuses seeds without one. ``address`` is where gossip binds and what
+    the others call this node (``core.httpaddress`` when empty).
+    """
+
+    secret: str = ""
+    secret_file: str = ""
+    address: str = ""
+    pinginterval: float = 0.2
+    suspecttimeout: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(0.01 <= self.pinginterval <= 10, "cluster.pinginterval", "must be in [0.01, 10]")
+        require(
+            self.pinginterval <= self.suspecttimeout <= 60,
+            "cluster.suspecttimeout",
+            "must be in [pinginterval, 60] (seconds)",
+        )
+        require(
+            not (self.secret and self.secret_file),
+            "cluster.secret_file",
+            "give either cluster.secret or cluster.secret_file, not both",
+        )
+        if self.secret:
+            _require_strong(self.secret, "cluster.secret")
+
+    def shared_secret(self) -> str:
+        """Return the secret, reading ``secret_file`` when that is how it was given."""
+        if not self.secret_file:
+            return self.secret
+        return _read_secret(self.secret_file, "cluster.secret_file")
+
+
+@dataclass(frozen=True, slots=True)
+class SqsSettings:
+    """``[sqs]``: what the SQS-compatible endpoint puts in ARNs and queue URLs."""
+
+    region: str = "us-east-1"
+    account: str = "000000000000"
+
+    def __post_init__(self) -> None:
+        require(
+            re.fullmatch(r"[a-z]{2}(-[a-z0-9]+)+", self.region) is not None,
+            "sqs.region",
+            "must look like an AWS region (us-east-1)",
+        )
+        require(
+            re.fullmatch(r"[0-9]{12}", self.account) is not None,
+            "sqs.account",
+            "must be 12 digits",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """``[auth]``: application keys on every route but the cluster's own.
+
+    ``enabled`` is ``auto`` by default: off on a loopback address, on anywhere
+    else (a node reachable from other machines serves no one without a key
+    unless ``enabled = false`` is written). ``v1`` and ``sqs`` say whether those
+    APIs, whose clients cannot always send a key, are served without one
+    (``open``) or need one like v2 (``key``); ``metrics`` the same for
+    ``/metrics``. ``failedpersecond``/``failedburst`` bound wrong keys per client
+    address.
+    """
+
+    enabled: str = "auto"
+    adminkey: str = ""
+    adminkeyfile: str = ""
+    v1: str = "key"
+    sqs: str = "key"
+    metrics: str = "key"
+    failedpersecond: float = 1.0
+    failedburst: int = 20
+    hosts: str = ""  # names clients may call this node by while keys are off, comma-separated
+
+    def __post_init__(self) -> None:
+        require(
+            self.enabled.lower() in AUTH_SWITCHES,
+            "auth.enabled",
+            "must be auto, true or false",
+        )
+        for key in ("v1", "sqs", "metrics"):
+            require(getattr(self, key) in ("open", "key"), f"auth.{key}", "must be open or key")
+        require(
+            not (self.adminkey and self.adminkeyfile),
+            "auth.adminkeyfile",
+            "give either auth.adminkey or auth.adminkeyfile, not both",
+        )
+        if self.adminkey:
+            _require_strong(self.adminkey, "auth.adminkey")
+        require(self.failedpersecond > 0, "auth.failedpersecond", "must be > 0")
+        require(self.failedburst >= 1, "auth.failedburst", "must be >= 1")
+
+    def on(self, address: str) -> bool:
+        """Whether keys are required on a node whose HTTP port is bound to ``address``."""
+        switch = AUTH_SWITCHES[self.enabled.lower()]
+        return address not in LOOPBACK if switch is None else switch
+
+    def host_names(self) -> list[str]:
+        """Return ``hosts`` as a list of lower-case names."""
+        return [h.strip().lower() for h in self.hosts.split(",") if h.strip()]
+
+    def admin_key(self) -> str:
+        """Return the administrator's key, reading ``adminkeyfile`` when that is how it
+        was given ("" when there is none)."""
+        if not self.adminkeyfile:
+            return self.adminkey
+        return _read_secret(self.adminkeyfile, "auth.adminkeyfile")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """``[tls]``: HTTPS on the HTTP port and between nodes.
+
+    ``certfile``/``keyfile`` (PEM) turn it on; they are read again on SIGHUP.
+    With ``cafile``, clients must show a certificate it signed. Peers are
+    called over HTTPS and must show a certificate ``peercafile`` signed (the
+    system's trusted authorities when empty) for the address they gossip; a
+    node shows its own certificate to them, so ``cafile`` works between nodes
+    too.
+    """
+
+    certfile: str = ""
+    keyfile: str = ""
+    cafile: str = ""
+    peercafile: str = ""
+
+    def __post_init__(self) -> None:
+        given, missing = ("certfile", "keyfile") if self.certfile else ("keyfile", "certfile")
+        require(
+            bool(self.certfile) == bool(self.keyfile),
+            f"tls.{missing}",
+            f"is required when tls.{given} is set",
+        )
+        require(
+            self.enabled or not (self.cafile or self.peercafile),
+            "tls.certfile",
+            "is required when tls.cafile or tls.peercafile is set",
+        )
+        for key in ("certfile", "keyfile", "cafile", "peercafile"):
+            path = getattr(self, key)
+            require(not path or os.access(path, os.R_OK), f"tls.{key}", f"cannot read {path}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the node serves HTTPS."""
+        return bool(self.certfile)
+
+
+@dataclass(frozen=True, slots=True)
+class PushSettings:
+    """``[push]``: deliveries to HTTP/S endpoints (``dynamiq.push.endpoints`` says the rules).
+
+    ``url`` is where endpoints reach the cluster for ``SubscribeURL``,
+    ``UnsubscribeURL`` and the signing certificate (this node's own address
+    when empty); ``allow``/``deny`` are host names (``*.example.com``) and
+    CIDRs, comma-separated.
+    """
+
+    url: str = ""
+    allow: str = ""
+    deny: str = DEFAULT_DENY
+    timeout: float = 15.0  # one delivery, connection to answer (AWS's)
+    connecttimeout: float = 5.0
+    concurrency: int = 16  # deliveries in flight per subscription, per worker
+    cafile: str = ""  # certificates (PEM) https endpoints may show besides the system's
+
+    def __post_init__(self) -> None:
+        require(
+            not self.url or re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", self.url) is not None,
+            "push.url",
+            "must be an http or https base URL (https://dynamiq.example.com)",
+        )
+        try:
+            EndpointRules(self.allow, self.deny)
+        except Invalid as exc:
+            raise ConfigError(str(exc), key=exc.field) from None
+        require(0 < self.timeout <= 60, "push.timeout", "must be > 0 and <= 60 (seconds)")
+        require(
+            0 < self.connecttimeout <= self.timeout,
+            "push.connecttimeout",
+            "must be > 0 and <= push.timeout",
+        )
+        require(1 <= self.concurrency <= 1000, "push.concurrency", "must be 1 to 1000")
+        require(
+            not self.cafile or os.access(self.cafile, os.R_OK),
+            "push.cafile",
+            f"cannot read {self.cafile}",
+        )
+
+
+def _read_secret(path: str, key: str) -> str:
+    """Return the secret a file holds (surrounding whitespace dropped), if strong enough."""
+    try:
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", key=key) from None
+    require(bool(secret), key, "the file is empty")
+    _require_strong(secret, key)
+    return secret
+
+
+def _require_strong(secret: str, key: str) -> None:
+    """Refuse a secret that could be guessed: gossip packets are pickles checked by an
+    HMAC of the cluster's secret, and the administrator's key opens everything."""
+    require(
+        len(secret.encode()) >= MIN_SECRET_BYTES,
+        key,
+        f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)",
+    )
+
+
+def require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(message, key=key)

@@ -1,0 +1,128 @@
+"""The value types every layer stands on, shared by the server and the client.
+
+- ``names``: names, ids and tokens as the APIs take them, and the bounds values are held to;
+- ``attributes``: what a producer attaches to a message;
+- ``messages``: a message sent, received, and what nodes say of it;
+- ``queues``: a queue's settings and its record;
+- ``topics``: what a topic keeps, and what a publish to one says.
+
+Each is importable from here; the modules import each other, never this face.
+"""
+
+from dynamiq.models.attributes import (
+    ATTRIBUTE_NAME,
+    ATTRIBUTE_TYPE,
+    MAX_ATTRIBUTES,
+    Attributes,
+    AttributeValue,
+    attribute_types_size,
+    attributes_size,
+    natural_type,
+)
+from dynamiq.models.messages import (
+    EVERY_QUEUE,
+    DeadLetter,
+    DeadLetterReason,
+    HeldLease,
+    LocalQueueStats,
+    Message,
+    Outgoing,
+    Published,
+    ReceiveRequest,
+)
+from dynamiq.models.names import (
+    APPLICATION_PATTERN,
+    DEDUP_SCOPES,
+    ID_PATTERN,
+    MAX_DEDUP_WINDOW_SECONDS,
+    MAX_DELAY_SECONDS,
+    MAX_DEPTH_LIMIT,
+    MAX_MESSAGE_BYTES,
+    MAX_PARTITION_AGE,
+    MAX_PARTITIONS_LIMIT,
+    MAX_RECEIVES_LIMIT,
+    MAX_RETENTION_SECONDS,
+    MAX_ROUTING_KEY,
+    MAX_SQS_ATTRIBUTE_TEXT,
+    MAX_SQS_ATTRIBUTES,
+    MAX_TAG_KEY,
+    MAX_TAGS,
+    MAX_VISIBILITY_TIMEOUT,
+    MAX_WAIT_SECONDS,
+    MIN_EXPIRES_AFTER_SECONDS,
+    MIN_MESSAGE_BYTES,
+    NAME_PATTERN,
+    TOKEN,
+    TOKEN_RULE,
+    TOPIC_NAME_PATTERN,
+    DedupScope,
+    check_token,
+    parse_id,
+    validate_name,
+)
+from dynamiq.models.queues import (
+    QueueRecord,
+    QueueSettings,
+    RetryBackoff,
+)
+from dynamiq.models.topics import (
+    MAX_TOPIC_TAGS,
+    Notice,
+    TopicSettings,
+    topic_arn,
+)
+
+__all__ = [
+    "APPLICATION_PATTERN",
+    "ATTRIBUTE_NAME",
+    "ATTRIBUTE_TYPE",
+    "DEDUP_SCOPES",
+    "EVERY_QUEUE",
+    "ID_PATTERN",
+    "MAX_ATTRIBUTES",
+    "MAX_DEDUP_WINDOW_SECONDS",
+    "MAX_DELAY_SECONDS",
+    "MAX_DEPTH_LIMIT",
+    "MAX_MESSAGE_BYTES",
+    "MAX_PARTITIONS_LIMIT",
+    "MAX_PARTITION_AGE",
+    "MAX_RECEIVES_LIMIT",
+    "MAX_RETENTION_SECONDS",
+    "MAX_ROUTING_KEY",
+    "MAX_SQS_ATTRIBUTES",
+    "MAX_SQS_ATTRIBUTE_TEXT",
+    "MAX_TAGS",
+    "MAX_TAG_KEY",
+    "MAX_TOPIC_TAGS",
+    "MAX_VISIBILITY_TIMEOUT",
+    "MAX_WAIT_SECONDS",
+    "MIN_EXPIRES_AFTER_SECONDS",
+    "MIN_MESSAGE_BYTES",
+    "NAME_PATTERN",
+    "TOKEN",
+    "TOKEN_RULE",
+    "TOPIC_NAME_PATTERN",
+    "AttributeValue",
+    "Attributes",
+    "DeadLetter",
+    "DeadLetterReason",
+    "DedupScope",
+    "HeldLease",
+    "LocalQueueStats",
+    "Message",
+    "Notice",
+    "Outgoing",
+    "Published",
+    "QueueRecord",
+    "QueueSettings",
+    "ReceiveRequest",
+    "RetryBackoff",
+    "TopicSettings",
+    "attribute_types_size",
+    "attributes_size",
+    "check_token",
+    "natural_type",
+    "parse_id",
+    "topic_arn",
+    "validate_name",
+]
