@@ -18,11 +18,13 @@ import pytest
 from aiohttp.test_utils import TestClient
 from blockbuster import blockbuster_ctx
 
+from dynamiq.api.front.connection import FRONT
 from dynamiq.config.sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.storage.lmdb import LmdbBackend
 from dynamiq.testing.server import node_client
 from tests.servers import flush_redis, redis_cluster, redis_server, refused
+from tests.waiting import soon
 
 # Node processes the tests start are one process each unless a test says otherwise
 # (the default, one worker per core, is what tests/test_workers.py and the chaos
@@ -37,7 +39,10 @@ LIBRARY_BLOCKING = [
         for function in ("os.stat", "os.listdir", "os.scandir", "io.TextIOWrapper.read")
     ),
     # Opening the embedded store is a start-up step (tests open stores in their body).
-    *((function, "dynamiq/storage/lmdb/backend.py", "__init__") for function in ("os.mkdir", "os.stat")),
+    *(
+        (function, "dynamiq/storage/lmdb/backend.py", "__init__")
+        for function in ("os.mkdir", "os.stat")
+    ),
     # The gossip library joins its thread pool when it stops: once, at a node's shutdown.
     ("threading.Lock.acquire", "concurrent/futures/thread.py", "shutdown"),
     # A StatsD datagram to a local agent: UDP sends do not wait for the receiver.
@@ -125,6 +130,15 @@ async def node_client_with(
         },
     )
     return await node_client(settings, clock)
+
+
+async def under_way(http: TestClient[Any, Any], what: str = "a request under way") -> None:
+    """Wait until the node of ``http`` (``node_client_with``'s) has a request under way
+    in its front end: read, and not answered (a long poll waiting, say)."""
+    app = http.app
+    assert app is not None
+    front = app[FRONT]
+    await soon(lambda: any(c.task for c in front.connections), what=what)
 
 
 async def store_flags(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:

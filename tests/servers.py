@@ -110,19 +110,20 @@ def _redis_args(binary: str, port: int, data: Path) -> list[str]:
 def _wait_port(port: int, proc: subprocess.Popen[bytes], fail: bool = True) -> bool:
     """Wait until ``proc`` serves ``port``; False when it ended first (its port was
     taken) and not ``fail``."""
-    deadline = time.monotonic() + 20
-    while True:
+
+    def answered() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            if proc.poll() is None:
-                return True
         except OSError:
-            pass
-        if proc.poll() is not None and not fail:
             return False
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"redis-server on port {port} did not start")
-        time.sleep(0.05)
+        return True
+
+    within(lambda: proc.poll() is not None or answered(), 20.0, 0.05)
+    if proc.poll() is None and answered():
+        return True
+    if proc.poll() is not None and not fail:
+        return False
+    raise RuntimeError(f"redis-server on port {port} did not start")
 
 
 def _unbound(port: int) -> bool:

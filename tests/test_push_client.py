@@ -21,6 +21,7 @@ from dynamiq.push.endpoints import EndpointRules, Unreachable
 from dynamiq.testing.endpoint import Receiver
 from tests.api.test_webhooks import confirmed_webhook
 from tests.conftest import node_client_with
+from tests.waiting import soon, turns
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
@@ -32,6 +33,7 @@ class Scripted:
     def __init__(self, answer: Callable[[int], tuple[bytes, bool]]) -> None:
         self.answer = answer
         self.connections = 0
+        self.closed = 0  # connections this server closed
         self.requests: list[bytes] = []
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -68,6 +70,7 @@ class Scripted:
             pass
         finally:
             writer.close()
+            self.closed += 1
 
 
 def _request(url: str, body: bytes = b"hello") -> Request:
@@ -152,7 +155,8 @@ async def test_a_kept_connection_the_endpoint_closed_is_replaced(poster: HttpPos
     # The endpoint answers, keeps the connection open as it said, then drops it idle.
     async with Scripted(lambda _: (OK, True)) as server:
         assert await poster.post(_request(server.url())) == 200
-        await asyncio.sleep(0.1)
+        await soon(lambda: server.closed == 1, what="the endpoint closed the connection")
+        await turns()  # the client's side of it sees the end
         assert await poster.post(_request(server.url())) == 200
         assert await poster.post(_request(server.url())) == 200
         assert server.connections == 3 and len(server.requests) == 3  # each sent once

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient
 
 from dynamiq.api.front.connection import FRONT, LOANS_IN_A_ROW, Front
 from dynamiq.api.front.http1 import answer, parse_head
-from tests.conftest import node_client_with
+from tests.conftest import node_client_with, under_way
 from tests.waiting import eventually, soon
 
 Http = TestClient[Any, Any]
@@ -366,8 +366,7 @@ async def test_a_long_poll_answers_at_shutdown_and_its_connection_closes(lmdb_ht
     await http.put("/v2/queues/s")
     raw = await _connect(http)
     await raw.send(_request("POST", "/v2/queues/s/receive", {"wait_seconds": 5}))
-    front = _front(http)
-    await soon(lambda: any(c.task for c in front.connections), what="the long poll under way")
+    await under_way(http, "the long poll under way")
     closing = asyncio.ensure_future(http.close())
     status, headers, body = await raw.answer()
     assert (status, json.loads(body), headers.get("Connection")) == (

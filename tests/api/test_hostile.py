@@ -12,8 +12,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from dynamiq.api.front.connection import FRONT, Connection
-from tests.waiting import eventually, soon
+from dynamiq.api.front.connection import Connection
+from tests.conftest import under_way
+from tests.waiting import eventually
 
 Http = TestClient[Any, Any]
 
@@ -118,9 +119,7 @@ async def test_a_vanished_long_poll_does_not_lease_the_next_message(lmdb_http: H
     await http.put("/v2/queues/lp")
     # Given a consumer waiting 5 s that hangs up after 0.3 s
     _, writer = await _raw(http, _long_poll("lp", 5))
-    front = lmdb_http.app[FRONT] if lmdb_http.app else None
-    assert front is not None
-    await soon(lambda: any(c.task for c in front.connections), what="the long poll under way")
+    await under_way(http, "the long poll under way")
     writer.close()
     await writer.wait_closed()
 
@@ -140,7 +139,7 @@ async def test_messages_leased_for_a_client_that_left_are_given_back(lmdb_http: 
     await http.put("/v2/queues/gb")
     # Given a consumer that asks and hangs up before the answer can be written
     _, writer = await _raw(http, _long_poll("gb", 2))
-    await asyncio.sleep(0.05)
+    await under_way(http, "the long poll under way")
     writer.transport.abort()  # gone without a goodbye
     await http.post("/v2/queues/gb/messages", json={"messages": [{"body": "again"}]})
     # Then whatever was leased for it is visible again (not after its lease)

@@ -16,7 +16,7 @@ from dynamiq.config.sources import load_settings
 from dynamiq.core.clock import FakeClock
 from dynamiq.testing.server import node_client
 from tests.api.documented import Http, call
-from tests.conftest import node_client_with
+from tests.conftest import node_client_with, under_way
 
 
 async def test_publish_receive_delete_in_batches(http: Http, spec: dict[str, Any]) -> None:
@@ -152,7 +152,7 @@ async def test_long_poll_wakes_on_publish(patient: tuple[Http, Any]) -> None:
             {"max_messages": 10, "wait_seconds": 60},
         )
     )
-    await asyncio.sleep(0.2)
+    await under_way(http, "the long poll under way")
     assert not poll.done()
     await call(http, spec, "POST", "/v2/queues/lp/messages", 200, {"messages": [{"body": "now"}]})
     # Only the publish can wake it before its minute is up: it looks at the queue
