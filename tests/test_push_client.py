@@ -107,6 +107,9 @@ LONG = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * (2 * MAX_AN
         (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 200, False),
         (b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", 200, True),
         (LONG, 200, False),  # read up to the bound, then the connection is closed
+        # More than it said: what follows is no answer to anything, so not kept.
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n", 200, False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\x00\x01", 200, False),
     ],
 )
 async def test_every_framing_gives_its_status_and_keeps_what_may_be_kept(
@@ -135,6 +138,11 @@ async def test_a_body_that_ends_with_the_connection(poster: HttpPoster) -> None:
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nX: " + b"y" * 20000 + b"\r\n\r\n",
+        # Framings that would let an answer hide another: refused, as llhttp refuses them.
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n folded\r\n\r\nok",
+        b"HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\nok",
     ],
 )
 async def test_a_malformed_answer_is_no_answer(poster: HttpPoster, answer: bytes) -> None:

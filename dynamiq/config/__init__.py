@@ -9,31 +9,6 @@ The settings' names are importable from here; ``sources`` is imported by name
 (only the command line and the tests read files).
 """
 
-from dynamiq.config.sections import (
-    LOOPBACK,
-    AuthSettings,
-    ClusterSettings,
-    CoreSettings,
-    LimitsSettings,
-    PushSettings,
-    SqsSettings,
-    StatsSettings,
-    StorageSettings,
-    TlsSettings,
-)
-from dynamiq.config.settings import SECTIONS, Settings
-
-__all__ = [
-    "LOOPBACK",
-    "SECTIONS",
-    "AuthSettings",
-    "ClusterSettings",
-    "CoreSettings",
-    "LimitsSettings",
-    "PushSettings",
-    "Settings",
-    "SqsSettings",
-    "StatsSettings",
-    "StorageSettings",
-    "TlsSettings",
-]
+# Each module says what it offers in its ``__all__``; this face offers all of it.
+from dynamiq.config.sections import *  # noqa: F403
+from dynamiq.config.settings import *  # noqa: F403

@@ -60,19 +60,9 @@ class Ground:
         reach = _reach(settings, sock, seat, signer, certificates)
         keys = _keys(settings, store, clock, reach)
         return cls(
-            settings=settings,
-            sock=sock,
-            clock=clock,
-            seat=seat,
-            certificates=certificates,
-            store=store,
-            space=space,
-            metrics=metrics,
-            prometheus=prometheus,
-            signer=signer,
-            reach=reach,
-            keys=keys,
-        )
+            settings, sock, clock, seat, certificates, store, space, metrics, prometheus,
+            signer, reach, keys,
+        )  # fmt: skip
 
     @property
     def url(self) -> str:

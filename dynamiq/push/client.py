@@ -1,4 +1,4 @@
-"""The HTTP client deliveries go through: HTTP/1.1 of its own, held to the endpoint rules.
+"""The HTTP client deliveries go through: HTTP/1.1 kept to one POST, held to the endpoint rules.
 
 A delivery is one POST and one status: no redirects followed (a 3xx is an
 answer like any other), no cookies, no body kept. A general client spends
@@ -8,10 +8,10 @@ only that, over asyncio's transports (TLS included):
 - each connection is checked against ``EndpointRules`` when it is made: the
   host's name is resolved and every address it resolves to must pass (an
   address in the URL is checked as written);
-- bounded connect and total times; an answer's head up to
-  ``MAX_HEAD_BYTES``, its body read up to ``MAX_ANSWER_BYTES`` (by
-  ``Content-Length``, chunked, or to the close), interim ``1xx`` answers
-  passed over;
+- bounded connect and total times; an answer read by llhttp (Node.js's
+  parser, through ``httptools``), its head up to ``MAX_HEAD_BYTES``, its
+  body up to ``MAX_ANSWER_BYTES`` (by ``Content-Length``, chunked, or to the
+  close), interim ``1xx`` answers passed over;
 - connections are kept alive across deliveries to one origin and closed
   after ``IDLE_SECONDS`` unused; one whose answer was longer, malformed or
   said ``Connection: close`` is closed instead. A kept connection the
@@ -26,6 +26,8 @@ import ssl
 import time
 from collections import defaultdict
 from urllib.parse import SplitResult, quote
+
+import httptools
 
 from dynamiq.core.push.documents import Request
 from dynamiq.errors import Invalid
@@ -47,19 +49,25 @@ class _Stale(Exception):
 
 
 class _Connection(asyncio.Protocol):
-    """One connection to an endpoint: a request at a time, its answer's status."""
+    """One connection to an endpoint: a request at a time, its answer's status.
+
+    The answer is read by llhttp (``httptools``): its status, whether it may be
+    kept, where its body ends (a length, chunks, or the close).
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.reusable = False
         self.used = 0.0  # monotonic seconds of its last answer
-        self._buffer = bytearray()
         self._answer: asyncio.Future[int] | None = None
-        self._status = 0
-        self._body_at = -1  # where the final answer's body starts, once its head is in
-        self._length: int | None = None
-        self._chunked = False
-        self._keep = False
+        self._parser = httptools.HttpResponseParser(self)
+        self._got = 0  # bytes of the answer so far
+        self._status = 0  # the final answer's, once its head is in
+        self._body = 0  # bytes of its body so far
+        self._delimited = False  # its body has a length or chunks (else: to the close)
+        self._keep = False  # the answer lets the connection be kept
+        self._complete = False
+        self._beyond = False  # bytes came after the answer's end
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -69,9 +77,9 @@ class _Connection(asyncio.Protocol):
         answer = self._answer
         if answer is None or answer.done():
             return
-        if self._body_at >= 0 and self._length is None and not self._chunked:
+        if self._status and not self._delimited:
             answer.set_result(self._status)  # a body that ends with the connection
-        elif not self._buffer and self.used:
+        elif not self._got and self.used:
             answer.set_exception(_Stale())
         else:
             answer.set_exception(ConnectionResetError("the endpoint closed the connection"))
@@ -79,8 +87,9 @@ class _Connection(asyncio.Protocol):
     def send(self, data: bytes) -> asyncio.Future[int]:
         assert self.transport is not None
         self.reusable = False
-        self._buffer.clear()
-        self._body_at, self._length, self._chunked = -1, None, False
+        self._parser = httptools.HttpResponseParser(self)
+        self._got = self._status = self._body = 0
+        self._delimited = self._keep = self._complete = self._beyond = False
         self._answer = asyncio.get_running_loop().create_future()
         self.transport.write(data)
         return self._answer
@@ -99,95 +108,48 @@ class _Connection(asyncio.Protocol):
         if answer is None or answer.done():
             self.close()  # bytes nobody asked for: the connection is not to be trusted
             return
-        self._buffer += data
+        self._got += len(data)
         try:
-            status = self._parse()
-        except ValueError as exc:
-            answer.set_exception(ConnectionError(f"a malformed answer: {exc}"))
-            self.close()
-            return
-        if status is not None:
-            answer.set_result(status)
+            self._parser.feed_data(data)
+            if not self._status and self._got > MAX_HEAD_BYTES:
+                raise ValueError("its head is too long")
+        except (ValueError, httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            if not self._complete:  # what follows a whole answer only keeps it from reuse
+                answer.set_exception(ConnectionError(f"a malformed answer: {exc}"))
+                self.close()
+                return
+            self._beyond = True
+        if self._complete or (self._status and self._body > MAX_ANSWER_BYTES):
+            # Read no further past the bound: not kept, so closed.
+            self.reusable = self._complete and self._keep and not self._beyond
+            answer.set_result(self._status)
             self.used = time.monotonic()
             if not self.reusable:
                 self.close()
 
-    def _parse(self) -> int | None:
-        """The status once the answer is complete (or its body over the bound)."""
-        while self._body_at < 0:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > MAX_HEAD_BYTES:
-                    raise ValueError("its head is too long")
-                return None
-            self._head(bytes(self._buffer[:end]))
-            if 100 <= self._status < 200 and self._status != 101:
-                del self._buffer[: end + 4]  # an interim answer: the final one follows
-                continue
-            self._body_at = end + 4
-        body = len(self._buffer) - self._body_at
-        if self._chunked:
-            done = _chunked_end(bytes(self._buffer[self._body_at :]))
-        elif self._length is not None:
-            done = body >= self._length
-            if body > self._length:
-                self._keep = False  # more than it said: not to be reused
-        else:
-            done = False  # to the close
-        if done:
-            self.reusable = self._keep
-            return self._status
-        if body > MAX_ANSWER_BYTES:
-            return self._status  # read no further; reusable stays False: closed
-        return None
+    # llhttp's callbacks, in the order it reads an answer.
 
-    def _head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
-            raise ValueError(f"not an HTTP/1 status line: {lines[0][:80]!r}")
-        self._status = int(rest[:3])
-        headers = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise ValueError(f"not a header: {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip().lower()
-        connection = headers.get("connection", "")
-        self._keep = "close" not in connection and (
-            version == "HTTP/1.1" or "keep-alive" in connection
-        )
-        self._chunked = "chunked" in headers.get("transfer-encoding", "")
-        length = headers.get("content-length")
-        if self._status in (204, 304):
-            self._length = 0
-        elif length is not None and not self._chunked:
-            if not length.isdigit():
-                raise ValueError(f"Content-Length {length[:20]!r}")
-            self._length = int(length)
-        else:
-            self._length = None
-            self._keep = self._keep and self._chunked  # else the body ends with the close
+    def on_message_begin(self) -> None:
+        self._beyond = self._beyond or self._complete
 
+    def on_header(self, name: bytes, _: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self._delimited = True
 
-def _chunked_end(data: bytes) -> bool:
-    """Whether ``data`` holds a whole chunked body (``ValueError``: it is malformed)."""
-    at = 0
-    while True:
-        end = data.find(b"\r\n", at)
-        if end < 0:
-            return False
-        size_text = data[at:end].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise ValueError(f"chunk size {size_text[:20]!r}") from None
-        if size == 0:  # the last chunk, then trailers up to an empty line
-            rest = data[end + 2 :]
-            return rest.startswith(b"\r\n") or b"\r\n\r\n" in rest
-        at = end + 2 + size + 2
-        if at > len(data):
-            return False
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self._delimited = False  # an interim answer: the final one follows
+            return
+        self._status = status
+        self._delimited = self._delimited or status in (204, 304)
+        self._keep = self._parser.should_keep_alive()  # read here: llhttp resets it after
+
+    def on_body(self, body: bytes) -> None:
+        self._body += len(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = self._complete or self._status != 0
 
 
 class HttpPoster:

@@ -16,7 +16,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from dynamiq.api.front.connection import FRONT, LOANS_IN_A_ROW, Front
-from dynamiq.api.front.http1 import answer, parse_head
 from tests.conftest import node_client_with, under_way
 from tests.waiting import eventually, soon
 
@@ -376,54 +375,3 @@ async def test_a_long_poll_answers_at_shutdown_and_its_connection_closes(lmdb_ht
     )
     assert await raw.closed()
     await closing
-
-
-@pytest.mark.parametrize(
-    "head",
-    [
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nExpect: 100-continue",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nUpgrade: h2c",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nContent-Length: -1",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\n Folded: on",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nX: a\x01b",
-        b"POST /v2/queues/q%2Fx/receive HTTP/1.1\r\nHost: a",
-        b"POST /v2/queues/q/../x/receive HTTP/1.1\r\nHost: a",
-        b"POST /v2/queues/q/receive?x=1 HTTP/1.1\r\nHost: a",
-        b"POST /v2/queues/q/receive HTTP/2.0\r\nHost: a",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nContent-Length: 0",
-        b"POST /v2/queues/q/receive HTTP/1.1\r\nHost: a\r\nContent-Type: json",
-        b"POST  /v2/queues/q/receive HTTP/1.1\r\nHost: a",
-    ],
-)
-def test_a_head_the_front_end_does_not_read_surely_goes_to_aiohttp(head: bytes) -> None:
-    assert parse_head(head) is None
-
-
-def test_a_plain_head_is_read_with_aiohttp_s_terms() -> None:
-    head = parse_head(
-        b"POST /v2/queues/q/receive HTTP/1.0\r\nHost: a:1\r\nContent-Length: 12\r\n"
-        b"Content-Type: Application/JSON; charset=utf-8\r\nConnection: Keep-Alive\r\n"
-        b"Authorization: Bearer k"
-    )
-    assert head is not None
-    assert (head.method, head.path, head.version, head.length) == (
-        "POST",
-        "/v2/queues/q/receive",
-        "1.0",
-        12,
-    )
-    assert (head.mimetype, head.keep_alive, head.headers["authorization"]) == (
-        "application/json",
-        True,
-        "Bearer k",
-    )
-    closing = parse_head(b"POST /x HTTP/1.1\r\nHost: a\r\nConnection: close")
-    assert closing is not None and not closing.keep_alive
-    written = answer(closing, 503, b"{}", (("Retry-After", "1"),))
-    assert written.startswith(
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    )
-    assert b"\r\nRetry-After: 1\r\nContent-Length: 2\r\n" in written
-    assert written.endswith(b"\r\nConnection: close\r\n\r\n{}")

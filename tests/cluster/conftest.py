@@ -1,5 +1,8 @@
-"""The cluster the tests of this folder run: node processes on loopback gossiping over UDP,
-on one LMDB directory or on a 6-node Redis Cluster."""
+"""The cluster the tests of this folder run: node processes on loopback gossiping over UDP.
+
+Every test that takes it runs on both shared stores: one LMDB directory, and a
+6-node Redis Cluster (3 primaries, 3 replicas).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A real cluster: node processes on loopback gossiping over UDP.
-
-Every test runs on both shared stores: one LMDB directory, and a 6-node Redis
-Cluster (3 primaries, 3 replicas).
-"""
+"""A real cluster (``conftest``): how it forms, guards its members, and shows one
+node's changes on every other."""
 
 from __future__ import annotations
 
@@ -39,8 +36,6 @@ from tests.cluster.nodes import (
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(180)
-
-LEASE = 4.0  # seconds: leases that outlive the node that made them, for a while
 
 
 def test_three_nodes_form_and_their_slices_tile_the_keyspace(cluster: LocalCluster) -> None:

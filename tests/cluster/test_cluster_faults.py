@@ -1,8 +1,5 @@
-"""A real cluster under faults: kill -9, SIGSTOP and a node joining, under load.
-
-Every test runs on both shared stores: one LMDB directory, and a 6-node Redis
-Cluster (3 primaries, 3 replicas).
-"""
+"""A real cluster (``conftest``) under faults: kill -9, SIGSTOP and a node joining,
+under load, losing nothing and leasing nothing twice."""
 
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
 """HTTP/1.1 as the node's front end reads and writes it: a request's head, an answer's bytes.
 
-It reads the plain requests its routes take (a request line, headers, a
-``Content-Length`` body) and nothing else: a head it does not read as
-surely as aiohttp would (a chunked or continued body, an upgrade, a folded,
-repeated or non-ASCII header, an escaped or dotted path, a query) is ``None``, and the
-connection goes to aiohttp, which answers it as it answers every other route.
-The answers it writes are aiohttp's, header for header.
+A head is parsed by llhttp (Node.js's parser, through ``httptools``): what it
+refuses (a smuggled length, a folded or malformed line, a bare LF...) is not
+the front end's to answer. Of what it reads, the front end takes only the
+plain requests its routes take (a request line, headers, a
+``Content-Length`` body): a head it does not read as surely as aiohttp would
+(a chunked or continued body, an upgrade, a repeated or non-ASCII header, a
+header name of rarer characters, an escaped or dotted path, a query) is
+``None`` as well, and the connection goes to aiohttp, which answers it as it
+answers every other route. The answers it writes are aiohttp's, header for
+header.
 """
 
 from __future__ import annotations
@@ -16,15 +20,19 @@ import time
 from collections.abc import Iterable
 from email.utils import formatdate
 
+import httptools
 from aiohttp.http import SERVER_SOFTWARE
 
 __all__ = ["MAX_HEAD", "Head", "answer", "parse_head"]
 
 MAX_HEAD = 8190  # bytes of a request's head at most (aiohttp's line limit)
 _REASONS = {status.value: status.phrase for status in http.HTTPStatus}
-# The request line of a plain request: a path of plain characters, HTTP/1.0 or 1.1.
-_LINE = re.compile(rb"([A-Z]+) (/[A-Za-z0-9/_.:-]*) HTTP/1\.([01])")
+# The target of a plain request: a path of plain characters (no query, no escape).
+_PATH = re.compile(rb"/[A-Za-z0-9/_.:-]*")
+_NAME = re.compile(rb"[A-Za-z0-9-]*[A-Za-z0-9][A-Za-z0-9-]*")
+_VALUE = re.compile(rb"[\x20-\x7e]*")  # printable ASCII: no control character, no tab
 _MIMETYPE = re.compile(r"[a-z0-9.+-]+/[a-z0-9.+-]+")
+_VERSIONS = ("1.1", "1.0")
 # Headers a request of the front end's own must not have: its body or its
 # connection would be something other than a Content-Length body over HTTP/1.x.
 _OTHERS = frozenset({"transfer-encoding", "expect", "upgrade", "content-encoding"})
@@ -46,35 +54,51 @@ class Head:
         self.mimetype = "application/octet-stream"
 
 
+class _Fields:
+    """What llhttp reads of one request's head, as llhttp's callbacks hand it over."""
+
+    __slots__ = ("complete", "headers", "plain", "target")
+
+    def __init__(self) -> None:
+        self.target = b""
+        self.headers: dict[str, str] = {}
+        self.plain = True  # every header plain, none given twice
+        self.complete = False
+
+    def on_url(self, target: bytes) -> None:
+        self.target += target
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not (_NAME.fullmatch(name) and _VALUE.fullmatch(value)):
+            self.plain = False  # a name of rarer characters, a value of other bytes
+            return
+        key = name.decode().lower()
+        self.plain = self.plain and key not in self.headers
+        self.headers[key] = value.decode().strip(" ")
+
+    def on_headers_complete(self) -> None:
+        self.complete = True
+
+
 def parse_head(raw: bytes) -> Head | None:
     """Read a request's head (without the blank line that ends it); None when it is
     not one the front end serves itself."""
-    line, _, rest = raw.partition(b"\r\n")
-    first = _LINE.fullmatch(line)
-    if first is None:
+    fields = _Fields()
+    parser = httptools.HttpRequestParser(fields)
+    try:
+        parser.feed_data(raw + b"\r\n\r\n")
+    except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+        return None  # malformed, or another protocol: aiohttp's to refuse or serve
+    target, version, method = fields.target, parser.get_http_version(), parser.get_method()
+    if not (fields.complete and fields.plain and version in _VERSIONS):
         return None
-    method, target, minor = first.groups()
-    if b"//" in target or b"/." in target:
+    if raw.partition(b"\r\n")[0] != b"%s %s HTTP/%s" % (method, target, version.encode()):
+        return None  # a request line llhttp reads leniently (two spaces, say)
+    if not _PATH.fullmatch(target) or b"//" in target or b"/." in target:
         return None
-    headers: dict[str, str] = {}
-    if rest:
-        # ASCII and printable, but the lines' ends: no control character, no tab (rare;
-        # aiohttp's then), no byte aiohttp might decode otherwise.
-        if not rest.isascii():
-            return None
-        text = rest.decode()
-        lines = text.split("\r\n")
-        if not "".join(lines).isprintable():
-            return None
-        for field in lines:
-            name, colon, value = field.partition(":")
-            if not colon or not name.replace("-", "").isalnum():
-                return None  # no header, or a name of rarer characters (aiohttp's then)
-            headers[name.lower()] = value.strip(" ")
-        # A header given twice, or one of the others.
-        if len(headers) != len(lines) or not _OTHERS.isdisjoint(headers):
-            return None
-    head = Head(method.decode(), target.decode(), "1.1" if minor == b"1" else "1.0", headers)
+    if not _OTHERS.isdisjoint(fields.headers):
+        return None
+    head = Head(method.decode(), target.decode(), version, fields.headers)
     return head if _read_fields(head) else None
 
 
