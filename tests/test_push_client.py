@@ -15,9 +15,9 @@ import pytest
 import trustme
 from aiohttp.test_utils import TestClient
 
-from dynamiq.core.push.documents import Request
 from dynamiq.push.client import MAX_ANSWER_BYTES, HttpPoster
 from dynamiq.push.endpoints import EndpointRules, Unreachable
+from dynamiq.push.request import Request
 from dynamiq.testing.endpoint import Receiver
 from tests.api.test_webhooks import confirmed_webhook
 from tests.conftest import node_client_with

@@ -9,7 +9,7 @@ The story, one room per layer, top down:
   the deliveries, their retries and dead letters (``pusher``);
 - ``core.push``: the documents POSTed and their signatures (pure);
 - here: ``client``, the HTTP client a delivery goes through (wired in by
-  ``process.wiring``); ``policy``, SNS's delivery policies and the delays between
-  retries they give (pure); ``endpoints``, which endpoints a node may push to
-  (also read by the settings).
+  ``process``), and ``request``, what it sends; ``policy``, SNS's delivery
+  policies and the delays between retries they give (pure); ``endpoints``, which
+  endpoints a node may push to (also read by the settings).
 """

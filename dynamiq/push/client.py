@@ -29,9 +29,9 @@ from urllib.parse import SplitResult, quote
 
 import httptools
 
-from dynamiq.core.push.documents import Request
 from dynamiq.errors import Invalid
 from dynamiq.push.endpoints import EndpointRules, Unreachable, port_of, resolve
+from dynamiq.push.request import Request
 
 __all__ = ["MAX_ANSWER_BYTES", "HttpPoster"]
 

@@ -23,12 +23,12 @@ from typing import Any
 from urllib.parse import quote
 
 from dynamiq.core.push.signing import SigningKey
+from dynamiq.push.request import Request
 
 __all__ = [
     "PUSH_PREFIX",
     "Documents",
     "PushEndpoint",
-    "Request",
     "confirmation",
     "push_queue",
     "subscription_id",
@@ -96,16 +96,6 @@ def confirmation(topic_arn: str, endpoint: PushEndpoint, message_id: str, stamp:
         "Timestamp": stamp,
     }
     return json.dumps(document).encode()
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One POST to an endpoint."""
-
-    url: str
-    headers: dict[str, str]
-    body: bytes
-    notification: bool = True  # else a subscription's confirmation
 
 
 class Documents:

@@ -34,7 +34,7 @@ from typing import Protocol
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
-from dynamiq.core.push.documents import Request, subscription_id
+from dynamiq.core.push.documents import subscription_id
 from dynamiq.core.queues import QueueService
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.errors import DynamiqError, TopicNotFound
@@ -43,6 +43,7 @@ from dynamiq.models import Message, Outgoing
 from dynamiq.models.topics import TopicSettings
 from dynamiq.push.endpoints import Unreachable
 from dynamiq.push.policy import DeliveryRules, delivery_rules
+from dynamiq.push.request import Request
 from dynamiq.service.majority import Majority
 from dynamiq.service.push.webhooks import Webhooks
 
