@@ -95,24 +95,25 @@ def covered_by(cluster: LocalCluster, names: list[str]) -> bool:
     return reach == KEYSPACE
 
 
-def kill_9_and_restart(
-    cluster: LocalCluster,
-    load: Workload,
-    name: str,
-    while_down: Callable[[], float | None] = lambda: None,
-) -> float | None:
-    """kill -9 a node, run ``while_down``, restart the node once the others took a
-    second of ``load`` without it, and wait for the cluster to settle and take a
-    second more; return what ``while_down`` returned."""
+def kill_9_and_restart(cluster: LocalCluster, load: Workload, name: str) -> bool:
+    """kill -9 a node; once the others serve its slice and took a second of ``load``
+    without it, restart it, and wait for the cluster to settle and take a second more.
+    Return whether the others served the whole keyspace meanwhile."""
     victim = cluster.nodes[name]
+    others = [n for n in cluster.nodes if n != name]
     victim.signal(signal.SIGKILL)
     victim.wait()
-    result = while_down()
+    served = until(
+        lambda: covered_by(cluster, others),
+        10.0,
+        0.05,
+        what=f"{' and '.join(others)} serve the whole keyspace with {name} killed",
+    )
     flowing(load)
     cluster.start_node(name)
     cluster.wait_converged(30)
     flowing(load)
-    return result
+    return served
 
 
 # Nodes on one LMDB directory share its single writer's lock: a node stopped in the

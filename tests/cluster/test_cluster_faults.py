@@ -32,28 +32,18 @@ LEASE = 4.0  # seconds: leases that outlive the node that made them, for a while
 def test_kill_9_under_load_loses_no_acknowledged_message(cluster: LocalCluster) -> None:
     with steady_load(cluster, "load") as load:
         flowing(load, 1200)
-        took = kill_9_and_restart(
-            cluster,
-            load,
-            "n3",
-            lambda: until(lambda: covered_by(cluster, ["n1", "n2"]), 10.0, 0.05),
-        )
+        served = kill_9_and_restart(cluster, load, "n3")
     report = load.ledger.report()
     assert report.acked > 1000
     assert report.lost == 0, report
-    assert took is not None  # the dead node's slice was served again while it was down
+    assert served  # the dead node's slice was served again while it was down
 
 
 def test_kill_9_under_load_spread_over_many_queues_loses_nothing(cluster: LocalCluster) -> None:
     tenants = [f"tenant-{i:03}" for i in range(100)]
     with steady_load(cluster, tenants, batch=2) as load:
         flowing(load, 1200)
-        kill_9_and_restart(
-            cluster,
-            load,
-            "n1",
-            lambda: until(lambda: covered_by(cluster, ["n2", "n3"]), 10.0, 0.05),
-        )
+        kill_9_and_restart(cluster, load, "n1")
     report = load.ledger.report()
     assert report.acked > 1000
     assert (report.lost, report.double_leases) == (0, 0), report

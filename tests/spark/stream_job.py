@@ -9,7 +9,6 @@ written and deleted); otherwise it runs until killed.
 from __future__ import annotations
 
 import sys
-import time
 
 import dynamiq.spark
 from dynamiq.client import Client
@@ -36,8 +35,8 @@ def main() -> int:
         .start()
     )
     with Client(url) as client:
-        while query.isActive:
-            time.sleep(0.5)
+        # Until the query ends: stopped here once the queue is drained, or by its parent.
+        while not query.awaitTermination(1):
             if until_empty and client.queue(queue)["stats"]["depth"] == 0:
                 query.stop()
     spark.stop()
