@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.options import options
+
 ROOT = Path(__file__).resolve().parents[1]
 DRIVER = ROOT.parent / "shared" / "peers" / "peers.py"
 SYSTEMS = {
@@ -74,9 +76,7 @@ def _figures(rep: dict[str, Any]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--n", type=int, default=50_000)
+    ap = options(__doc__, rounds=8, n=50_000)
     ap.add_argument("--phases", default="pub,cons,e2e")
     ap.add_argument("--driver", type=Path, default=DRIVER, help="the shared W1 driver")
     ap.add_argument(

@@ -13,7 +13,6 @@ clients creating queues would.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench.many import tenant
+from bench.options import options
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.catalog.codec import encode_queue
 from dynamiq.core.clock import MonotonicClock
@@ -84,8 +84,7 @@ async def _longest_stall() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queues", type=int, default=1_000_000)
+    parser = options(__doc__, queues=1_000_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(_run(args.queues, Path(tmp)))

@@ -77,6 +77,7 @@ from bench.chaos_faults import (
     apply_fault,
 )
 from bench.chaos_push import PushLoad
+from bench.options import options
 from bench.store_faults import STORE_FAULTS, Probe, store_fault
 from dynamiq.client import Client
 from dynamiq.storage.lmdb.wire import LOG_FILE
@@ -95,9 +96,7 @@ REPEAT_EVERY = 10  # every tenth batch of that load is published twice
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--nodes", type=int, default=3)
+    parser = options(__doc__, rounds=20, nodes=3)
     parser.add_argument("--rate", type=float, default=1000.0, help="messages per second")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(

@@ -18,13 +18,13 @@ figures.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 
 from bench.many import spread, tenant
 from bench.node import node_options, on_a_node
+from bench.options import options
 from bench.procs import cpu_seconds
 from dynamiq.client import AsyncClient
 
@@ -92,7 +92,7 @@ async def _run(url: str, pid: int, width: int, clients: int, publishes: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = options(__doc__)
     parser.add_argument("--width", type=int, default=10_000, help="queues subscribed")
     parser.add_argument("--publishes", type=int, default=100)
     parser.add_argument("--clients", type=int, default=16, help="to create and subscribe")

@@ -20,7 +20,6 @@ node's publish-to-receive latency from below, whatever its HTTP costs.
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
@@ -28,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
+
+from bench.options import options
 
 __all__ = ["main", "percentiles"]
 
@@ -89,7 +90,7 @@ def commits(where: Path, count: int, metasync: bool) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = options(__doc__)
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: /tmp)")
     ap.add_argument("--commits", type=int, default=5000)
     args = ap.parse_args(argv)

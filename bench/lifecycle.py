@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from bench.node import on_one_node
+from bench.options import options
 from dynamiq.client import AsyncClient
 from dynamiq.models import Outgoing
 
@@ -175,10 +176,7 @@ async def _run(url: str, args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--rate", type=float, default=2000.0)
-    ap.add_argument("--seconds", type=float, default=10.0)
+    ap = options(__doc__, n=20_000, rate=2000.0, seconds=10.0)
     args = ap.parse_args()
     return on_one_node(lambda url: _run(url, args))
 

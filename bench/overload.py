@@ -24,7 +24,6 @@ connections; the last line the node's CPU per waiting receive over them.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import multiprocessing
@@ -43,6 +42,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from bench.options import options
 from bench.procs import cpu_seconds, memory_mib
 
 PROBE_TIMEOUT = 5.0
@@ -241,8 +241,7 @@ def bursts(url: str, pid: int, count: int) -> None:
 
 def main() -> None:
     """Run the three floods (or ``--bursts``) and print what the probes and the node showed."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--port", type=int, default=18183)
+    ap = options(__doc__, port=18183)
     ap.add_argument("--workers", default="auto", help="the node's core.workers (default auto)")
     ap.add_argument("--bursts", type=int, default=0, help="run only the arrival burst, N times")
     ap.add_argument("--front", default="on", help="the node's core.front (default on)")

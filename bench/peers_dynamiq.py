@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import peers  # type: ignore[import-not-found]  # provided by the driver that loads this file
 
@@ -105,7 +105,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             f"{self.window // PUBLISH_REQUESTS}, {PUBLISH_REQUESTS} requests in flight; "
             f"{RECEIVERS} receives of {self.batch} outstanding (wait_seconds=1); one delete "
             f"of every id per batch, up to {DELETES_IN_FLIGHT} awaiting their commit"
-        )
+        ) + "".join(f"; {key}={value}" for key, value in self.tuned)
 
     def reset(self, tag: str) -> str:
         name = f"w1-{tag}-{os.getpid()}-{time.monotonic_ns()}"
@@ -245,7 +245,8 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     extra_flags: tuple[str, ...] = ()
     checkout: str | None = None  # run the node of this checkout instead of this one
     python: str | None = None  # run the node on this interpreter instead of the checkout's
-    workers = "1"  # core.workers
+    # Settings of the node's (``("core.front", "off")``): given as flags, told by settings().
+    tuned: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def start_server(self, datadir: str) -> subprocess.Popen[bytes]:
         d = os.path.join(datadir, "dynamiq")
@@ -263,8 +264,7 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
             d,
             "--core-loglevelstring",
             "warn",
-            "--core-workers",
-            self.workers,
+            *tuned_flags((("core.workers", "1"), *self.tuned)),
             *self.extra_flags,
         ]
         # ``-m dynamiq`` finds the package of the working directory first.
@@ -281,6 +281,13 @@ class Dynamiq(peers.Adapter):  # type: ignore[misc]
     def stop_server(self, handle: subprocess.Popen[bytes]) -> None:
         print(f"  dynamiq memory, {self._memory.stop()}", file=sys.stderr, flush=True)
         peers._stop_popen(handle)
+
+
+def tuned_flags(tuned: tuple[tuple[str, str], ...]) -> list[str]:
+    """Return the command-line flags that set ``tuned`` (a later setting of a key wins)."""
+    return [
+        part for key, value in dict(tuned).items() for part in (f"--{key.replace('.', '-')}", value)
+    ]
 
 
 def node_wide(node: int) -> None:

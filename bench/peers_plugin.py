@@ -75,40 +75,28 @@ class DynamiqStatsd(Dynamiq):
     """The same node sending StatsD (to a local port nobody reads: the cost is the node's)."""
 
     name = "dynamiq-statsd"
-    extra_flags = ("--stats-type", "statsd", "--stats-address", "127.0.0.1:18125")
-
-    def settings(self) -> str:
-        return super().settings() + "; stats.type=statsd, flushinterval 1 s"
+    tuned = (("stats.type", "statsd"), ("stats.address", "127.0.0.1:18125"))
 
 
 class DynamiqWorkers2(Dynamiq):
     """The same node served by two worker processes (``core.workers = 2``)."""
 
     name = "dynamiq-workers2"
-    workers = "2"
-
-    def settings(self) -> str:
-        return super().settings() + "; core.workers=2"
+    tuned = (("core.workers", "2"),)
 
 
 class DynamiqWorkersAuto(Dynamiq):
     """The same node with ``core.workers = auto`` (the default)."""
 
     name = "dynamiq-workers-auto"
-    workers = "auto"
-
-    def settings(self) -> str:
-        return super().settings() + "; core.workers=auto"
+    tuned = (("core.workers", "auto"),)
 
 
 class DynamiqAiohttp(Dynamiq):
     """The node with aiohttp serving every route (``core.front = off``)."""
 
     name = "dynamiq-aiohttp"
-    extra_flags = ("--core-front", "off")
-
-    def settings(self) -> str:
-        return super().settings() + "; core.front=off"
+    tuned = (("core.front", "off"),)
 
 
 class DynamiqThread(Dynamiq):
@@ -116,20 +104,14 @@ class DynamiqThread(Dynamiq):
     the default before the writer process)."""
 
     name = "dynamiq-thread"
-    extra_flags = ("--storage-writer", "thread")
-
-    def settings(self) -> str:
-        return super().settings() + "; storage.writer=thread"
+    tuned = (("storage.writer", "thread"),)
 
 
-class DynamiqWorkers2Thread(DynamiqWorkers2):
+class DynamiqWorkers2Thread(Dynamiq):
     """Two workers, each committing its own writes on a thread."""
 
     name = "dynamiq-workers2-thread"
-    extra_flags = ("--storage-writer", "thread")
-
-    def settings(self) -> str:
-        return super().settings() + "; storage.writer=thread"
+    tuned = (("core.workers", "2"), ("storage.writer", "thread"))
 
 
 class DynamiqGrouped(Dynamiq):

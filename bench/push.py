@@ -37,6 +37,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.options import options
 from bench.procs import cpu_seconds
 from dynamiq.client import AsyncClient
 from dynamiq.process.daemon import run as run_loop
@@ -236,10 +237,7 @@ async def _run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20_000)
-    parser.add_argument("--rate", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser = options(__doc__, n=20_000, rate=1000, seconds=10.0)
     parser.add_argument("--raw", action="store_true", help="raw delivery (nothing signed)")
     parser.add_argument("--workers", type=int, default=1, help="the node's worker processes")
     parser.add_argument("--endpoint", metavar="PORT_FILE", help=argparse.SUPPRESS)

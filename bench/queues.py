@@ -31,7 +31,6 @@ measured in one run:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
@@ -43,6 +42,7 @@ import aiohttp
 from bench.fanout import wide_fanout
 from bench.many import spread, tenant, tenths
 from bench.node import node_options, on_a_node
+from bench.options import options
 from bench.procs import cpu_seconds, memory_mib
 from bench.queues_cluster import run as run_cluster
 from dynamiq.client import AsyncClient
@@ -124,9 +124,7 @@ async def _run(url: str, pid: int, queues: int, clients: int, trips: int, fanout
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queues", type=int, default=100_000)
-    parser.add_argument("--clients", type=int, default=16)
+    parser = options(__doc__, queues=100_000, clients=16)
     parser.add_argument("--trips", type=int, default=2000, help="round trips on the busy queue")
     parser.add_argument(
         "--fanout", type=int, default=10_000, help="queues subscribed to one topic (0: none)"

@@ -19,7 +19,6 @@ the same LMDB directory with default settings. Measured:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import tempfile
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench.many import spread, tenant, tenths
+from bench.options import options
 from bench.procs import memory_mib
 from dynamiq.client import AsyncClient
 from dynamiq.errors import DynamiqError
@@ -123,10 +123,7 @@ def run(queues: int, nodes: int, clients: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queues", type=int, default=1_000_000)
-    parser.add_argument("--nodes", type=int, default=3)
-    parser.add_argument("--clients", type=int, default=16)
+    parser = options(__doc__, queues=1_000_000, nodes=3, clients=16)
     args = parser.parse_args()
     run(args.queues, args.nodes, args.clients)
 

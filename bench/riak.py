@@ -15,7 +15,6 @@ what one GET plus one DELETE per message allows, ``1 / (1/get + 1/delete)``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -25,6 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+from bench.options import options
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.core.queues import QueueService
@@ -167,7 +167,7 @@ async def measure(
 
 def main(argv: list[str] | None = None) -> int:
     """Print the figures as a table and as one JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = options(__doc__)
     parser.add_argument("--url", default=os.environ.get("DYNAMIQ_RIAK_URL", ""))
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--size", type=int, default=1024)

@@ -18,12 +18,12 @@ messages carry one of the first 10 tenants.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
 
 from bench.node import on_one_node
+from bench.options import options
 from dynamiq.client import AsyncClient
 from dynamiq.models import Outgoing
 
@@ -89,9 +89,7 @@ async def _run(url: str, n: int, rounds: int) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = options(__doc__, n=20_000, rounds=3)
     args = ap.parse_args()
     on_one_node(lambda url: _run(url, args.n, args.rounds))
     return 0

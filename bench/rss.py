@@ -16,12 +16,12 @@ anonymous memory is the process's own.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import subprocess
 import sys
 import tempfile
 
+from bench.options import options
 from bench.procs import memory_mib
 from dynamiq.client import AsyncClient
 
@@ -67,9 +67,7 @@ async def _fill(url: str, pid: int, levels: list[int]) -> list[tuple[int, dict[s
 
 def main() -> None:
     """Fill a queue level by level and print the node's memory at each."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--top", type=int, default=1_000_000)
-    ap.add_argument("--port", type=int, default=18182)
+    ap = options(__doc__, top=1_000_000, port=18182)
     args = ap.parse_args()
     levels = [lvl for lvl in (10_000, 100_000, 1_000_000) if lvl <= args.top]
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.options import options
 from bench.procs import cpu_seconds, memory_mib, processes
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
@@ -325,9 +326,7 @@ def _plot(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0)
-    parser.add_argument("--nodes", type=int, default=1)
+    parser = options(__doc__, minutes=60.0, nodes=1)
     parser.add_argument("--rate", type=float, default=2000.0, help="messages per second")
     parser.add_argument("--queues", type=int, default=100)
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between samples")

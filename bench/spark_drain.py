@@ -11,7 +11,6 @@ the connector's, not the job's). Prints messages per second for both.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import sys
@@ -19,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.options import options
 from dynamiq.client import AsyncClient
 from dynamiq.models import Message
 from dynamiq.testing.cluster import LocalNode
@@ -79,8 +79,7 @@ def spark_drain(url: str, queue: str, tasks: int, batch: int) -> tuple[float, in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=1_000_000)
+    parser = options(__doc__, n=1_000_000)
     parser.add_argument("--receivers", type=int, default=4, help="plain consumer's receives")
     parser.add_argument("--tasks", type=int, default=2, help="Spark tasks (local[2] runs 2)")
     parser.add_argument("--batch", type=int, default=100, help="messages per receive, both")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
@@ -18,26 +19,8 @@ from aiohttp import web
 from dynamiq.access.roles import Access
 from dynamiq.api.context import services_of
 from dynamiq.api.routes import Route, route_defs
+from dynamiq.cluster import wire
 from dynamiq.cluster.base import OLDEST_PROTOCOL, PROTOCOL, protocol_of, speaks_with
-from dynamiq.cluster.wire import (
-    PEER_HEADER,
-    PROTOCOL_HEADER,
-    CatalogChange,
-    Handoff,
-    HandoffLeases,
-    Heartbeat,
-    Leave,
-    News,
-    PeerCounts,
-    PeerIds,
-    PeerMessages,
-    PeerMetrics,
-    PeerReceive,
-    PeerServing,
-    PeerStats,
-    PeerVisibility,
-    QueueNames,
-)
 from dynamiq.errors import BadRequest, Forbidden, ProtocolMismatch
 from dynamiq.service.node import Node
 
@@ -53,7 +36,7 @@ async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
     svc = services_of(request)
     if svc.peers is None:
         raise Forbidden("internal routes are for cluster members (this node does not gossip)")
-    theirs = protocol_of(request.headers.get(PROTOCOL_HEADER))
+    theirs = protocol_of(request.headers.get(wire.PROTOCOL_HEADER))
     if not speaks_with(theirs):
         _refuse_once(request.remote or "?", theirs)
         raise ProtocolMismatch(
@@ -61,7 +44,7 @@ async def _read(request: web.Request, kind: type[T]) -> tuple[Node, T]:
             f"{theirs}: restart the cluster on one release"
         )
     body = await request.read()
-    refused = svc.peers.verify(request.headers.get(PEER_HEADER, ""), request.path, body)
+    refused = svc.peers.verify(request.headers.get(wire.PEER_HEADER, ""), request.path, body)
     if refused is not None:
         raise Forbidden(refused)
     try:
@@ -89,96 +72,103 @@ def _msgpack(body: object) -> web.Response:
 
 async def receive(request: web.Request) -> web.Response:
     """Lease from this node's own slice only, without waiting."""
-    here, body = await _read(request, PeerReceive)
+    here, body = await _read(request, wire.PeerReceive)
     leased = await here.receive_here(
         request.match_info["queue"], body.max_messages, body.visibility_timeout, body.waiter
     )
-    return leased.answer(lambda got: _msgpack(PeerMessages(got)))
+    return leased.answer(lambda got: _msgpack(wire.PeerMessages(got)))
 
 
 async def change_visibility(request: web.Request) -> web.Response:
     """Change leases held here."""
-    here, body = await _read(request, PeerVisibility)
+    here, body = await _read(request, wire.PeerVisibility)
     name = request.match_info["queue"]
     changed = await here.answers.change_visibility_here(name, body.ids, body.seconds)
-    return _msgpack(PeerIds(changed))
+    return _msgpack(wire.PeerIds(changed))
 
 
 async def deliveries(request: web.Request) -> web.Response:
     """Per id, the receive count this node last delivered it with (0: never)."""
-    here, body = await _read(request, PeerIds)
+    here, body = await _read(request, wire.PeerIds)
     counts = here.answers.deliveries_here(request.match_info["queue"], body.ids)
-    return _msgpack(PeerCounts(counts))
+    return _msgpack(wire.PeerCounts(counts))
 
 
-async def release(request: web.Request) -> web.Response:
-    """Messages were deleted through another node: end the leases held here."""
-    here, body = await _read(request, PeerIds)
-    here.answers.release(request.match_info["queue"], body.ids)
-    return web.Response(status=204)
+def _notice(
+    kind: type[T], act: Callable[[Node, str, T], Awaitable[None] | None], what: str
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A route a peer tells this node something through: ``act`` on it (``queue`` is the
+    path's, "" where it names none), then answer 204."""
+
+    async def told(request: web.Request) -> web.Response:
+        here, body = await _read(request, kind)
+        done = act(here, request.match_info.get("queue", ""), body)
+        if done is not None:
+            await done
+        return web.Response(status=204)
+
+    told.__doc__ = what
+    return told
 
 
-async def published(request: web.Request) -> web.Response:
-    """Messages were stored in this node's slice through another node."""
-    here, body = await _read(request, PeerIds)
-    here.answers.published_here(request.match_info["queue"], body.ids)
-    return web.Response(status=204)
-
-
-async def news(request: web.Request) -> web.Response:
-    """A peer stored messages of a queue this member waits on, in its own slice."""
-    here, body = await _read(request, News)
-    here.answers.news(request.match_info["queue"], body.name)
-    return web.Response(status=204)
+release = _notice(
+    wire.PeerIds,
+    lambda here, queue, body: here.answers.release(queue, body.ids),
+    "Messages were deleted through another node: end the leases held here.",
+)
+published = _notice(
+    wire.PeerIds,
+    lambda here, queue, body: here.answers.published_here(queue, body.ids),
+    "Messages were stored in this node's slice through another node.",
+)
+news = _notice(
+    wire.News,
+    lambda here, queue, body: here.answers.news(queue, body.name),
+    "A peer stored messages of a queue this member waits on, in its own slice.",
+)
+heartbeat = _notice(
+    wire.Heartbeat,
+    lambda here, _, body: here.answers.heard(body.name),
+    "A member's heartbeat: answered at once (the answer completes its round trip).",
+)
+sync = _notice(
+    wire.CatalogChange | None,  # type: ignore[arg-type]
+    lambda here, _, change: here.answers.catalog_changed(change),
+    "A peer changed the catalog: read again what it wrote (all of it, when it does not "
+    "say), then answer.",
+)
+leave = _notice(
+    wire.Leave,
+    lambda here, _, body: here.membership.depart(body.name, body.boot),
+    "A peer is leaving: recompute the slices without it.",
+)
 
 
 async def stats(request: web.Request) -> web.Response:
     """Return what only this node knows of each queue: leases, rates, partitions."""
-    here, body = await _read(request, QueueNames)
-    return _msgpack(PeerStats(here.answers.local_stats(body.queues)))
+    here, body = await _read(request, wire.QueueNames)
+    return _msgpack(wire.PeerStats(here.answers.local_stats(body.queues)))
 
 
 async def serving(request: web.Request) -> web.Response:
     """Return the ids this member serves now (a worker of the same node asks)."""
     here, _ = await _read(request, type(None))
-    return _msgpack(PeerServing(list(here.answers.serving() or ())))
+    return _msgpack(wire.PeerServing(list(here.answers.serving() or ())))
 
 
 async def metrics(request: web.Request) -> web.Response:
     """Return this member's own metrics (a worker of the same node sums them)."""
     await _read(request, type(None))
-    return _msgpack(PeerMetrics(services_of(request).render_metrics()))
+    return _msgpack(wire.PeerMetrics(services_of(request).render_metrics()))
 
 
 async def handoff(request: web.Request) -> web.Response:
     """Hand a range over to the member that now owns it: 409 while still serving part of it."""
-    here, body = await _read(request, Handoff)
+    here, body = await _read(request, wire.Handoff)
     leases = await here.answers.hand_over(body.lo, body.hi, body.name, body.gone)
     if leases is None:
         return web.Response(status=409)
-    return _msgpack(HandoffLeases(leases))
-
-
-async def heartbeat(request: web.Request) -> web.Response:
-    """A member's heartbeat: answered at once (the answer completes its round trip)."""
-    here, body = await _read(request, Heartbeat)
-    here.answers.heard(body.name)
-    return web.Response(status=204)
-
-
-async def sync(request: web.Request) -> web.Response:
-    """A peer changed the catalog: read again what it wrote (all of it, when it does not
-    say), then answer."""
-    here, change = await _read(request, CatalogChange | None)  # type: ignore[arg-type]
-    await here.answers.catalog_changed(change)
-    return web.Response(status=204)
-
-
-async def leave(request: web.Request) -> web.Response:
-    """A peer is leaving: recompute the slices without it."""
-    here, body = await _read(request, Leave)
-    here.membership.depart(body.name, body.boot)
-    return web.Response(status=204)
+    return _msgpack(wire.HandoffLeases(leases))
 
 
 P = "/internal/v1"

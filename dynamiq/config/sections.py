@@ -260,19 +260,11 @@ class ClusterSettings:
             "cluster.suspecttimeout",
             "must be in [pinginterval, 60] (seconds)",
         )
-        require(
-            not (self.secret and self.secret_file),
-            "cluster.secret_file",
-            "give either cluster.secret or cluster.secret_file, not both",
-        )
-        if self.secret:
-            _require_strong(self.secret, "cluster.secret")
+        _require_one_secret(self.secret, "cluster.secret", self.secret_file, "cluster.secret_file")
 
     def shared_secret(self) -> str:
         """Return the secret, reading ``secret_file`` when that is how it was given."""
-        if not self.secret_file:
-            return self.secret
-        return _read_secret(self.secret_file, "cluster.secret_file")
+        return _secret_of(self.secret, self.secret_file, "cluster.secret_file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,13 +318,7 @@ class AuthSettings:
         )
         for key in ("v1", "sqs", "metrics"):
             require(getattr(self, key) in ("open", "key"), f"auth.{key}", "must be open or key")
-        require(
-            not (self.adminkey and self.adminkeyfile),
-            "auth.adminkeyfile",
-            "give either auth.adminkey or auth.adminkeyfile, not both",
-        )
-        if self.adminkey:
-            _require_strong(self.adminkey, "auth.adminkey")
+        _require_one_secret(self.adminkey, "auth.adminkey", self.adminkeyfile, "auth.adminkeyfile")
         require(self.failedpersecond > 0, "auth.failedpersecond", "must be > 0")
         require(self.failedburst >= 1, "auth.failedburst", "must be >= 1")
 
@@ -348,9 +334,7 @@ class AuthSettings:
     def admin_key(self) -> str:
         """Return the administrator's key, reading ``adminkeyfile`` when that is how it
         was given ("" when there is none)."""
-        if not self.adminkeyfile:
-            return self.adminkey
-        return _read_secret(self.adminkeyfile, "auth.adminkeyfile")
+        return _secret_of(self.adminkey, self.adminkeyfile, "auth.adminkeyfile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +416,19 @@ class PushSettings:
             "push.cafile",
             f"cannot read {self.cafile}",
         )
+
+
+def _require_one_secret(secret: str, key: str, path: str, path_key: str) -> None:
+    """Refuse a secret given both inline (``key``) and as a file (``path_key``), and an
+    inline one too weak (a file's is checked when it is read)."""
+    require(not (secret and path), path_key, f"give either {key} or {path_key}, not both")
+    if secret:
+        _require_strong(secret, key)
+
+
+def _secret_of(secret: str, path: str, path_key: str) -> str:
+    """Return the secret given inline, or read from ``path`` when that is how it was given."""
+    return _read_secret(path, path_key) if path else secret
 
 
 def _read_secret(path: str, key: str) -> str:

@@ -4,14 +4,14 @@ queues, finish queue deletions."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from dynamiq.core.catalog.news import CatalogNews
 from dynamiq.core.lifecycle.idle import IdleQueues
 from dynamiq.core.queues import QueueService
-from dynamiq.errors import DynamiqError, QueueInUse, QueueNotFound
+from dynamiq.core.rounds import every
+from dynamiq.errors import QueueInUse, QueueNotFound
 
 __all__ = ["Janitor"]
 
@@ -95,14 +95,4 @@ class Janitor:
 
     async def janitor_loop(self) -> None:
         """Run rounds every ``interval`` seconds or when kicked, until cancelled."""
-        while True:
-            try:
-                await self.run_once()
-            except DynamiqError as exc:
-                log.warning("upkeep round failed, will retry: %s", exc)
-            # ``asyncio.timeout``, not ``wait_for``: on 3.11 the latter swallows a
-            # cancellation that arrives as the kick does, and the loop would go on.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._interval):
-                    await self._kicked.wait()
-            self._kicked.clear()
+        await every(self._interval, self.run_once, "upkeep round", self._kicked)

@@ -29,7 +29,8 @@ from dynamiq.core.publish.dedup import claims_of
 from dynamiq.core.publish.insert import store_messages
 from dynamiq.core.publish.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.records import RecentRecords, message
-from dynamiq.errors import DynamiqError, MessageNotFound
+from dynamiq.core.rounds import every
+from dynamiq.errors import MessageNotFound
 from dynamiq.keyspace import ID_MAX, WHOLE, KeyRange
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import LocalQueueStats, Message, Outgoing, Published, QueueRecord
@@ -459,12 +460,7 @@ class QueueService:
 
     async def sweep_loop(self) -> None:
         """Sweep every ``SWEEP_SECONDS`` until cancelled."""
-        while True:
-            try:
-                await self.sweep()
-            except DynamiqError as exc:
-                log.warning("lease sweep failed, will retry: %s", exc)
-            await asyncio.sleep(SWEEP_SECONDS)
+        await every(SWEEP_SECONDS, self.sweep, "lease sweep")
 
     async def purge(self, queue: str, drop_at_ms: int) -> int:
         """Give a queue a new, empty bucket; return how many messages the old one held.

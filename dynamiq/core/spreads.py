@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import logging
 import math
 import struct
@@ -43,7 +42,8 @@ from typing import NamedTuple
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.publish.outgoing import by_bucket, outgoing_rows
 from dynamiq.core.queues import QueueService
-from dynamiq.errors import DynamiqError, ServerError
+from dynamiq.core.rounds import every
+from dynamiq.errors import ServerError
 from dynamiq.models import Outgoing, QueueRecord, QueueSettings
 
 __all__ = ["SPREADS", "Spread", "Spreader", "spread_message", "spread_settings"]
@@ -255,20 +255,13 @@ class Spreader:
     async def spread_loop(self) -> None:
         """Copy the spreads held here; look for the others of this process's slice (a
         past life's, a slice gained) every ``FIND_SECONDS``. Runs until cancelled."""
-        while True:
-            try:
-                await self.find()
-                if 0 < self._owed < BATCH_COPIES:  # let more come: copied together
-                    await asyncio.sleep(GATHER_SECONDS)
-                await self.copy_held()
-            except DynamiqError as exc:
-                log.warning("copying wide fan-outs failed, will retry: %s", exc)
-            except Exception:  # a bug must not stop every wide fan-out: tried again
-                log.exception("copying wide fan-outs failed, will retry")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FIND_SECONDS):
-                    await self._kicked.wait()
-            self._kicked.clear()
+        await every(FIND_SECONDS, self._round, "copying wide fan-outs", self._kicked)
+
+    async def _round(self) -> None:
+        await self.find()
+        if 0 < self._owed < BATCH_COPIES:  # let more come: copied together
+            await asyncio.sleep(GATHER_SECONDS)
+        await self.copy_held()
 
     def _take(self, mid: int, spread: Spread) -> None:
         if mid not in self._held and mid not in self._done:

@@ -244,14 +244,7 @@ async def test_v1_sqs_and_metrics_need_keys_unless_served_open(keyed: Http) -> N
     assert (await closed.get("/metrics")).status == 401
     monitor = _bearer(await _key(closed, "ops", "monitor"))
     assert (await closed.get("/metrics", headers=monitor)).status == 200
-    sqs = await closed.post(
-        "/",
-        data=b"{}",
-        headers={
-            "X-Amz-Target": "AmazonSQS.ListQueues",
-            "Content-Type": "application/x-amz-json-1.0",
-        },
-    )
+    sqs = await closed.post("/", data=b"{}", headers=SQS_LIST)
     assert sqs.status == 403
     assert (await sqs.json(content_type=None))["__type"].endswith("#AccessDenied")
 
@@ -263,14 +256,7 @@ async def test_v1_sqs_and_metrics_served_open_need_no_key(node_with: Http) -> No
     opened = node_with
     assert (await opened.put("/v1/queues/q")).status == 201
     assert (await opened.get("/metrics")).status == 200
-    sqs = await opened.post(
-        "/",
-        data=b"{}",
-        headers={
-            "X-Amz-Target": "AmazonSQS.ListQueues",
-            "Content-Type": "application/x-amz-json-1.0",
-        },
-    )
+    sqs = await opened.post("/", data=b"{}", headers=SQS_LIST)
     assert sqs.status == 200
     assert (await opened.get("/v2/queues")).status == 401  # v2 still needs one
 

@@ -60,8 +60,11 @@ class _Raw:
         await self.writer.wait_closed()
 
 
-async def _connect(http: Http) -> _Raw:
+async def _connect(http: Http, queue: str | None = None) -> _Raw:
+    """A raw connection to the node (making ``queue`` first, when given)."""
     assert http.server.port is not None
+    if queue is not None:
+        assert (await http.put(f"/v2/queues/{queue}")).status == 201
     return _Raw(*await asyncio.open_connection("127.0.0.1", http.server.port))
 
 
@@ -113,8 +116,7 @@ EXCHANGE = [
 async def test_the_front_end_answers_as_aiohttp_does(both: dict[str, Http]) -> None:
     seen: dict[str, list[tuple[int, dict[str, str], bytes]]] = {}
     for front, http in both.items():
-        await http.put("/v2/queues/q")
-        raw = await _connect(http)
+        raw = await _connect(http, "q")
         answers = []
         for method, path, body in EXCHANGE:
             await raw.send(_request(method, path, body))
@@ -140,8 +142,7 @@ def _steady(headers: dict[str, str]) -> dict[str, str]:
 
 
 async def test_a_pipelined_request_waits_its_turn(lmdb_http: Http) -> None:
-    await lmdb_http.put("/v2/queues/p")
-    raw = await _connect(lmdb_http)
+    raw = await _connect(lmdb_http, "p")
     await raw.send(
         _request("POST", "/v2/queues/p/receive", {"wait_seconds": 0.3})
         + _request("POST", "/v2/queues/p/messages", {"messages": [{"body": "late"}]})
@@ -209,8 +210,7 @@ async def test_aiohttp_s_idle_timer_does_not_close_a_connection_the_front_end_se
     tuned: Http,
 ) -> None:
     http = tuned
-    await http.put("/v2/queues/t")
-    raw = await _connect(http)
+    raw = await _connect(http, "t")
     await raw.send(_request("GET", "/v2/queues/t"))
     assert (await raw.answer())[0] == 200
     # aiohttp's protocol idles out during the long poll; the connection goes on.
@@ -230,8 +230,7 @@ async def test_aiohttp_s_idle_timer_does_not_close_a_connection_the_front_end_se
 
 
 async def test_a_lent_answer_that_closes_closes_the_connection(lmdb_http: Http) -> None:
-    await lmdb_http.put("/v2/queues/c")
-    raw = await _connect(lmdb_http)
+    raw = await _connect(lmdb_http, "c")
     await raw.send(_request("GET", "/v2/queues/c", head=JSON_HEAD + "Connection: close\r\n"))
     status, headers, _ = await raw.answer()
     assert (status, headers.get("Connection")) == (200, "close")
@@ -241,8 +240,7 @@ async def test_a_lent_answer_that_closes_closes_the_connection(lmdb_http: Http) 
 @pytest.mark.parametrize("tuned", [{"limits.bodytimeout": "0.3"}], indirect=True)
 async def test_nothing_after_a_lent_answer_that_closes_is_served(tuned: Http) -> None:
     http = tuned
-    await http.put("/v2/queues/k")
-    raw = await _connect(http)
+    raw = await _connect(http, "k")
     closing = JSON_HEAD + "Connection: close\r\n"
     create = _request("PUT", "/v2/queues/late", {"visibility_timeout": 7}, closing)
     await raw.send(create[:-4])
@@ -334,8 +332,7 @@ async def test_a_connection_without_a_whole_head_is_closed_after_the_idle_timeou
     tuned: Http,
 ) -> None:
     http = tuned
-    await http.put("/v2/queues/i")
-    raw = await _connect(http)
+    raw = await _connect(http, "i")
     await raw.send(_request("POST", "/v2/queues/i/receive", None))
     assert (await raw.answer())[0] == 200
     await raw.send(b"POST /v2/queues/i/receive HTTP/1.1\r\nHost: loc")
@@ -362,8 +359,7 @@ async def test_front_end_connections_count_toward_the_connection_limit(tuned: Ht
 
 async def test_a_long_poll_answers_at_shutdown_and_its_connection_closes(lmdb_http: Http) -> None:
     http = lmdb_http
-    await http.put("/v2/queues/s")
-    raw = await _connect(http)
+    raw = await _connect(http, "s")
     await raw.send(_request("POST", "/v2/queues/s/receive", {"wait_seconds": 5}))
     await under_way(http, "the long poll under way")
     closing = asyncio.ensure_future(http.close())

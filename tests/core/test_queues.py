@@ -163,6 +163,8 @@ ops = st.lists(
     ),
     max_size=40,
 )
+# A script of operations, and the randomness its choices are made with.
+scripted = given(script=ops, rng=st.randoms(use_true_random=False))
 
 
 def _run(scenario: Callable[[QueueService, Catalog, FakeClock], Awaitable[None]]) -> None:
@@ -180,13 +182,11 @@ def _run(scenario: Callable[[QueueService, Catalog, FakeClock], Awaitable[None]]
     asyncio.run(main())
 
 
-@given(script=ops, seed=st.integers(0, 2**32))
+@scripted
 @settings(max_examples=60, deadline=None)
 def test_every_published_undeleted_message_is_eventually_delivered(
-    script: list[Op], seed: int
+    script: list[Op], rng: random.Random
 ) -> None:
-    rng = random.Random(seed)
-
     async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:
         published: set[int] = set()
         deleted: set[int] = set()
@@ -219,13 +219,11 @@ def test_every_published_undeleted_message_is_eventually_delivered(
     _run(scenario)
 
 
-@given(script=ops, seed=st.integers(0, 2**32))
+@scripted
 @settings(max_examples=60, deadline=None)
 def test_a_leased_message_is_never_returned_twice_inside_its_lease(
-    script: list[Op], seed: int
+    script: list[Op], rng: random.Random
 ) -> None:
-    rng = random.Random(seed)
-
     async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:
         lease_end: dict[int, float] = {}
         for op, n in script:

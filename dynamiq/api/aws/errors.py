@@ -10,6 +10,8 @@ translated here, so that an action raises whichever is natural to it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dynamiq.errors import (
     BackendUnavailable,
     ClientError,
@@ -108,15 +110,7 @@ def sns_error(error: DynamiqError) -> AwsError:
         return SnsError("NotFound", "Topic does not exist")
     if isinstance(error, QueueNotFound):
         return SnsError("NotFound", "Endpoint does not exist")
-    if isinstance(error, BackendUnavailable):
-        return SnsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
-    if isinstance(error, TooManyRequests):  # a key's rate, a full queue: SDKs retry it
-        return SnsError("Throttling", error.message, retry_after=error.retry_after)
-    if isinstance(error, Forbidden | Unauthorized):
-        return SnsError("AccessDenied", error.message)
-    if isinstance(error, ClientError):
-        return SnsError("InvalidParameter", f"Invalid parameter: {error.message}")
-    return SnsError("InternalError", error.message)
+    return _in_common(error, SnsError, _SNS_WORDS)
 
 
 def sqs_error(error: DynamiqError) -> AwsError:
@@ -131,12 +125,31 @@ def sqs_error(error: DynamiqError) -> AwsError:
         )
     if isinstance(error, PayloadTooLarge):
         return AwsError("BatchRequestTooLong", error.message)
+    return _in_common(error, AwsError, _SQS_WORDS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Words:
+    """What one service calls the refusals both services make."""
+
+    throttled: str
+    invalid: str
+    invalid_prefix: str
+    internal: str
+
+
+_SQS_WORDS = _Words("RequestThrottled", "InvalidParameterValue", "", "InternalFailure")
+_SNS_WORDS = _Words("Throttling", "InvalidParameter", "Invalid parameter: ", "InternalError")
+
+
+def _in_common(error: DynamiqError, kind: type[AwsError], words: _Words) -> AwsError:
+    """Return ``error`` as a refusal both services make, in ``words``."""
     if isinstance(error, BackendUnavailable):
-        return AwsError("ServiceUnavailable", error.message, retry_after=error.retry_after)
+        return kind("ServiceUnavailable", error.message, retry_after=error.retry_after)
     if isinstance(error, TooManyRequests):  # a key's rate, a full queue: SDKs retry it
-        return AwsError("RequestThrottled", error.message, retry_after=error.retry_after)
+        return kind(words.throttled, error.message, retry_after=error.retry_after)
     if isinstance(error, Forbidden | Unauthorized):
-        return AwsError("AccessDenied", error.message)
+        return kind("AccessDenied", error.message)
     if isinstance(error, ClientError):
-        return AwsError("InvalidParameterValue", error.message)
-    return AwsError("InternalFailure", error.message)
+        return kind(words.invalid, words.invalid_prefix + error.message)
+    return kind(words.internal, error.message)

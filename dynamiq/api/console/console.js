@@ -376,25 +376,23 @@ function wireLogin() {
   $("logout").hidden = !sessionStorage.getItem(KEY);
 }
 
+// A form that creates the queue or topic it names (``kind``), then runs ``then(name)``.
+function onCreate(formId, kind, then) {
+  $(formId).addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = e.target.elements.name.value.trim();
+    act(async () => {
+      await api("PUT", `/v2/${kind}/${encodeURIComponent(name)}`);
+      e.target.reset();
+      await then(name);
+    });
+  });
+}
+
 function wire() {
   wireLogin();
-  $("create-queue").addEventListener("submit", (e) => {
-    e.preventDefault();
-    const name = e.target.elements.name.value.trim();
-    act(async () => {
-      await api("PUT", `/v2/queues/${encodeURIComponent(name)}`);
-      e.target.reset();
-      await select(name);
-    });
-  });
-  $("create-topic").addEventListener("submit", (e) => {
-    e.preventDefault();
-    const name = e.target.elements.name.value.trim();
-    act(async () => {
-      await api("PUT", `/v2/topics/${encodeURIComponent(name)}`);
-      e.target.reset();
-    });
-  });
+  onCreate("create-queue", "queues", select);
+  onCreate("create-topic", "topics", async () => {});
   $("settings").addEventListener("submit", (e) => {
     e.preventDefault();
     const form = e.target;

@@ -34,7 +34,7 @@ from typing import Protocol
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
-from dynamiq.core.push.documents import subscription_id
+from dynamiq.core.push.documents import PushEndpoint, subscription_id
 from dynamiq.core.queues import QueueService
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.errors import DynamiqError, TopicNotFound
@@ -136,6 +136,13 @@ class _Served:
     in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     tokens: float = 0.0
     refilled: float = field(default_factory=time.monotonic)
+
+    @property
+    def endpoint(self) -> PushEndpoint:
+        """The endpoint pushed to (only subscriptions with one are served here)."""
+        endpoint = self.subscription.endpoint
+        assert endpoint is not None
+        return endpoint
 
 
 class Pusher:
@@ -315,8 +322,7 @@ class Pusher:
 
     def _maker(self, queue: str, served: _Served) -> Callable[[bytes], Request]:
         """How a stored copy becomes its request, for the subscription as it is now."""
-        endpoint = served.subscription.endpoint
-        assert endpoint is not None
+        endpoint = served.endpoint
         return functools.partial(
             self._webhooks.documents.request,
             endpoint=endpoint,
@@ -385,8 +391,7 @@ class Pusher:
         self, queue: str, served: _Served, message: Message, request: Request | None
     ) -> None:
         """Deliver ``message`` (as ``request``, when it was made already)."""
-        endpoint = served.subscription.endpoint
-        assert endpoint is not None
+        endpoint = served.endpoint
         topic = served.topic
         if request is None:
             make = self._maker(queue, served)
@@ -426,8 +431,7 @@ class Pusher:
         self, queue: str, served: _Served, message: Message, status: int | None
     ) -> None:
         """Move a copy that will not be delivered to the dead-letter queue (or drop it)."""
-        endpoint = served.subscription.endpoint
-        assert endpoint is not None
+        endpoint = served.endpoint
         target = endpoint.dead_letter
         said = "no answer" if status is None else f"status {status}"
         if target is not None and self._catalog.find(target) is not None:
