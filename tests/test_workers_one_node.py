@@ -13,6 +13,7 @@ import contextlib
 import http.client
 import json
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 from dynamiq.client import Client
 from dynamiq.keyspace import KEYSPACE
 from tests.conftest import NodeProcess
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -74,11 +76,28 @@ class Worker:
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node of two workers, once each serves its half of the slice.
+
+    The first worker up serves the whole slice; when the second joins, it stores
+    what is published into its half at once, but leases from it only once the first
+    has handed over the leases it held there. Until then a receive finds nothing
+    there, by design (else a message could be leased twice).
+    """
     started = NodeProcess(tmp_path_factory.mktemp("workers"), "--core-workers", "2").start()
     try:
+        until(lambda: _settled(started.url), timeout=30, what="both workers serving their half")
         yield started
     finally:
         started.stop()
+
+
+def _settled(url: str) -> bool:
+    """Whether the node's two workers each serve the half of the slice they hold."""
+    with urllib.request.urlopen(f"{url}/v2/status", timeout=5) as answer:
+        workers = json.load(answer)["workers"]
+    return len(workers) == 2 and all(
+        w["slice"] is not None and w["serving"] == w["slice"] for w in workers
+    )
 
 
 @pytest.fixture
