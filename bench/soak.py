@@ -48,6 +48,7 @@ from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
 from dynamiq.storage.lmdb.backup import held_in
 from dynamiq.testing.cluster import LocalCluster
+from dynamiq.testing.crew import Crew
 
 BATCH = 20
 BODY = 512  # bytes a message
@@ -90,8 +91,8 @@ class Load:
     def __init__(self, urls: list[str], key: str, rate: float, queues: int, ledger: Ledger) -> None:
         self.urls, self.key, self.rate, self.ledger = urls, key, rate, ledger
         self.queues = [f"soak-{i:03d}" for i in range(queues)]
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._crew = Crew()
+        self._stop = self._crew.stopping
 
     def start(self) -> Load:
         with Client(self.urls, key=self.key) as client:
@@ -100,22 +101,15 @@ class Load:
             client.create_topic("soak-fan")
             for q in self.queues[:FANNED]:
                 client.subscribe("soak-fan", q)
-        self._threads = [
-            threading.Thread(target=t, daemon=True)
-            for t in (self._publish, self._publish, self._probe, self._churn)
-        ]
-        self._threads += [
-            threading.Thread(target=self._consume, args=(self.queues[i::4],), daemon=True)
-            for i in range(4)
-        ]
-        for thread in self._threads:
-            thread.start()
+        for job in (self._publish, self._publish, self._probe, self._churn):
+            self._crew.add(job)
+        for i in range(4):
+            self._crew.add(self._consume, self.queues[i::4])
+        self._crew.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
+        self._crew.stop()
 
     def _failed(self, exc: DynamiqError) -> None:
         with self.ledger.lock:

@@ -156,11 +156,8 @@ async def http(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on a real store, behind a real HTTP server."""
-    client = await node_client_with(await store_flags(request, tmp_path))
-    try:
+    async with await node_client_with(await store_flags(request, tmp_path)) as client:
         yield client
-    finally:
-        await client.close()
 
 
 ADMIN_KEY = "the-administrators-test-key-0123456789abcdef"
@@ -172,21 +169,15 @@ async def keyed(
 ) -> AsyncIterator[TestClient[Any, Any]]:
     """A node that needs keys, whose administrator's key is ``ADMIN_KEY``."""
     flags = {"auth.enabled": "true", "auth.adminkey": ADMIN_KEY}
-    client = await node_client_with({**await store_flags(request, tmp_path), **flags})
-    try:
+    async with await node_client_with({**await store_flags(request, tmp_path), **flags}) as client:
         yield client
-    finally:
-        await client.close()
 
 
 @pytest.fixture
 async def lmdb_http(tmp_path: Path) -> AsyncIterator[TestClient[Any, Any]]:
     """A real node application on the embedded store only."""
-    client = await node_client_with({"storage.path": str(tmp_path / "data")})
-    try:
+    async with await node_client_with({"storage.path": str(tmp_path / "data")}) as client:
         yield client
-    finally:
-        await client.close()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from dynamiq.access.buckets import Buckets
-from dynamiq.access.keys import KeyRecord, KeyRing
+from dynamiq.access.keys import KeyRecord, KeyRing, KeySpec
 from dynamiq.access.roles import Principal, principal_of
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.errors import TooManyRequests, Unauthorized
@@ -133,15 +133,9 @@ class Guard:
             record.requests_per_second,
         )
 
-    async def create_key(
-        self,
-        application: str,
-        role: str,
-        description: str = "",
-        requests_per_second: float | None = None,
-    ) -> tuple[KeyView, str]:
+    async def create_key(self, spec: KeySpec) -> tuple[KeyView, str]:
         """Make a key; return it and the whole key, to be shown once."""
-        record, token = await self.ring.create(application, role, description, requests_per_second)
+        record, token = await self.ring.create(spec)
         await self._told()
         return self._view(record), token
 

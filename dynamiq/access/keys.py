@@ -35,6 +35,7 @@ __all__ = [
     "KeyNotFound",
     "KeyRecord",
     "KeyRing",
+    "KeySpec",
     "new_secret",
 ]
 
@@ -54,6 +55,33 @@ class KeyNotFound(NotFound):
 
     def __init__(self, key_id: str) -> None:
         super().__init__(f"key {key_id!r} does not exist")
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """A key to make: the application (namespace) it reaches, its role, what it is
+    for, and the requests a second it may make (None: no limit of its own)."""
+
+    application: str
+    role: str
+    description: str = ""
+    requests_per_second: float | None = None
+
+    def check(self) -> None:
+        """Raise ``Invalid`` naming the first field a key cannot have."""
+        if not APPLICATION_PATTERN.fullmatch(self.application):
+            raise Invalid(
+                f"application {self.application!r} must be 1-40 of a-z, 0-9, _ and -, "
+                "starting with a letter or digit",
+                "application",
+            )
+        if self.role not in ROLES:
+            raise Invalid(f"role must be one of {', '.join(ROLES)}", "role")
+        if len(self.description) > MAX_DESCRIPTION:
+            raise Invalid(f"description is longer than {MAX_DESCRIPTION} characters", "description")
+        rate = self.requests_per_second
+        if rate is not None and not 0 < rate <= 1e9:
+            raise Invalid("requests_per_second must be > 0", "requests_per_second")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,38 +196,21 @@ class KeyRing:
 
     # -- changing ------------------------------------------------------------
 
-    async def create(
-        self,
-        application: str,
-        role: str,
-        description: str = "",
-        requests_per_second: float | None = None,
-    ) -> tuple[KeyRecord, str]:
+    async def create(self, spec: KeySpec) -> tuple[KeyRecord, str]:
         """Make a key; return it and the whole key (``<key_id>.<secret>``), shown once."""
-        if not APPLICATION_PATTERN.fullmatch(application):
-            raise Invalid(
-                f"application {application!r} must be 1-40 of a-z, 0-9, _ and -, "
-                "starting with a letter or digit",
-                "application",
-            )
-        if role not in ROLES:
-            raise Invalid(f"role must be one of {', '.join(ROLES)}", "role")
-        if len(description) > MAX_DESCRIPTION:
-            raise Invalid(f"description is longer than {MAX_DESCRIPTION} characters", "description")
-        if requests_per_second is not None and not 0 < requests_per_second <= 1e9:
-            raise Invalid("requests_per_second must be > 0", "requests_per_second")
+        spec.check()
         key_id, secret, salt = "dq" + secrets.token_hex(8), new_secret(), secrets.token_bytes(16)
         async with self._at_once:
             digest = await asyncio.to_thread(_scrypt, secret, salt)
         record = KeyRecord(
             key_id,
-            application,
-            role,
-            description,
+            spec.application,
+            spec.role,
+            spec.description,
             self._clock.wall_ms(),
             salt,
             digest,
-            requests_per_second,
+            spec.requests_per_second,
         )
         await self._store.meta_put({f"k/{key_id}": record.encode()})
         self._keys[key_id] = record

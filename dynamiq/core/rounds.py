@@ -25,6 +25,7 @@ async def every(
     cancelled. A round that fails does not end the rounds: a ``DynamiqError`` (the
     store, the cluster) is logged as ``what`` failing, anything else with its
     traceback, and the next round tries again."""
+    kicked = kicked or asyncio.Event()  # none given: one nobody sets
     while True:
         try:
             await job()
@@ -32,9 +33,6 @@ async def every(
             log.warning("%s failed, will retry: %s", what, exc)
         except Exception:  # a bug must not end the rounds: logged, tried again
             log.exception("%s failed, will retry", what)
-        if kicked is None:
-            await asyncio.sleep(seconds)
-            continue
         # ``asyncio.timeout``, not ``wait_for``: on 3.11 the latter swallows a
         # cancellation that arrives as the kick does, and the rounds would go on.
         with contextlib.suppress(TimeoutError):

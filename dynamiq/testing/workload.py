@@ -48,6 +48,7 @@ from typing import NamedTuple
 from dynamiq.client import Client
 from dynamiq.errors import DynamiqError
 from dynamiq.models import Message, Outgoing
+from dynamiq.testing.crew import Crew
 
 POISON = "poison-"
 EXAMPLES = 20  # failures of the checks kept as examples
@@ -273,24 +274,23 @@ class Workload:
         self._interval = batch * producers / rate
         self._batch = batch
         self._visibility = visibility
-        self._stop = threading.Event()
+        self._crew = Crew()
+        self._stop = self._crew.stopping
         self._consuming = threading.Event()
         self._consuming.set()
-        self._threads = [
-            threading.Thread(target=self._produce, args=(i,), daemon=True) for i in range(producers)
-        ] + [threading.Thread(target=self._consume, daemon=True) for _ in range(consumers)]
+        for i in range(producers):
+            self._crew.add(self._produce, i)
+        for _ in range(consumers):
+            self._crew.add(self._consume)
 
     def start(self) -> Workload:
         """Start every thread."""
-        for thread in self._threads:
-            thread.start()
+        self._crew.start()
         return self
 
     def stop(self) -> None:
         """Stop producing and consuming; wait for the threads."""
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
+        self._crew.stop(30)
 
     def _client(self) -> Client:
         return Client(self.urls, timeout=5.0, rounds=20, backoff=0.05)

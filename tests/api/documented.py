@@ -55,6 +55,15 @@ async def call(
     return data
 
 
+async def publish(
+    http: Http, spec: dict[str, Any], path: str, *messages: Any, status: int = 200
+) -> Any:
+    """Publish ``messages`` (bodies, or whole messages) to the queue or topic at ``path``;
+    return the answer, after checking its ``status``."""
+    body = {"messages": [m if isinstance(m, dict) else {"body": m} for m in messages]}
+    return await call(http, spec, "POST", path, status, body)
+
+
 async def depth(http: Http, spec: dict[str, Any], queue: str) -> int:
     """Return a queue's depth, as its documented GET answers it."""
     found: int = (await call(http, spec, "GET", f"/v2/queues/{queue}", 200))["stats"]["depth"]

@@ -199,11 +199,10 @@ async def test_settings_and_subscriptions_name_queues_within_the_application(key
 async def node_with(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Http]:
     """A node on the embedded store that needs keys, with the flags the test names."""
     flags = {"storage.path": str(tmp_path / "data"), "auth.enabled": "true"}
-    http = await node_client_with({**flags, "auth.adminkey": ADMIN_KEY, **request.param})
-    try:
+    async with await node_client_with(
+        {**flags, "auth.adminkey": ADMIN_KEY, **request.param}
+    ) as http:
         yield http
-    finally:
-        await http.close()
 
 
 @pytest.mark.parametrize(

@@ -74,11 +74,8 @@ async def test_a_name_rebound_to_the_node_is_refused_while_keys_are_off(lmdb_htt
 @pytest.fixture
 async def named(tmp_path: Path) -> AsyncIterator[Http]:
     flags = {"storage.path": str(tmp_path / "data"), "auth.hosts": "queue.internal, Other.Lan"}
-    http = await node_client_with(flags)
-    try:
+    async with await node_client_with(flags) as http:
         yield http
-    finally:
-        await http.close()
 
 
 async def test_names_listed_in_auth_hosts_are_accepted(named: Http) -> None:

@@ -71,11 +71,15 @@ async def _connect(http: Http, queue: str | None = None) -> _Raw:
 @pytest.fixture
 async def tuned(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Http]:
     """A node on the embedded store with the flags the test gives (``indirect``)."""
-    client = await node_client_with({"storage.path": str(tmp_path / "data"), **request.param})
-    try:
+    async with await node_client_with(
+        {"storage.path": str(tmp_path / "data"), **request.param}
+    ) as client:
         yield client
-    finally:
-        await client.close()
+
+
+def tuned_with(flags: dict[str, str]) -> pytest.MarkDecorator:
+    """Run a test on a node of its own (``tuned``) with ``flags``."""
+    return pytest.mark.parametrize("tuned", [flags], indirect=True)
 
 
 @pytest.fixture
@@ -205,7 +209,7 @@ async def test_a_lent_request_s_body_may_come_in_pieces_and_the_next_waits_for_i
     await raw.close()
 
 
-@pytest.mark.parametrize("tuned", [{"limits.idletimeout": "0.3"}], indirect=True)
+@tuned_with({"limits.idletimeout": "0.3"})
 async def test_aiohttp_s_idle_timer_does_not_close_a_connection_the_front_end_serves(
     tuned: Http,
 ) -> None:
@@ -237,7 +241,7 @@ async def test_a_lent_answer_that_closes_closes_the_connection(lmdb_http: Http) 
     assert await raw.closed()
 
 
-@pytest.mark.parametrize("tuned", [{"limits.bodytimeout": "0.3"}], indirect=True)
+@tuned_with({"limits.bodytimeout": "0.3"})
 async def test_nothing_after_a_lent_answer_that_closes_is_served(tuned: Http) -> None:
     http = tuned
     raw = await _connect(http, "k")
@@ -307,7 +311,7 @@ async def test_a_console_file_takes_its_connection_to_aiohttp(lmdb_http: Http) -
     await raw.close()
 
 
-@pytest.mark.parametrize("tuned", [{"limits.bodytimeout": "0.5"}], indirect=True)
+@tuned_with({"limits.bodytimeout": "0.5"})
 async def test_a_body_may_come_after_its_head_within_the_body_timeout(tuned: Http) -> None:
     http = tuned
     await http.put("/v2/queues/b")
@@ -327,7 +331,7 @@ async def test_a_body_may_come_after_its_head_within_the_body_timeout(tuned: Htt
     assert (await (await http.get("/v2/queues/b")).json())["stats"]["depth"] == 1
 
 
-@pytest.mark.parametrize("tuned", [{"limits.idletimeout": "0.3"}], indirect=True)
+@tuned_with({"limits.idletimeout": "0.3"})
 async def test_a_connection_without_a_whole_head_is_closed_after_the_idle_timeout(
     tuned: Http,
 ) -> None:
@@ -342,7 +346,7 @@ async def test_a_connection_without_a_whole_head_is_closed_after_the_idle_timeou
 
 
 # The test client's own connection is one of the three.
-@pytest.mark.parametrize("tuned", [{"limits.maxconnections": "3"}], indirect=True)
+@tuned_with({"limits.maxconnections": "3"})
 async def test_front_end_connections_count_toward_the_connection_limit(tuned: Http) -> None:
     http = tuned
     await http.put("/v2/queues/c")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dynamiq.core.lifecycle.idle import SLACK_ROUNDS
-from tests.api.documented import Http, call, receive
+from tests.api.documented import Http, call, publish, receive
 from tests.waiting import eventually
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -20,11 +20,15 @@ DLQ_SETTINGS = {"visibility_timeout": 0.3, "max_receives": 2, "dead_letter_queue
 
 
 async def _publish(http: Http, spec: dict[str, Any], queue: str, *messages: Any) -> list[str]:
-    body = {"messages": [m if isinstance(m, dict) else {"body": m} for m in messages]}
-    ids: list[str] = (await call(http, spec, "POST", f"/v2/queues/{queue}/messages", 200, body))[
-        "ids"
-    ]
+    ids: list[str] = (await publish(http, spec, f"/v2/queues/{queue}/messages", *messages))["ids"]
     return ids
+
+
+async def _with_dead_letters(http: Http, spec: dict[str, Any], **settings: Any) -> None:
+    """Make queue ``q``, whose poison messages go to ``dlq`` (``DLQ_SETTINGS``, but for
+    ``settings``)."""
+    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
+    await call(http, spec, "PUT", "/v2/queues/q", 201, {**DLQ_SETTINGS, **settings})
 
 
 async def test_lifecycle_settings_round_trip_and_null_turns_them_off(
@@ -100,8 +104,7 @@ async def test_bad_lifecycle_settings_are_422_naming_the_field_and_change_nothin
 async def test_a_dead_letter_queue_in_use_cannot_be_deleted(
     http: Http, spec: dict[str, Any]
 ) -> None:
-    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
-    await call(http, spec, "PUT", "/v2/queues/q", 201, DLQ_SETTINGS)
+    await _with_dead_letters(http, spec)
     refused = await call(http, spec, "DELETE", "/v2/queues/dlq", 409)
     assert refused["error"] == "QUEUE_IN_USE" and refused["message"].endswith("of q.")
     await call(http, spec, "GET", "/v2/queues/dlq", 200)
@@ -113,8 +116,7 @@ async def test_a_dead_letter_queue_in_use_cannot_be_deleted(
 async def test_a_poison_message_ends_in_the_dead_letter_queue_with_its_story(
     http: Http, spec: dict[str, Any]
 ) -> None:
-    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
-    await call(http, spec, "PUT", "/v2/queues/q", 201, DLQ_SETTINGS)
+    await _with_dead_letters(http, spec)
     (mid,) = await _publish(http, spec, "q", {"body": "\u00fcber", "encoding": "utf-8"})
     counts = []
     for _ in range(2):
@@ -157,14 +159,8 @@ async def test_an_expired_message_is_never_received(http: Http, spec: dict[str, 
     await asyncio.sleep(0.25)
     assert [m["body"] for m in await receive(http, spec, "q")] == ["lasting"]
     for ttl in (0, -1):
-        await call(
-            http,
-            spec,
-            "POST",
-            "/v2/queues/q/messages",
-            422,
-            {"messages": [{"body": "x", "ttl_seconds": ttl}]},
-        )
+        undying = {"body": "x", "ttl_seconds": ttl}
+        await publish(http, spec, "/v2/queues/q/messages", undying, status=422)
 
 
 async def test_an_expired_message_goes_without_a_receive(http: Http, spec: dict[str, Any]) -> None:
@@ -191,8 +187,7 @@ async def test_v1_describes_only_the_original_settings(http: Http) -> None:
 async def test_a_redrive_over_http_moves_the_dead_letters_back(
     http: Http, spec: dict[str, Any]
 ) -> None:
-    await call(http, spec, "PUT", "/v2/queues/dlq", 201)
-    await call(http, spec, "PUT", "/v2/queues/q", 201, {**DLQ_SETTINGS, "max_receives": 1})
+    await _with_dead_letters(http, spec, max_receives=1)
     assert (await call(http, spec, "GET", "/v2/queues/dlq/redrive", 404))["error"] == "NOT_FOUND"
     await _publish(http, spec, "q", "one", "two")
     assert len(await receive(http, spec, "q")) == 2

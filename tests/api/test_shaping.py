@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.documented import Http, call, depth
+from tests.api.documented import Http, call, depth, publish
 
 # Three messages with one dedup id: two in different groups, one in none.
 ONE_ID_IN_TWO_GROUPS_AND_NONE = (
@@ -17,18 +17,14 @@ ONE_ID_IN_TWO_GROUPS_AND_NONE = (
 )
 
 
-async def _publish(http: Http, spec: dict[str, Any], path: str, *messages: Any) -> Any:
-    return await call(http, spec, "POST", path, 200, {"messages": list(messages)})
-
-
 async def test_a_repeated_dedup_id_answers_the_first_id_and_stores_nothing(
     http: Http, spec: dict[str, Any]
 ) -> None:
     await call(http, spec, "PUT", "/v2/queues/q", 201)
     path = "/v2/queues/q/messages"
-    first = await _publish(http, spec, path, {"body": "a", "dedup_id": "order-1"})
+    first = await publish(http, spec, path, {"body": "a", "dedup_id": "order-1"})
     assert "duplicate" not in first
-    again = await _publish(
+    again = await publish(
         http,
         spec,
         path,
@@ -52,9 +48,9 @@ async def test_a_dedup_id_holds_across_the_queue_s_groups_by_default(
     created = await call(http, spec, "PUT", "/v2/queues/q", 201)
     assert created["settings"]["dedup_scope"] == "queue"
     path = "/v2/queues/q/messages"
-    first = await _publish(http, spec, path, *ONE_ID_IN_TWO_GROUPS_AND_NONE)
+    first = await publish(http, spec, path, *ONE_ID_IN_TWO_GROUPS_AND_NONE)
     assert first["duplicate"] == [False, True, True] and len(set(first["ids"])) == 1
-    again = await _publish(http, spec, path, {"body": "d", "dedup_id": "d", "group": "g3"})
+    again = await publish(http, spec, path, {"body": "d", "dedup_id": "d", "group": "g3"})
     assert again == {"ids": first["ids"][:1], "duplicate": [True]}
     assert await depth(http, spec, "q") == 1
 
@@ -65,9 +61,9 @@ async def test_a_grouped_message_s_dedup_id_is_scoped_to_its_group_when_asked(
     created = await call(http, spec, "PUT", "/v2/queues/q", 201, {"dedup_scope": "group"})
     assert created["settings"]["dedup_scope"] == "group"
     path = "/v2/queues/q/messages"
-    first = await _publish(http, spec, path, *ONE_ID_IN_TWO_GROUPS_AND_NONE)
+    first = await publish(http, spec, path, *ONE_ID_IN_TWO_GROUPS_AND_NONE)
     assert "duplicate" not in first and len(set(first["ids"])) == 3
-    again = await _publish(
+    again = await publish(
         http,
         spec,
         path,
@@ -87,8 +83,8 @@ async def test_content_dedup_and_the_window_are_queue_settings(
     created = await call(http, spec, "PUT", "/v2/queues/q", 201, settings)
     assert {k: created["settings"][k] for k in settings} == settings
     path = "/v2/queues/q/messages"
-    await _publish(http, spec, path, {"body": "same", "attributes": {"k": "v"}})
-    again = await _publish(
+    await publish(http, spec, path, {"body": "same", "attributes": {"k": "v"}})
+    again = await publish(
         http,
         spec,
         path,
@@ -108,13 +104,13 @@ async def test_a_topic_publish_is_deduplicated_per_subscribed_queue(
     await call(http, spec, "PUT", "/v2/topics/t/subscriptions/a", 200)
     path = "/v2/topics/t/messages"
     # The message reaches queue a alone first: b has not seen its id.
-    await _publish(http, spec, "/v2/queues/a/messages", {"body": "x", "dedup_id": "d"})
+    await publish(http, spec, "/v2/queues/a/messages", {"body": "x", "dedup_id": "d"})
     await call(http, spec, "PUT", "/v2/topics/t/subscriptions/b", 200)
-    answer = await _publish(http, spec, path, {"body": "x", "dedup_id": "d"})
+    answer = await publish(http, spec, path, {"body": "x", "dedup_id": "d"})
     assert answer["duplicate"] == {"a": [True]}
     assert set(answer["ids"]) == {"a", "b"}
     assert await depth(http, spec, "a") == 1 and await depth(http, spec, "b") == 1
-    assert "duplicate" not in await _publish(http, spec, path, {"body": "y", "dedup_id": "e"})
+    assert "duplicate" not in await publish(http, spec, path, {"body": "y", "dedup_id": "e"})
 
 
 @pytest.mark.parametrize(
@@ -135,7 +131,7 @@ async def test_bad_dedup_ids_are_refused_naming_the_field_and_store_nothing(
     assert named in error["message"]
     assert await depth(http, spec, "q") == 0
     # Nothing was claimed either: the good message's id stores now.
-    ok = await _publish(http, spec, "/v2/queues/q/messages", {"body": "fine", "dedup_id": "ok"})
+    ok = await publish(http, spec, "/v2/queues/q/messages", {"body": "fine", "dedup_id": "ok"})
     assert "duplicate" not in ok
 
 
@@ -163,7 +159,7 @@ async def test_a_group_is_delivered_in_order_a_receive_s_worth_at_a_time(
 ) -> None:
     await call(http, spec, "PUT", "/v2/queues/q", 201, {"visibility_timeout": 60})
     path = "/v2/queues/q/messages"
-    published = await _publish(
+    published = await publish(
         http,
         spec,
         path,

@@ -21,11 +21,8 @@ async def http(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
     """A node that makes at most two copies of a message before its answer (in place of
     the usual node, so the OpenAPI document is read from it)."""
     flags = await store_flags(request, tmp_path)
-    client = await node_client_with({**flags, "limits.syncfanout": "2"})
-    try:
+    async with await node_client_with({**flags, "limits.syncfanout": "2"}) as client:
         yield client
-    finally:
-        await client.close()
 
 
 async def _subscribed(http: Http, spec: dict[str, Any], settings: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ refusals, which change nothing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,11 +27,18 @@ from tests.waiting import eventually
 async def clocked(
     request: pytest.FixtureRequest, tmp_path: Path, fake_clock: FakeClock
 ) -> AsyncIterator[TestClient[Any, Any]]:
-    client = await node_client_with(await store_flags(request, tmp_path), fake_clock)
-    try:
+    async with await node_client_with(await store_flags(request, tmp_path), fake_clock) as client:
         yield client
+
+
+@contextlib.asynccontextmanager
+async def _receiving(answer: Callable[[Delivery], int] | None = None) -> AsyncIterator[Receiver]:
+    """An endpoint serving while the block runs (it waits for its server to start)."""
+    receiver = await asyncio.to_thread(Receiver, answer)
+    try:
+        yield receiver
     finally:
-        await client.close()
+        await asyncio.to_thread(receiver.close)
 
 
 async def confirmed_webhook(
@@ -53,8 +61,7 @@ async def confirmed_webhook(
 
 
 async def test_a_webhook_is_confirmed_then_delivered_to(clocked: TestClient[Any, Any]) -> None:
-    receiver = await asyncio.to_thread(Receiver)  # it waits for its server to start
-    try:
+    async with _receiving() as receiver:
         hook = await confirmed_webhook(clocked, receiver, filter={"kind": ["order"]})
         published = await clocked.post(
             "/v2/topics/orders/messages",
@@ -91,8 +98,6 @@ async def test_a_webhook_is_confirmed_then_delivered_to(clocked: TestClient[Any,
         assert (await (await clocked.get("/v2/topics/orders/webhooks")).json())["webhooks"] == []
         gone = await clocked.get(f"/v2/topics/orders/webhooks/{hook['id']}")
         assert gone.status == 404
-    finally:
-        await asyncio.to_thread(receiver.close)
 
 
 async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
@@ -103,7 +108,6 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
     def answer(delivery: Delivery) -> int:
         return next(answers, 200) if delivery.kind == "Notification" else 200
 
-    receiver = await asyncio.to_thread(Receiver, answer)
     policy = {
         "healthyRetryPolicy": {
             "numRetries": 2,
@@ -112,7 +116,7 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
             "backoffFunction": "linear",
         }
     }
-    try:
+    async with _receiving(answer) as receiver:
         hook = await confirmed_webhook(clocked, receiver, delivery_policy=policy)
         url = f"/v2/topics/orders/webhooks/{hook['id']}"
         await clocked.post("/v2/topics/orders/messages", json={"messages": [{"body": "late"}]})
@@ -139,8 +143,6 @@ async def test_a_failed_delivery_is_retried_after_the_policy_s_delay(
 
         shown = await eventually(settled, what="nothing pending or in flight")
         assert shown["state"] == "confirmed"
-    finally:
-        await asyncio.to_thread(receiver.close)
 
 
 async def _failures_handled(http: TestClient[Any, Any], count: int) -> None:
@@ -187,8 +189,7 @@ async def test_refused_webhooks_change_nothing(
 async def test_the_signing_key_rotates_and_the_old_certificate_stays_served(
     clocked: TestClient[Any, Any],
 ) -> None:
-    receiver = await asyncio.to_thread(Receiver)
-    try:
+    async with _receiving() as receiver:
         await confirmed_webhook(clocked, receiver)
         body = {"messages": [{"body": "before"}]}
         await clocked.post("/v2/topics/orders/messages", json=body)
@@ -206,8 +207,6 @@ async def test_the_signing_key_rotates_and_the_old_certificate_stays_served(
             verify(document, await served.read())
         unknown = await clocked.get("/sns/cert/0123456789abcdef.pem")
         assert unknown.status == 404
-    finally:
-        await asyncio.to_thread(receiver.close)
 
 
 async def test_an_unconfirmed_webhook_goes_after_three_days(

@@ -8,11 +8,22 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from hypothesis import strategies as st
+
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
 from dynamiq.core.queues import QueueService
 from dynamiq.models import QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
+
+Step = tuple[str, int]  # an operation of a script, and the number it is made with
+
+
+def scripts(max_size: int, **steps: tuple[int, int]) -> st.SearchStrategy[list[Step]]:
+    """Scripts of up to ``max_size`` operations: each one of ``steps``, by name, with a
+    number drawn from the range given for it."""
+    drawn = (st.tuples(st.just(name), st.integers(*between)) for name, between in steps.items())
+    return st.lists(st.one_of(*drawn), max_size=max_size)
 
 
 def on_fresh_store(main: Callable[[LmdbBackend], Awaitable[None]]) -> None:

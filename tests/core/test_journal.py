@@ -24,6 +24,16 @@ async def _node(
     return QueueService(store, catalog, clock, journal=journal), journal
 
 
+async def _one_leased(
+    store: LmdbBackend, clock: FakeClock, directory: Path, seconds: float
+) -> tuple[QueueService, LeaseJournal, int]:
+    """Node ``n1``, with one message of ``q`` published and leased for ``seconds``."""
+    queues, journal = await _node(store, clock, directory, "n1")
+    (mid,) = await queues.publish("q", [b"m"])
+    await queues.receive("q", 1, visibility_timeout=seconds)
+    return queues, journal, mid
+
+
 def _files(directory: Path) -> list[str]:
     return sorted(p.name.split(".")[0] for p in directory.glob("*.journal"))
 
@@ -89,9 +99,7 @@ async def test_an_extension_is_journaled_and_held_by_the_node_taking_over(
     store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
     directory = tmp_path / "j"
-    dead, dead_journal = await _node(store, fake_clock, directory, "n1")
-    (mid,) = await dead.publish("q", [b"a"])
-    await dead.receive("q", 1, visibility_timeout=5)
+    dead, dead_journal, mid = await _one_leased(store, fake_clock, directory, 5)
     assert await dead.change_visibility("q", [mid], 60) == [mid]
     dead_journal.close()
     survivor, _ = await _node(store, fake_clock, directory, "n2")
@@ -109,9 +117,7 @@ async def test_a_node_that_stood_down_extends_no_lease_the_others_would_not_know
     others hold its leases by: an extension it could make then would not be in it, so
     it makes none, and the consumer hears that the lease was not extended."""
     directory = tmp_path / "j"
-    leaving, _ = await _node(store, fake_clock, directory, "n1")
-    (mid,) = await leaving.publish("q", [b"a"])
-    await leaving.receive("q", 1, visibility_timeout=5)
+    leaving, _, mid = await _one_leased(store, fake_clock, directory, 5)
     leaving.close()  # shutting down: the journal is closed, then the node stands down
     leaving.states.set_keyspace(None)
     assert await leaving.change_visibility("q", [mid], 60) == []
@@ -149,9 +155,7 @@ async def test_a_restarted_node_holds_the_leases_of_its_previous_life(
     store: LmdbBackend, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
     directory = tmp_path / "j"
-    queues, journal = await _node(store, fake_clock, directory, "n1")
-    (mid,) = await queues.publish("q", [b"m"])
-    await queues.receive("q", 1, visibility_timeout=30)
+    _, journal, mid = await _one_leased(store, fake_clock, directory, 30)
     journal.close()  # killed
     (past,) = await asyncio.to_thread(lambda: list(directory.glob("*.journal")))
     restarted, restarted_journal = await _node(store, fake_clock, directory, "n1")

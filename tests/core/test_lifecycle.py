@@ -22,7 +22,7 @@ from dynamiq.errors import Invalid, QueueInUse
 from dynamiq.keyspace import KeyRange
 from dynamiq.models import Outgoing, QueueSettings, RetryBackoff
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.core.fresh import restarted
+from tests.core.fresh import Step, restarted, scripts
 
 DEAD = QueueSettings(visibility_timeout=10, max_receives=3, dead_letter_queue="dlq")
 
@@ -326,17 +326,7 @@ async def test_dead_letter_settings_are_checked_against_the_other_queues(
 
 # -- properties ---------------------------------------------------------------
 
-Step = tuple[str, int]
-STEPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("publish"), st.integers(1, 5)),
-        st.tuples(st.just("receive"), st.integers(1, 6)),
-        st.tuples(st.just("delete"), st.integers(0, 3)),
-        st.tuples(st.just("nack"), st.integers(0, 3)),
-        st.tuples(st.just("advance"), st.integers(1, 25)),
-    ),
-    max_size=60,
-)
+STEPS = scripts(60, publish=(1, 5), receive=(1, 6), delete=(0, 3), nack=(0, 3), advance=(1, 25))
 
 
 def _run(

@@ -23,7 +23,7 @@ from dynamiq.errors import BackendUnavailable, MessageNotFound, QueueNotFound
 from dynamiq.metrics.base import MetricsFanout
 from dynamiq.models import Outgoing, QueueSettings
 from dynamiq.storage.lmdb import LmdbBackend
-from tests.core.fresh import two_engines
+from tests.core.fresh import Step, scripts, two_engines
 from tests.waiting import turns
 
 ENVELOPES = Envelopes("us-east-1", "000000000000", FakeClock())
@@ -152,19 +152,17 @@ async def test_long_poll_is_woken_at_once_by_a_publish(
 
 # -- properties ---------------------------------------------------------------
 
-Op = tuple[str, int]
-ops = st.lists(
-    st.one_of(
-        st.tuples(st.just("publish"), st.integers(1, 30)),
-        st.tuples(st.just("receive"), st.integers(1, 25)),
-        st.tuples(st.just("delete"), st.integers(0, 100)),
-        st.tuples(st.just("advance"), st.integers(1, 40)),
-        st.tuples(st.just("configure"), st.integers(1, 6)),
-    ),
-    max_size=40,
+ops = scripts(
+    40, publish=(1, 30), receive=(1, 25), delete=(0, 100), advance=(1, 40), configure=(1, 6)
 )
-# A script of operations, and the randomness its choices are made with.
-scripted = given(script=ops, rng=st.randoms(use_true_random=False))
+
+
+def scripted(test: Callable[..., None]) -> Callable[..., None]:
+    """A property test over a script of operations and the randomness its choices are
+    made with (60 examples, no deadline: an example runs a whole engine)."""
+    examples = settings(max_examples=60, deadline=None)(test)
+    drawn: Callable[..., None] = given(script=ops, rng=st.randoms(use_true_random=False))(examples)
+    return drawn
 
 
 def _run(scenario: Callable[[QueueService, Catalog, FakeClock], Awaitable[None]]) -> None:
@@ -183,9 +181,8 @@ def _run(scenario: Callable[[QueueService, Catalog, FakeClock], Awaitable[None]]
 
 
 @scripted
-@settings(max_examples=60, deadline=None)
 def test_every_published_undeleted_message_is_eventually_delivered(
-    script: list[Op], rng: random.Random
+    script: list[Step], rng: random.Random
 ) -> None:
     async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:
         published: set[int] = set()
@@ -220,9 +217,8 @@ def test_every_published_undeleted_message_is_eventually_delivered(
 
 
 @scripted
-@settings(max_examples=60, deadline=None)
 def test_a_leased_message_is_never_returned_twice_inside_its_lease(
-    script: list[Op], rng: random.Random
+    script: list[Step], rng: random.Random
 ) -> None:
     async def scenario(queues: QueueService, catalog: Catalog, clock: FakeClock) -> None:
         lease_end: dict[int, float] = {}

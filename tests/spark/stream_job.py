@@ -20,10 +20,7 @@ def main() -> int:
     spark = dynamiq.spark.local_session("dynamiq-stream-job")
     stream = (
         spark.readStream.format("dynamiq")
-        .option("url", url)
-        .option("queue", queue)
-        .option("maxMessagesPerBatch", 50)
-        .option("visibilityTimeout", 5)
+        .options(url=url, queue=queue, maxMessagesPerBatch=50, visibilityTimeout=5)
         .load()
     )
     query = (

@@ -37,11 +37,9 @@ def test_batch_read_leases_messages_across_partitions(spark: Any, node: NodeProc
         client.publish("batch", [b"\xff\xfe"])  # not UTF-8: text is null
     df = (
         spark.read.format("dynamiq")
-        .option("url", node.url)
-        .option("queue", "batch")
-        .option("maxMessages", 1000)
-        .option("tasksPerNode", 3)
-        .option("visibilityTimeout", 600)
+        .options(
+            url=node.url, queue="batch", maxMessages=1000, tasksPerNode=3, visibilityTimeout=600
+        )
         .load()
     )
     assert df.rdd.getNumPartitions() == 3
@@ -59,9 +57,7 @@ def test_batch_read_leases_messages_across_partitions(spark: Any, node: NodeProc
 def test_process_deletes_what_succeeded_and_a_retry_takes_the_failed_rest(
     spark: Any, node: NodeProcess, tmp_path: Path
 ) -> None:
-    with Client(node.url) as client:
-        client.create_queue("work")
-        ids = set(client.publish("work", [f"w{i}" for i in range(300)]))
+    ids = _filled(node, "work", [f"w{i}" for i in range(300)])
     seen = tmp_path / "seen"
     seen.mkdir()
     flag = tmp_path / "failed-once"
@@ -159,6 +155,13 @@ def _written(out: Path) -> set[int]:
     return found
 
 
+def _filled(node: NodeProcess, queue: str, bodies: list[str]) -> set[int]:
+    """Make ``queue`` on ``node`` and publish ``bodies`` to it; return their ids."""
+    with Client(node.url) as client:
+        client.create_queue(queue)
+        return set(client.publish(queue, bodies))
+
+
 def _depth(node: NodeProcess, queue: str, ca_file: str | None = None) -> int:
     with Client(node.url, ca_file=ca_file) as client:
         return int(client.queue(queue)["stats"]["depth"])
@@ -207,9 +210,7 @@ def test_a_read_without_a_queue_says_so(spark: Any, node: NodeProcess) -> None:
 def test_a_batch_slower_than_the_lease_is_not_delivered_twice(
     spark: Any, node: NodeProcess, tmp_path: Path
 ) -> None:
-    with Client(node.url) as client:
-        client.create_queue("slow")
-        ids = set(client.publish("slow", [f"s{i}" for i in range(90)]))
+    ids = _filled(node, "slow", [f"s{i}" for i in range(90)])
     seen: list[int] = []
 
     def slow_sink(batch: Any, _: int) -> None:
@@ -219,10 +220,7 @@ def test_a_batch_slower_than_the_lease_is_not_delivered_twice(
 
     query = (
         spark.readStream.format("dynamiq")
-        .option("url", node.url)
-        .option("queue", "slow")
-        .option("maxMessagesPerBatch", 30)
-        .option("visibilityTimeout", 1)
+        .options(url=node.url, queue="slow", maxMessagesPerBatch=30, visibilityTimeout=1)
         .load()
         .writeStream.foreachBatch(slow_sink)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
@@ -257,11 +255,7 @@ def test_reads_writes_and_process_go_over_https_checked_against_the_given_author
     ).mode("append").save()
     read = (
         spark.read.format("dynamiq")
-        .option("url", url)
-        .option("caFile", ca_file)
-        .option("queue", "secure")
-        .option("maxMessages", 1000)
-        .option("deleteOnRead", "true")
+        .options(url=url, caFile=ca_file, queue="secure", maxMessages=1000, deleteOnRead="true")
         .load()
     )
     assert sorted(r.text for r in read.collect()) == sorted(f"tls{i}" for i in range(60))

@@ -8,7 +8,7 @@ import msgspec
 from aiohttp import web
 
 from dynamiq.access.guard import Guard, KeyView
-from dynamiq.access.keys import MAX_DESCRIPTION
+from dynamiq.access.keys import MAX_DESCRIPTION, KeySpec
 from dynamiq.access.roles import Access
 from dynamiq.api.bodies import iso_time, json_response, read_json
 from dynamiq.api.context import services_of
@@ -77,9 +77,8 @@ async def create_key(request: web.Request) -> web.Response:
     """Make a key; its secret is in this answer only."""
     guard = _guard_of(request)
     body = await read_json(request, NewKeyRequest)
-    view, key = await guard.create_key(
-        body.application, body.role, body.description, body.requests_per_second
-    )
+    spec = KeySpec(body.application, body.role, body.description, body.requests_per_second)
+    view, key = await guard.create_key(spec)
     secret = key.partition(".")[2]
     new = NewKey(view.key_id, secret, key, view.application, view.role)
     return json_response(new, status=201)
