@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,5 +62,7 @@ class Reporter:
         self.metrics.close()
 
     async def reporter_loop(self) -> None:
-        """Run a round now and every ``interval`` seconds until cancelled."""
+        """Run a round every ``interval`` seconds until cancelled, the first one interval
+        after start (a round reads every queue's depth: not while the node starts)."""
+        await asyncio.sleep(self.interval)
         await every(self.interval, self.run_once, "metrics report")
