@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install Dynamiq with the extras the tests and checks need.
-# Idempotent: a second run only installs what changed.
+# Create .venv and install Dynamiq from its lock, with the extras the tests and
+# checks need. Idempotent: a second run only installs what changed.
+# ./setup.sh --renew (`make lock`) first renews the lock to the newest releases.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -31,15 +32,26 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     exit 1
 fi
 
-extras=${DYNAMIQ_EXTRAS:-test,dev,bench,spark,cli}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${extras//,/_}
-if [ ! -f "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[${extras}]"
-    rm -f .venv/.installed-*
-    touch "$stamp"
+# uv installs the project from its lock (uv.lock): every dependency, the extras
+# and the test and lint tools at the releases CI last passed, each checked
+# against its hash. uv itself is pinned with its hashes in scripts/uv.txt and
+# lives in .uv/, apart from the environment it builds.
+if [ ! -x .uv/bin/uv ] || ! cmp -s scripts/uv.txt .uv/uv.txt; then
+    rm -rf .uv
+    "$PYTHON" -m venv .uv
+    .uv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r scripts/uv.txt
+    cp scripts/uv.txt .uv/uv.txt
 fi
+export UV_PROJECT_ENVIRONMENT=.venv UV_PYTHON_DOWNLOADS=never
+if [ "${1:-}" = "--renew" ]; then
+    # `make lock`: the newest releases pyproject.toml's ranges allow.
+    .uv/bin/uv lock --upgrade --python "$PYTHON"
+fi
+extras=${DYNAMIQ_EXTRAS:-test,dev,bench,spark,cli,docs}
+flags=()
+for extra in ${extras//,/ }; do flags+=(--extra "$extra"); done
+# --locked: a lock that no longer matches pyproject.toml stops here (run `make lock`).
+.uv/bin/uv sync --quiet --locked --python "$PYTHON" "${flags[@]}"
 
 # Clients of the SQS endpoint from elsewhere, fetched once (the tests that need
 # them skip without them, and fail in CI): botocore 1.31's SQS model, the last
@@ -48,8 +60,10 @@ fi
 model=.venv/aws-models/sqs/2012-11-05/service-2.json
 if [ ! -f "$model" ]; then
     wheels=$(mktemp -d)
-    if .venv/bin/python -m pip download --quiet --no-deps botocore==1.31.0 -d "$wheels"; then
-        .venv/bin/python - "$wheels"/botocore-1.31.0-*.whl "$model" <<'PY'
+    pin="botocore==1.31.0 --hash=sha256:bcb0601fabc9f6fb2f7c592e7c9c4dece69ccd8782bfe6cf991a14f7fa35e6f3"
+    if echo "$pin" >"$wheels/pin.txt" && .uv/bin/python -m pip download --quiet --disable-pip-version-check \
+        --no-deps --require-hashes -r "$wheels/pin.txt" -d "$wheels"; then
+        .uv/bin/python - "$wheels"/botocore-1.31.0-*.whl "$model" <<'PY'
 import pathlib, sys, zipfile
 
 target = pathlib.Path(sys.argv[2])
@@ -62,6 +76,7 @@ PY
     rm -rf "$wheels"
 fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/sqs/js/node_modules ]; then
-    npm install --silent --no-audit --no-fund --prefix tests/sqs/js \
-        || echo "setup.sh: npm install failed (the JavaScript SDK test skips)" >&2
+    # npm ci: exactly what tests/sqs/js/package-lock.json names.
+    npm ci --silent --no-audit --no-fund --prefix tests/sqs/js \
+        || echo "setup.sh: npm ci failed (the JavaScript SDK test skips)" >&2
 fi

@@ -51,19 +51,29 @@ class CoreSettings:
     """``[core]``: the original Dynamiq's node settings, plus ``httpaddress``."""
 
     name: str = "dynamiq1"
+    """This node's name, unique in the cluster; the members are ranked by name."""
     port: int = 7946
+    """The gossip port (SWIM over UDP, and TCP for large packets)."""
     seedserver: str = ""
+    """Seeds to join the cluster through: host or host:port, comma-separated."""
     seedport: int = 7946
+    """The port of a seed entry that names none."""
     httpport: int = 8081
+    """The HTTP port: v1, v2, the SQS/SNS endpoint, /metrics and the console."""
     httpaddress: str = "127.0.0.1"
+    """The address the HTTP port binds to; keys are on by default anywhere but loopback."""
     riaknodes: str = ""
+    """Riak KV nodes (host:port or http://host:port, comma-separated) for storage.backend = riak."""
     backendconnectionpool: int = 16
+    """Connections to the store per process (Riak's and Redis's pools)."""
     syncconfiginterval: int = 2000
+    """Milliseconds between reloads of the queues' and topics' settings from the store."""
     loglevelstring: str = "info"
-    workers: str = "auto"  # processes serving this node: "auto" (``worker_count``) or 1..64
-    # Who serves v2's publish, receive and delete: the node's own front end ("on"),
-    # or aiohttp, which serves every other route ("off").
+    """The log level: debug, info, warn or error."""
+    workers: str = "auto"
+    """Processes serving the node: auto (one on up to 2 cores, else one per core) or 1 to 64."""
     front: str = "on"
+    """on: v2's publish, receive and delete served by the node's own front end; off: by aiohttp."""
 
     def __post_init__(self) -> None:
         require(bool(self.name.strip()), "core.name", "must not be empty")
@@ -134,10 +144,15 @@ class StatsSettings:
     """``[stats]``: where metrics go."""
 
     type: str = "none"
+    """statsd: StatsD to stats.address; none: nothing. /metrics (Prometheus) is always served."""
     flushinterval: float = 1.0
+    """Seconds between two rounds of StatsD gauges."""
     address: str = "127.0.0.1:8125"
+    """The StatsD server, host:port (UDP)."""
     prefix: str = ""
-    maxqueueseries: int = 1000  # queues with Prometheus series of their own; the rest summed
+    """Put before every StatsD name."""
+    maxqueueseries: int = 1000
+    """Queues with Prometheus series of their own; the others are summed as queue "*"."""
 
     def __post_init__(self) -> None:
         require(self.type in STATS_TYPES, "stats.type", f"must be one of {', '.join(STATS_TYPES)}")
@@ -165,12 +180,19 @@ class StorageSettings:
     """
 
     backend: str = "lmdb"
+    """Where messages and configuration live: lmdb (embedded, no server), redis or riak."""
     path: str = "./data"
+    """The data directory: the embedded store, and every backend's lease journal."""
     mapsize: int = 64 << 30
+    """The embedded store's reserved address space (sizes such as 64GiB); it grows when reached."""
     writer: str = "process"
+    """Who commits to the embedded store: process (one for the node) or thread (each process)."""
     url: str = "redis://127.0.0.1:6379/0"
+    """Redis: a server's URL (redis://, rediss://, unix://), or a comma list of Cluster nodes."""
     waitreplicas: int = 0
+    """Redis: replicas that must acknowledge each write before it is answered."""
     timeout: float = 5.0
+    """Riak: seconds a store call may take, waiting for a connection included."""
 
     def __post_init__(self) -> None:
         require(
@@ -192,21 +214,36 @@ class StorageSettings:
 class LimitsSettings:
     """``[limits]``: what one request may ask for."""
 
-    maxbodybytes: int = 4 << 20  # a request's body: room for a 1 MiB message in any encoding
-    maxmessagebytes: int = 1 << 20  # one message's body and attributes (SQS's limit)
+    maxbodybytes: int = 4 << 20
+    """A request's body, at most; larger ones get 413 (room for a 1 MiB message in any encoding)."""
+    maxmessagebytes: int = 1 << 20
+    """A message's body and attributes, at most (SQS's limit); larger ones get 422."""
     maxbatch: int = 1000
+    """The most messages in one publish, receive or delete; more get 422."""
     maxwaitseconds: float = 20.0
+    """The longest long poll a receive may ask for."""
     shutdowntimeout: float = 10.0
-    backlog: int = 1024  # connections waiting to be accepted (bursts of new clients)
-    maxdelayseconds: float = 900.0  # the longest delay a message or a queue may ask for
-    maxconnections: int = 10000  # open client connections; beyond, 503 and closed
-    maxwaiting: int = 5000  # receives waiting for messages at once; beyond, 503
-    idletimeout: float = 30.0  # seconds a connection may go without a whole request's headers
-    bodytimeout: float = 30.0  # seconds a request's body may take to arrive; beyond, 408
-    maxpendingbytes: int = 256 << 20  # request bodies held at once; beyond, requests wait
-    diskfreelimit: int = 256 << 20  # free bytes under the data directory; below, publishes 503
-    diskreserve: int = 4 << 20  # bytes kept aside on that disk, released for deletes when full
-    syncfanout: int = 1000  # a topic's copies of a message made before the answer, at most
+    """Seconds in-flight requests may take to finish on SIGTERM."""
+    backlog: int = 1024
+    """Connections waiting to be accepted (bursts of new clients)."""
+    maxdelayseconds: float = 900.0
+    """The longest delay a message or a queue may ask for."""
+    maxconnections: int = 10000
+    """Open client connections; beyond them, 503 and closed."""
+    maxwaiting: int = 5000
+    """Receives waiting for messages at once; beyond them, 503."""
+    idletimeout: float = 30.0
+    """Seconds a connection may go without a whole request's headers."""
+    bodytimeout: float = 30.0
+    """Seconds a request's body may take to arrive; beyond them, 408."""
+    maxpendingbytes: int = 256 << 20
+    """Request bodies held at once; beyond it requests wait, then 503."""
+    diskfreelimit: int = 256 << 20
+    """Free bytes under the data directory; below it, publishes get 503."""
+    diskreserve: int = 4 << 20
+    """Bytes kept aside on that disk, released for deletes when it is full."""
+    syncfanout: int = 1000
+    """A topic's copies of a message made before the answer; wider ones are copied behind it."""
 
     def __post_init__(self) -> None:
         require(self.maxconnections >= 1, "limits.maxconnections", "must be >= 1")
@@ -248,10 +285,15 @@ class ClusterSettings:
     """
 
     secret: str = ""
+    """Gossip's shared secret: every packet is signed with it; required with core.seedserver."""
     secret_file: str = ""
+    """A file holding the secret, instead of cluster.secret."""
     address: str = ""
+    """Where gossip binds and how the others reach this node; core.httpaddress when empty."""
     pinginterval: float = 0.2
+    """Seconds between the failure detector's pings."""
     suspecttimeout: float = 1.0
+    """Seconds a silent member stays suspect before it is offline."""
 
     def __post_init__(self) -> None:
         require(0.01 <= self.pinginterval <= 10, "cluster.pinginterval", "must be in [0.01, 10]")
@@ -272,7 +314,9 @@ class SqsSettings:
     """``[sqs]``: what the SQS-compatible endpoint puts in ARNs and queue URLs."""
 
     region: str = "us-east-1"
+    """The region in the SQS/SNS endpoint's ARNs (arn:aws:sqs:<region>:<account>:<name>)."""
     account: str = "000000000000"
+    """The 12-digit account in the SQS/SNS endpoint's ARNs and queue URLs."""
 
     def __post_init__(self) -> None:
         require(
@@ -301,14 +345,23 @@ class AuthSettings:
     """
 
     enabled: str = "auto"
+    """Application keys: auto (off on a loopback core.httpaddress, else on), true or false."""
     adminkey: str = ""
+    """The administrator's key (at least 32 bytes; `dynamiq keys secret` makes one)."""
     adminkeyfile: str = ""
+    """A file holding the administrator's key, instead of auth.adminkey."""
     v1: str = "key"
+    """open: v1 served without keys (its clients send none; keep it private); key: v1 needs one."""
     sqs: str = "key"
+    """open: the SQS/SNS endpoint served without keys (SigV4 is not checked); key: refused."""
     metrics: str = "key"
+    """open: /metrics without a key; key: an administrator's or a monitor's key."""
     failedpersecond: float = 1.0
+    """Wrong keys a client address may send a second (the bucket's refill rate)."""
     failedburst: int = 20
-    hosts: str = ""  # names clients may call this node by while keys are off, comma-separated
+    """Wrong keys a client address may send at once; beyond them, 429 until the bucket refills."""
+    hosts: str = ""
+    """Names clients may call this node by while keys are off, comma-separated (DNS rebinding)."""
 
     def __post_init__(self) -> None:
         require(
@@ -350,9 +403,13 @@ class TlsSettings:
     """
 
     certfile: str = ""
+    """This node's certificate (chain, PEM); with tls.keyfile, turns HTTPS on."""
     keyfile: str = ""
+    """The certificate's private key (PEM)."""
     cafile: str = ""
+    """Clients must show a certificate one of these authorities signed (PEM)."""
     peercafile: str = ""
+    """The authorities peers' certificates are checked against (the system's when empty)."""
 
     def __post_init__(self) -> None:
         given, missing = ("certfile", "keyfile") if self.certfile else ("keyfile", "certfile")
@@ -387,12 +444,19 @@ class PushSettings:
     """
 
     url: str = ""
+    """Where endpoints reach the cluster (SubscribeURL, certificate); this node when empty."""
     allow: str = ""
+    """Host names (*.example.com) and CIDRs endpoints may be on; empty: any not denied."""
     deny: str = DEFAULT_DENY
-    timeout: float = 15.0  # one delivery, connection to answer (AWS's)
+    """Host names and CIDRs never pushed to (cloud metadata); this node's own ports neither."""
+    timeout: float = 15.0
+    """Seconds one delivery may take, connection to answer (AWS's)."""
     connecttimeout: float = 5.0
-    concurrency: int = 16  # deliveries in flight per subscription, per worker
-    cafile: str = ""  # certificates (PEM) https endpoints may show besides the system's
+    """Seconds a delivery's connection may take."""
+    concurrency: int = 16
+    """Deliveries in flight per subscription, per worker."""
+    cafile: str = ""
+    """PEM certificates https endpoints may show besides the system's."""
 
     def __post_init__(self) -> None:
         require(

@@ -22,7 +22,40 @@ from collections.abc import Mapping
 
 import statsd
 
-__all__ = ["StatsdMetrics", "route_key"]
+from dynamiq.metrics.base import TOPIC_EVENTS
+
+__all__ = ["SERIES", "StatsdMetrics", "route_key"]
+
+# Every name the sink sends (after ``stats.prefix``): name, StatsD type, meaning. The
+# documentation's metrics page is made from it, and a test holds the sink to it.
+SERIES = (
+    ("<queue>.sent.count", "counter", "Messages stored in the queue"),
+    ("<queue>.received.count", "counter", "Messages delivered from the queue"),
+    ("<queue>.deleted.count", "counter", "Messages deleted"),
+    ("<queue>.redelivered.count", "counter", "Messages delivered again"),
+    ("<queue>.dead_lettered.count", "counter", "Messages moved to the dead-letter queue"),
+    ("<queue>.expired.count", "counter", "Messages dropped at the end of their time to live"),
+    ("<queue>.redriven.count", "counter", "Messages moved back by a redrive"),
+    ("<queue>.deduplicated.count", "counter", "Publishes dropped as duplicates"),
+    ("<queue>.depth.count", "gauge", "Messages stored in the queue"),
+    ("<queue>.approximate_depth.count", "gauge", "Depth as estimated by the node"),
+    ("<queue>.in_flight.count", "gauge", "Messages leased and not deleted"),
+    ("<queue>.fill.count", "gauge", "Fill of the last receive, in percent of what it asked"),
+    (
+        "topics.<topic>.<event>.count",
+        "counter",
+        "A topic's messages by event: " + ", ".join(TOPIC_EVENTS),
+    ),
+    ("node.redeliveries", "counter", "Redeliveries on the node, every queue's"),
+    ("node.requests.<route>.<method>.<status>", "counter", "HTTP requests by route"),
+    ("node.errors.<CODE>", "counter", "Error answers by code"),
+    ("node.latency.<route>.<method>", "timer", "HTTP requests' latency, ms"),
+    ("push.<subscription>.latency", "timer", "Attempts to deliver to a push endpoint, ms"),
+    ("push.<subscription>.in_flight", "gauge", "Deliveries to a push endpoint under way"),
+    ("node.in_flight", "gauge", "Messages leased on the node"),
+    ("node.cluster_size", "gauge", "Live nodes"),
+    ("node.commit_ms", "gauge", "Mean commit latency lately, ms"),
+)
 
 MAX_TIMINGS_PER_FLUSH = 1000
 
