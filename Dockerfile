@@ -1,11 +1,15 @@
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# uv, pinned with its hashes, installs the node from the lock CI last passed.
+COPY scripts/uv.txt scripts/uv.txt
+RUN pip install --no-cache-dir --require-hashes -r scripts/uv.txt
+COPY pyproject.toml uv.lock README.md ./
 COPY dynamiq ./dynamiq
 COPY config ./config
-RUN pip install --no-cache-dir . && useradd --system dynamiq && mkdir /data && chown dynamiq /data
+RUN uv sync --locked --no-editable --no-cache --extra redis --extra cli \
+    && useradd --system dynamiq && mkdir /data && chown dynamiq /data
 USER dynamiq
-ENV DYNAMIQ_STORAGE_PATH=/data DYNAMIQ_CORE_HTTPADDRESS=0.0.0.0
+ENV PATH=/app/.venv/bin:$PATH DYNAMIQ_STORAGE_PATH=/data DYNAMIQ_CORE_HTTPADDRESS=0.0.0.0
 VOLUME /data
 # Bound to 0.0.0.0, the node needs keys: give the administrator's key in
 # DYNAMIQ_AUTH_ADMINKEY (`dynamiq keys secret` makes one), or set

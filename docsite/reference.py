@@ -53,10 +53,11 @@ def _docstrings(cls: type) -> dict[str, str]:
     return found
 
 
-def setting_rows() -> list[SettingRow]:
-    """Every setting of every section, in the order the sections define them."""
+def setting_rows(settings: type = Settings) -> list[SettingRow]:
+    """Every setting of every section, in the order the sections define them; a setting
+    without its docstring is an error (the page would not say what it means)."""
     rows = []
-    for section in dataclasses.fields(Settings):
+    for section in dataclasses.fields(settings):
         cls: Any = section.default_factory
         meaning = _docstrings(cls)
         for field in dataclasses.fields(cls):
