@@ -63,7 +63,7 @@ def _data_dir(args: argparse.Namespace) -> Path:
     if settings.storage.backend != "lmdb":
         raise ConfigError(
             f"the node keeps its messages in {settings.storage.backend}: back it up with "
-            "that store's own tools (see the README's Operations section)"
+            "that store's own tools (see docs/how-to/backup.md)"
         )
     return Path(settings.storage.path)
 

@@ -41,7 +41,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 # ``core.workers = auto`` serves a node with one process on machines of up to
 # this many cores: measured on 2 cores (the node's clients on them too), a
 # second worker took half as much again CPU a message, twice the memory and
-# twice the latency, for no more throughput (see the README).
+# twice the latency, for no more throughput (docs/explanation/workers.md).
 ONE_WORKER_CORES = 2
 MIN_SECRET_BYTES = 32
 
