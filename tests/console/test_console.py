@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,13 +11,14 @@ from typing import Any
 
 import pytest
 
+from docsite import browser as chromium
 from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
 from tests.waiting import until
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = chromium.CHROMIUM
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 if not Path(CHROMIUM).exists():
@@ -37,17 +37,7 @@ def page(node_factory: NodeFactory, request: pytest.FixtureRequest) -> Iterator[
     keys = ("--auth-enabled", "true", "--auth-adminkey", ADMIN_KEY) if request.param else ()
     node = node_factory(*keys).start()
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = chromium.launch(pw)
         try:
             tab = browser.new_page()
             tab.set_default_timeout(10_000)
