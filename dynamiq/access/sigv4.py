@@ -87,6 +87,10 @@ class _Parts:
     credential: tuple[str, str, str, str, str]  # key id, date, region, service, terminal
     signature: str
     signed_headers: str
+    stamp: str  # X-Amz-Date
+    expires: float | None  # a presigned URL's X-Amz-Expires; None for a header
+    query: Sequence[tuple[str, str]]  # the query's pairs the signature covers
+    token: str | None  # X-Amz-Security-Token
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,42 +117,53 @@ def verify(
     Raises:
         SignatureRefused: with AWS's code and words, for every way it fails.
     """
-    clock = time.time() if now is None else now
+    parts = _parts(request, presigned)
+    key_id, date, scope_region, service, _ = parts.credential
+    secret = None if parts.token is not None else secret_of(key_id)
+    if secret is None:  # an unknown key, or a session token: the node has no STS
+        raise SignatureRefused(
+            "InvalidClientTokenId", "The security token included in the request is invalid."
+        )
+    signed = _check_scope(parts, region, services)
+    _check_time(parts.stamp, time.time() if now is None else now, max_skew, parts.expires)
+    body_hash = _payload_hash(request)
+    canonical = _canonical_request(request, parts.query, signed, body_hash)
+    scope = f"{date}/{scope_region}/{service}/aws4_request"
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    to_sign = f"{ALGORITHM}\n{parts.stamp}\n{scope}\n{digest}"
+    key = _signing_key(secret, date, scope_region, service)
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected.encode(), parts.signature.encode()):
+        raise SignatureRefused("SignatureDoesNotMatch", MISMATCH)
+    return Verified(key_id, scope_region, service)
+
+
+def _parts(request: SignedRequest, presigned: bool) -> _Parts:
+    """The signature's parts, from a presigned query or the ``Authorization`` header."""
     query = parse_qsl(request.query, keep_blank_values=True)
     given = dict(query)
     if "X-Amz-Signature" in given or "X-Amz-Algorithm" in given:
         if not presigned:
             raise SignatureRefused("IncompleteSignature", "Presigned requests are not served.")
-        parts, stamp, expires = _presigned_parts(given)
         signed_query = [(k, v) for k, v in query if k != "X-Amz-Signature"]
-        token = given.get("X-Amz-Security-Token")
-    else:
-        authorization = request.header("authorization")
-        if authorization is None:
-            raise SignatureRefused(
-                "MissingAuthenticationToken", "Request is missing Authentication Token"
-            )
-        parts = _header_parts(authorization)
-        stamp = request.header("x-amz-date") or ""
-        expires = None
-        signed_query = query
-        token = request.header("x-amz-security-token")
-    key_id, date, scope_region, service, terminal = parts.credential
-    if token is not None:
+        return _presigned_parts(given, signed_query)
+    authorization = request.header("authorization")
+    if authorization is None:
         raise SignatureRefused(
-            "InvalidClientTokenId", "The security token included in the request is invalid."
+            "MissingAuthenticationToken", "Request is missing Authentication Token"
         )
-    secret = secret_of(key_id)
-    if secret is None:
-        raise SignatureRefused(
-            "InvalidClientTokenId", "The security token included in the request is invalid."
-        )
+    return _header_parts(authorization, request, query)
+
+
+def _check_scope(parts: _Parts, region: str, services: Sequence[str]) -> list[str]:
+    """Refuse a scope or signed headers AWS refuses; return the signed headers' names."""
+    _, date, scope_region, service, terminal = parts.credential
     signed = [h.strip().lower() for h in parts.signed_headers.split(";")]
     if "host" not in signed:
         raise SignatureRefused(
             "SignatureDoesNotMatch", "'Host' must be a 'SignedHeader' in the AWS Authorization."
         )
-    if expires is None and "x-amz-date" not in signed:
+    if parts.expires is None and "x-amz-date" not in signed:
         raise SignatureRefused(
             "SignatureDoesNotMatch",
             "'X-Amz-Date' must be a 'SignedHeader' in the AWS Authorization.",
@@ -163,32 +178,32 @@ def verify(
             "SignatureDoesNotMatch",
             f"Credential should be scoped to correct service: '{services[0]}'.",
         )
+    stamp = parts.stamp
     if terminal != "aws4_request" or not _STAMP_PATTERN.fullmatch(stamp) or stamp[:8] != date:
         raise SignatureRefused("SignatureDoesNotMatch", MISMATCH)
-    _check_time(stamp, clock, max_skew, expires)
-    payload = request.header("x-amz-content-sha256")
-    if payload == UNSIGNED:
+    return signed
+
+
+def _payload_hash(request: SignedRequest) -> str:
+    """The body's SHA-256, computed here; ``UNSIGNED-PAYLOAD`` is refused (the body is
+    the request), and so is a stated hash the body does not have."""
+    stated = request.header("x-amz-content-sha256")
+    if stated == UNSIGNED:
         raise SignatureRefused(
             "SignatureDoesNotMatch", "UNSIGNED-PAYLOAD is not accepted: the body is the request."
         )
     body_hash = hashlib.sha256(request.body).hexdigest()
-    if payload is not None and payload != body_hash:
+    if stated is not None and stated != body_hash:
         raise SignatureRefused(
             "SignatureDoesNotMatch",
             "The provided 'x-amz-content-sha256' header does not match what was computed.",
         )
-    canonical = _canonical_request(request, signed_query, signed, body_hash)
-    scope = f"{date}/{scope_region}/{service}/aws4_request"
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
-    to_sign = f"{ALGORITHM}\n{stamp}\n{scope}\n{digest}"
-    key = _signing_key(secret, date, scope_region, service)
-    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected.encode(), parts.signature.encode()):
-        raise SignatureRefused("SignatureDoesNotMatch", MISMATCH)
-    return Verified(key_id, scope_region, service)
+    return body_hash
 
 
-def _header_parts(authorization: str) -> _Parts:
+def _header_parts(
+    authorization: str, request: SignedRequest, query: Sequence[tuple[str, str]]
+) -> _Parts:
     algorithm, _, rest = authorization.strip().partition(" ")
     if algorithm != ALGORITHM:
         raise SignatureRefused(
@@ -204,10 +219,18 @@ def _header_parts(authorization: str) -> _Parts:
     if missing:
         told = " ".join(f"Authorization header requires '{n}' parameter." for n in missing)
         raise SignatureRefused("IncompleteSignature", f"{told} Authorization={authorization[:256]}")
-    return _Parts(_scope(fields["Credential"]), fields["Signature"], fields["SignedHeaders"])
+    return _Parts(
+        _scope(fields["Credential"]),
+        fields["Signature"],
+        fields["SignedHeaders"],
+        request.header("x-amz-date") or "",
+        None,
+        query,
+        request.header("x-amz-security-token"),
+    )
 
 
-def _presigned_parts(given: Mapping[str, str]) -> tuple[_Parts, str, float]:
+def _presigned_parts(given: Mapping[str, str], query: Sequence[tuple[str, str]]) -> _Parts:
     if given.get("X-Amz-Algorithm") != ALGORITHM:
         raise SignatureRefused(
             "IncompleteSignature",
@@ -227,10 +250,15 @@ def _presigned_parts(given: Mapping[str, str]) -> tuple[_Parts, str, float]:
             "IncompleteSignature",
             f"X-Amz-Expires must be between 1 and {MAX_PRESIGNED_SECONDS} seconds.",
         )
-    parts = _Parts(
-        _scope(given["X-Amz-Credential"]), given["X-Amz-Signature"], given["X-Amz-SignedHeaders"]
+    return _Parts(
+        _scope(given["X-Amz-Credential"]),
+        given["X-Amz-Signature"],
+        given["X-Amz-SignedHeaders"],
+        given["X-Amz-Date"],
+        expires,
+        query,
+        given.get("X-Amz-Security-Token"),
     )
-    return parts, given["X-Amz-Date"], expires
 
 
 def _scope(credential: str) -> tuple[str, str, str, str, str]:

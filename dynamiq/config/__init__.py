@@ -1,5 +1,6 @@
 """A node's settings, and where they are read from.
 
+- ``checks``: how a value is checked (a rule, a secret inline or in a file);
 - ``sections``: one class per section of the file (``[core]``, ``[storage]``...),
   every default in one literal, every value validated when it is made;
 - ``settings``: the sections together, and the rules between them;

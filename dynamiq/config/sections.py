@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from dynamiq.config.checks import read_secret, require, require_one_secret
 from dynamiq.errors import ConfigError, Invalid
 from dynamiq.keyspace import WORKER_MARK
 from dynamiq.models import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
@@ -43,7 +43,6 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 # second worker took half as much again CPU a message, twice the memory and
 # twice the latency, for no more throughput (docs/explanation/workers.md).
 ONE_WORKER_CORES = 2
-MIN_SECRET_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,11 +301,11 @@ class ClusterSettings:
             "cluster.suspecttimeout",
             "must be in [pinginterval, 60] (seconds)",
         )
-        _require_one_secret(self.secret, "cluster.secret", self.secret_file, "cluster.secret_file")
+        require_one_secret(self.secret, "cluster.secret", self.secret_file, "cluster.secret_file")
 
     def shared_secret(self) -> str:
         """Return the secret, reading ``secret_file`` when that is how it was given."""
-        return _secret_of(self.secret, self.secret_file, "cluster.secret_file")
+        return read_secret(self.secret, self.secret_file, "cluster.secret_file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +370,7 @@ class AuthSettings:
         )
         for key in ("v1", "sqs", "metrics"):
             require(getattr(self, key) in ("open", "key"), f"auth.{key}", "must be open or key")
-        _require_one_secret(self.adminkey, "auth.adminkey", self.adminkeyfile, "auth.adminkeyfile")
+        require_one_secret(self.adminkey, "auth.adminkey", self.adminkeyfile, "auth.adminkeyfile")
         require(self.failedpersecond > 0, "auth.failedpersecond", "must be > 0")
         require(self.failedburst >= 1, "auth.failedburst", "must be >= 1")
 
@@ -387,7 +386,7 @@ class AuthSettings:
     def admin_key(self) -> str:
         """Return the administrator's key, reading ``adminkeyfile`` when that is how it
         was given ("" when there is none)."""
-        return _secret_of(self.adminkey, self.adminkeyfile, "auth.adminkeyfile")
+        return read_secret(self.adminkey, self.adminkeyfile, "auth.adminkeyfile")
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,42 +479,3 @@ class PushSettings:
             "push.cafile",
             f"cannot read {self.cafile}",
         )
-
-
-def _require_one_secret(secret: str, key: str, path: str, path_key: str) -> None:
-    """Refuse a secret given both inline (``key``) and as a file (``path_key``), and an
-    inline one too weak (a file's is checked when it is read)."""
-    require(not (secret and path), path_key, f"give either {key} or {path_key}, not both")
-    if secret:
-        _require_strong(secret, key)
-
-
-def _secret_of(secret: str, path: str, path_key: str) -> str:
-    """Return the secret given inline, or read from ``path`` when that is how it was given."""
-    return _read_secret(path, path_key) if path else secret
-
-
-def _read_secret(path: str, key: str) -> str:
-    """Return the secret a file holds (surrounding whitespace dropped), if strong enough."""
-    try:
-        secret = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc}", key=key) from None
-    require(bool(secret), key, "the file is empty")
-    _require_strong(secret, key)
-    return secret
-
-
-def _require_strong(secret: str, key: str) -> None:
-    """Refuse a secret that could be guessed: gossip packets are pickles checked by an
-    HMAC of the cluster's secret, and the administrator's key opens everything."""
-    require(
-        len(secret.encode()) >= MIN_SECRET_BYTES,
-        key,
-        f"must be at least {MIN_SECRET_BYTES} bytes (make one with: dynamiq keys secret)",
-    )
-
-
-def require(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(message, key=key)
