@@ -19,6 +19,7 @@ from dynamiq import errors
 from dynamiq.api.openapi import openapi_document
 from dynamiq.api.v2.routes import ROUTES
 from dynamiq.cli import parser
+from dynamiq.config import sources
 from dynamiq.config.sections import LimitsSettings
 from dynamiq.config.settings import Settings
 from dynamiq.metrics.prometheus import PrometheusMetrics
@@ -70,8 +71,8 @@ def setting_rows(settings: type = Settings) -> list[SettingRow]:
                     key=key,
                     kind=field.type if isinstance(field.type, str) else field.type.__name__,
                     default=repr(default) if isinstance(default, str) else str(default),
-                    variable="DYNAMIQ_" + key.replace(".", "_").upper(),
-                    flag="--" + key.replace(".", "-"),
+                    variable=sources.variable(key),
+                    flag=sources.flag(key),
                     meaning=meaning[field.name],
                 )
             )
@@ -93,17 +94,14 @@ def configuration() -> str:
         " flag, the last one given winning. How they are read: [Configuration](configuration.md).",
         "",
     ]
-    section = ""
-    for row in setting_rows():
-        name = row.key.split(".")[0]
-        if name != section:
-            section = name
-            lines += [f"## `[{name}]`", "", "| key | type | default | environment | meaning |"]
-            lines.append("| --- | --- | --- | --- | --- |")
-        lines.append(
+    for section, rows in itertools.groupby(setting_rows(), lambda r: r.key.split(".")[0]):
+        lines += [f"## `[{section}]`", "", "| key | type | default | environment | meaning |"]
+        lines.append("| --- | --- | --- | --- | --- |")
+        lines += [
             f"| `{row.key}` | {row.kind} | `{_cell(row.default)}` | `{row.variable}` "
             f"| {_cell(row.meaning)} |"
-        )
+            for row in rows
+        ]
     return "\n".join(lines) + "\n"
 
 

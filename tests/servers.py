@@ -73,11 +73,12 @@ def require(binary: str) -> str:
 
 
 def require_path(path: Path, how: str) -> Path:
-    """Return ``path``; skip the test when it is not there, or fail in CI."""
+    """Return ``path``; skip the test (or the module, called where it starts) when it is
+    not there, or fail in CI."""
     if not path.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{path} is required in CI ({how})", pytrace=False)
-        pytest.skip(f"{path} is not there ({how})")
+        pytest.skip(f"{path} is not there ({how})", allow_module_level=True)
     return path
 
 

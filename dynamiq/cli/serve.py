@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dynamiq.config.sources import keys, load_settings
+from dynamiq.config.sources import flag, keys, load_settings
 from dynamiq.errors import ConfigError, DynamiqError
 
 __all__ = ["register", "serve_node"]
@@ -25,9 +25,7 @@ def register(sub: Any) -> None:
     )
     serve.add_argument("-c", "--config", help="gcfg/INI configuration file")
     for key in keys():
-        serve.add_argument(
-            f"--{key.replace('.', '-')}", dest=key, metavar="VALUE", help=f"override {key}"
-        )
+        serve.add_argument(flag(key), dest=key, metavar="VALUE", help=f"override {key}")
     serve.set_defaults(main=serve_node)
     local = sub.add_parser(
         "cluster",

@@ -17,7 +17,7 @@ from typing import Any
 from dynamiq.config import SECTIONS, Settings
 from dynamiq.errors import ConfigError
 
-__all__ = ["keys", "load_settings", "parse_gcfg"]
+__all__ = ["flag", "keys", "load_settings", "parse_gcfg", "variable"]
 
 # Variables the project reads for other purposes than settings: the client's
 # nodes, key and certificate authorities, the Riak tests' node, the benchmark's
@@ -34,6 +34,16 @@ OTHER_VARIABLES = frozenset(
         "DYNAMIQ_EXTRAS",
     }
 )
+
+
+def variable(key: str) -> str:
+    """Setting ``key``'s environment variable (``core.httpport``: ``DYNAMIQ_CORE_HTTPPORT``)."""
+    return "DYNAMIQ_" + key.replace(".", "_").upper()
+
+
+def flag(key: str) -> str:
+    """The command-line flag of setting ``key`` (``core.httpport``: ``--core-httpport``)."""
+    return "--" + key.replace(".", "-")
 
 
 def keys() -> dict[str, type]:
@@ -141,7 +151,7 @@ def load_settings(
             raise ConfigError(f"cannot read config file: {exc}", source=str(path)) from None
         raw.update(parse_gcfg(text, str(path)))
     environ = os.environ if env is None else env
-    by_variable = {"DYNAMIQ_" + key.replace(".", "_").upper(): key for key in known}
+    by_variable = {variable(key): key for key in known}
     for name in sorted(n for n in environ if n.startswith("DYNAMIQ_")):
         if name in by_variable:
             raw[by_variable[name]] = (environ[name], f"environment variable {name}")
@@ -149,7 +159,7 @@ def load_settings(
             key = name.removeprefix("DYNAMIQ_").lower().replace("_", ".", 1)
             raise ConfigError("unknown setting", key=key, source=f"environment variable {name}")
     for key, value in (flags or {}).items():
-        raw[key] = (value, f"flag --{key.replace('.', '-')}")
+        raw[key] = (value, f"flag {flag(key)}")
     return _build(raw, known)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from docsite import browser as chromium
 from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
+from tests.servers import require_path
 from tests.waiting import until
 
 pytestmark = pytest.mark.browser
@@ -21,10 +21,7 @@ pytestmark = pytest.mark.browser
 CHROMIUM = chromium.CHROMIUM
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI") == "true":
-        pytest.fail("chromium is required in CI (.ci/run installs it)", pytrace=False)
-    pytest.skip("chromium is not installed", allow_module_level=True)
+require_path(Path(CHROMIUM), "scripts/servers installs it")
 
 sync_api = pytest.importorskip("playwright.sync_api")
 

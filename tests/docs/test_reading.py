@@ -3,7 +3,6 @@ link (pages and their anchors), sees every image load, and searches."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,11 @@ from urllib.parse import urldefrag
 import pytest
 
 from docsite import browser
+from tests.servers import require_path
 
 pytestmark = pytest.mark.browser
 
-if not Path(browser.CHROMIUM).exists():
-    if os.environ.get("CI") == "true":
-        pytest.fail("chromium is required in CI (.ci/run installs it)", pytrace=False)
-    pytest.skip("chromium is not installed", allow_module_level=True)
+require_path(Path(browser.CHROMIUM), "scripts/servers installs it")
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
