@@ -7,6 +7,10 @@ address: past the burst, an address gets ``TooManyRequests`` for unknown keys
 without any being checked (keys this node checked before still pass, so a
 neighbour's typo does not lock a working client out). A key with a rate gets
 ``TooManyRequests`` past it, counted on each node.
+
+A SigV4 request (the SQS and SNS endpoint's) names a key by its AWS access key
+id; a signature that does not hold counts as a wrong key from its address, and
+an address past the burst is refused before its signature is checked.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from dynamiq.access.buckets import Buckets
-from dynamiq.access.keys import KeyRecord, KeyRing, KeySpec
+from dynamiq.access.keys import KeyRecord, KeyRing, KeySpec, MadeKey
 from dynamiq.access.roles import Principal, principal_of
+from dynamiq.access.sigv4 import SignatureRefused, SignedRequest, Verified, verify
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.errors import TooManyRequests, Unauthorized
 
@@ -39,6 +44,7 @@ class KeyView:
     created_ms: int
     last_used_ms: int
     requests_per_second: float | None
+    access_key_id: str | None = None  # its AWS credential's id, if it has one
 
 
 class Guard:
@@ -102,6 +108,55 @@ class Guard:
                 raise Unauthorized("the key is wrong or was revoked")
         return self._admitted(record)
 
+    def identify_signed(
+        self,
+        request: SignedRequest,
+        source: str,
+        *,
+        region: str,
+        services: tuple[str, ...],
+        max_skew: float,
+        presigned: bool,
+    ) -> tuple[Principal, Verified]:
+        """Return who signed ``request`` (SigV4), from the client address ``source``.
+
+        Raises:
+            SignatureRefused: the signature does not let it in (AWS's code and words).
+            TooManyRequests: ``source`` sent too many failing signatures lately.
+        """
+        ring = self.ring
+        now = self._clock.now()
+        wait = self._failed.waiting(source, now)
+        if wait:
+            raise TooManyRequests(
+                f"too many failing signatures from {source}; wait before trying again",
+                math.ceil(wait),
+            )
+        found: list[KeyRecord] = []
+
+        def secret_of(access_key_id: str) -> str | None:
+            signing = ring.signing(access_key_id)
+            if signing is None:
+                return None
+            found.append(signing[0])
+            return signing[1]
+
+        try:
+            verified = verify(
+                request,
+                secret_of,
+                region=region,
+                services=services,
+                now=self._clock.wall_ms() / 1000,
+                max_skew=max_skew,
+                presigned=presigned,
+            )
+        except SignatureRefused:
+            self._failed.take(source, now)
+            raise
+        ring.used(found[0])
+        return self._admitted(found[0]), verified
+
     def _admitted(self, record: KeyRecord) -> Principal:
         rate = record.requests_per_second
         if rate is not None:
@@ -131,13 +186,21 @@ class Guard:
             record.created_ms,
             self.ring.last_used_ms(record.key_id),
             record.requests_per_second,
+            record.access_key_id,
         )
 
-    async def create_key(self, spec: KeySpec) -> tuple[KeyView, str]:
-        """Make a key; return it and the whole key, to be shown once."""
-        record, token = await self.ring.create(spec)
+    async def create_key(self, spec: KeySpec) -> tuple[KeyView, MadeKey]:
+        """Make a key; return it and what is shown once (its secrets)."""
+        made = await self.ring.create(spec)
         await self._told()
-        return self._view(record), token
+        return self._view(made.record), made
+
+    async def rotate_sealing_key(self) -> str:
+        """Seal every AWS secret under a new cluster key; return its id once every node
+        that answers reads it."""
+        key_id = await self.ring.rotate_sealing_key()
+        await self._told()
+        return key_id
 
     async def revoke_key(self, key_id: str) -> None:
         """Revoke a key; return once every node that answers refuses it."""

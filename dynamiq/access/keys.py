@@ -7,6 +7,11 @@ the first time it sees it with scrypt (tens of milliseconds, in a thread),
 and afterwards by a SHA-256 of it kept in memory; a reload that no longer
 finds the key (revoked on any node) forgets that too.
 
+A key made with an AWS credential (``KeySpec.aws``) also holds an access key
+id and its secret, sealed under the cluster's sealing key (``credentials``):
+SigV4 needs the secret itself. The ring unseals a secret the first time a
+signature names its id, and forgets it with the key.
+
 When a key was last used is written to ``ku/<key_id>`` at most once a
 minute per node: ``last_used`` is to the minute.
 """
@@ -14,6 +19,7 @@ minute per node: ``last_used`` is to the minute.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -23,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dynamiq.access.credentials import Sealer, new_credential, rotate_sealing_key, sealer_of
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.errors import Invalid, NotFound
 from dynamiq.models import APPLICATION_PATTERN
@@ -36,6 +43,7 @@ __all__ = [
     "KeyRecord",
     "KeyRing",
     "KeySpec",
+    "MadeKey",
     "new_secret",
 ]
 
@@ -66,6 +74,7 @@ class KeySpec:
     role: str
     description: str = ""
     requests_per_second: float | None = None
+    aws: bool = False  # with an AWS credential (an access key id and its secret)
 
     def check(self) -> None:
         """Raise ``Invalid`` naming the first field a key cannot have."""
@@ -96,23 +105,27 @@ class KeyRecord:
     salt: bytes
     digest: bytes
     requests_per_second: float | None = None  # on each node; None: no limit
+    access_key_id: str | None = None  # its AWS credential's id; None: it has none
+    sealed: bytes | None = None  # that credential's secret, sealed
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "application": self.application,
-                "role": self.role,
-                "description": self.description,
-                "created_ms": self.created_ms,
-                "salt": self.salt.hex(),
-                "scrypt": self.digest.hex(),
-                "requests_per_second": self.requests_per_second,
-            }
-        ).encode()
+        data: dict[str, Any] = {
+            "application": self.application,
+            "role": self.role,
+            "description": self.description,
+            "created_ms": self.created_ms,
+            "salt": self.salt.hex(),
+            "scrypt": self.digest.hex(),
+            "requests_per_second": self.requests_per_second,
+        }
+        if self.access_key_id is not None and self.sealed is not None:
+            data["aws"] = {"id": self.access_key_id, "sealed": self.sealed.hex()}
+        return json.dumps(data).encode()
 
     @classmethod
     def decode(cls, key_id: str, raw: bytes) -> KeyRecord:
         data: dict[str, Any] = json.loads(raw)
+        aws = data.get("aws") or {}
         return cls(
             key_id,
             data["application"],
@@ -122,7 +135,19 @@ class KeyRecord:
             bytes.fromhex(data["salt"]),
             bytes.fromhex(data["scrypt"]),
             data.get("requests_per_second"),
+            aws.get("id"),
+            bytes.fromhex(aws["sealed"]) if "sealed" in aws else None,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class MadeKey:
+    """A key just made, with what is shown this once: the whole key
+    (``<key_id>.<secret>``) and its AWS credential's secret, if it has one."""
+
+    record: KeyRecord
+    token: str
+    aws_secret: str | None = None
 
 
 def new_secret() -> str:
@@ -154,6 +179,9 @@ class KeyRing:
         self._used: dict[str, int] = {}  # key id -> last use seen here (epoch ms)
         self._written: dict[str, int] = {}  # key id -> last use written to the store
         self._stored_use: dict[str, int] = {}  # key id -> last use the store holds
+        self._by_access: dict[str, str] = {}  # AWS access key id -> key id
+        self._secrets: dict[str, str] = {}  # AWS access key id -> its secret, unsealed
+        self._sealer: Sealer | None = None  # read at the first reload
         self._at_once = asyncio.Semaphore(_SCRYPT_AT_ONCE)
         # Called after every change made here (the cluster tells its peers).
         self.on_change = on_change
@@ -190,18 +218,45 @@ class KeyRing:
         self._checked[key_id] = _fast(token)
         return self._used_now(record)
 
+    def signing(self, access_key_id: str) -> tuple[KeyRecord, str] | None:
+        """The key whose AWS credential ``access_key_id`` is, and that credential's
+        secret; None for an id no key has (never made, or revoked)."""
+        record = self._keys.get(self._by_access.get(access_key_id, ""))
+        if record is None or record.sealed is None:
+            return None
+        secret = self._secrets.get(access_key_id)
+        if secret is None:
+            secret = self.sealer.unseal(access_key_id, record.sealed)
+            if secret is None:  # sealed under a key this node has not read yet
+                return None
+            self._secrets[access_key_id] = secret
+        return record, secret
+
+    def used(self, record: KeyRecord) -> None:
+        """Note that ``record`` was used now (a signature it made held)."""
+        self._used_now(record)
+
+    @property
+    def sealer(self) -> Sealer:
+        assert self._sealer is not None, "the keys have not been read yet"
+        return self._sealer
+
     def _used_now(self, record: KeyRecord) -> KeyRecord:
         self._used[record.key_id] = self._clock.wall_ms()
         return record
 
     # -- changing ------------------------------------------------------------
 
-    async def create(self, spec: KeySpec) -> tuple[KeyRecord, str]:
-        """Make a key; return it and the whole key (``<key_id>.<secret>``), shown once."""
+    async def create(self, spec: KeySpec) -> MadeKey:
+        """Make a key; return it with what is shown only once (its secrets)."""
         spec.check()
         key_id, secret, salt = "dq" + secrets.token_hex(8), new_secret(), secrets.token_bytes(16)
         async with self._at_once:
             digest = await asyncio.to_thread(_scrypt, secret, salt)
+        access_key_id, aws_secret = new_credential() if spec.aws else (None, None)
+        sealed = None
+        if access_key_id is not None and aws_secret is not None:
+            sealed = self.sealer.seal(access_key_id, aws_secret)
         record = KeyRecord(
             key_id,
             spec.application,
@@ -211,11 +266,36 @@ class KeyRing:
             salt,
             digest,
             spec.requests_per_second,
+            access_key_id,
+            sealed,
         )
         await self._store.meta_put({f"k/{key_id}": record.encode()})
-        self._keys[key_id] = record
+        self._keep(record)
         self.on_change()
-        return record, f"{key_id}.{secret}"
+        return MadeKey(record, f"{key_id}.{secret}", aws_secret)
+
+    def _keep(self, record: KeyRecord) -> None:
+        self._keys[record.key_id] = record
+        if record.access_key_id is not None:
+            self._by_access[record.access_key_id] = record.key_id
+
+    async def rotate_sealing_key(self) -> str:
+        """Make the cluster a new sealing key and seal every AWS secret again under it;
+        return its id. The other nodes read both once they reload."""
+        self._sealer = await rotate_sealing_key(self._store)
+        resealed: dict[str, bytes] = {}
+        for record in list(self._keys.values()):
+            found = None if record.access_key_id is None else self.signing(record.access_key_id)
+            if found is None:
+                continue
+            again = self._sealer.seal(found[0].access_key_id or "", found[1])
+            fresh = dataclasses.replace(record, sealed=again)
+            resealed[f"k/{record.key_id}"] = fresh.encode()
+            self._keep(fresh)
+        if resealed:
+            await self._store.meta_put(resealed)
+        self.on_change()
+        return self._sealer.key_id
 
     async def revoke(self, key_id: str) -> None:
         """Revoke a key: refused on this node at once, on the others once they reload."""
@@ -227,7 +307,10 @@ class KeyRing:
 
     def _forget(self, key_ids: Iterable[str]) -> None:
         for key_id in key_ids:
-            self._keys.pop(key_id, None)
+            record = self._keys.pop(key_id, None)
+            if record is not None and record.access_key_id is not None:
+                self._by_access.pop(record.access_key_id, None)
+                self._secrets.pop(record.access_key_id, None)
             self._checked.pop(key_id, None)
             self._used.pop(key_id, None)
             self._written.pop(key_id, None)
@@ -236,6 +319,7 @@ class KeyRing:
 
     async def reload(self) -> None:
         """Read the keys the store holds now; forget the others (revoked elsewhere)."""
+        self._sealer = await sealer_of(self._store)
         entries = await self._store.meta_scan("k")
         keys: dict[str, KeyRecord] = {}
         used: dict[str, int] = {}
@@ -247,7 +331,10 @@ class KeyRing:
                 used[key_id] = int(raw)
         changed = [k for k, r in self._keys.items() if keys.get(k) != r]
         self._forget(changed)
-        self._keys = keys
+        self._keys = {}
+        self._by_access = {}
+        for record in keys.values():
+            self._keep(record)
         self._stored_use = {k: v for k, v in used.items() if k in keys}
         await self._write_uses()
 

@@ -138,9 +138,13 @@ class Administration:
         *,
         description: str = "",
         requests_per_second: float | None = None,
+        aws: bool = False,
     ) -> dict[str, Any]:
-        """Make an application key; ``key`` in the answer is shown this once."""
+        """Make an application key; ``key`` in the answer is shown this once, and so is
+        ``secret_access_key`` (with ``aws``: an AWS credential, for SigV4)."""
         body: dict[str, Any] = {"application": application, "role": role}
+        if aws:
+            body["aws"] = True
         if description:
             body["description"] = description
         if requests_per_second is not None:
@@ -155,6 +159,11 @@ class Administration:
     async def revoke_key(self, key_id: str) -> None:
         """Revoke a key on every node."""
         await self._call("DELETE", f"/v2/keys/{key_id}")
+
+    async def rotate_sealing_key(self) -> dict[str, Any]:
+        """Seal every AWS credential's secret under a new cluster key; return its
+        ``key_id``."""
+        return dict(await self._call("POST", "/v2/sealing-key"))
 
 
 def _summed(totals: list[dict[str, Any]]) -> dict[str, Any]:

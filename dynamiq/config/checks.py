@@ -3,11 +3,18 @@ in a file (strong enough either way)."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from dynamiq.errors import ConfigError
 
-__all__ = ["MIN_SECRET_BYTES", "read_secret", "require", "require_one_secret"]
+__all__ = [
+    "MIN_SECRET_BYTES",
+    "read_secret",
+    "require",
+    "require_networks",
+    "require_one_secret",
+]
 
 MIN_SECRET_BYTES = 32
 
@@ -50,3 +57,15 @@ def require(ok: bool, key: str, message: str) -> None:
     """Raise ``ConfigError`` for ``key`` with ``message`` unless ``ok``."""
     if not ok:
         raise ConfigError(message, key=key)
+
+
+def require_networks(networks: str, key: str) -> None:
+    """Raise ``ConfigError`` unless ``networks`` is a comma-separated list of CIDRs (or
+    addresses)."""
+    for network in (n.strip() for n in networks.split(",")):
+        if not network:
+            continue
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(f"{network!r} is not an address or a CIDR", key=key) from None

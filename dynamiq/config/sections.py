@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from dynamiq.config.checks import read_secret, require, require_one_secret
+from dynamiq.config.checks import read_secret, require, require_networks, require_one_secret
 from dynamiq.errors import ConfigError, Invalid
 from dynamiq.keyspace import WORKER_MARK
 from dynamiq.models import MAX_DELAY_SECONDS, MAX_MESSAGE_BYTES
@@ -35,6 +35,7 @@ LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 STATS_TYPES = ("statsd", "prometheus", "none")
 BACKENDS = ("lmdb", "redis", "riak")
 WRITERS = ("thread", "process")  # of the embedded store: see ``StorageSettings``
+SQS_DOORS = ("sigv4", "open", "closed", "key")
 AUTH_SWITCHES = {"auto": None, "true": True, "on": True, "yes": True}
 AUTH_SWITCHES |= {"false": False, "off": False, "no": False}
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -335,12 +336,9 @@ class AuthSettings:
     """``[auth]``: application keys on every route but the cluster's own.
 
     ``enabled`` is ``auto`` by default: off on a loopback address, on anywhere
-    else (a node reachable from other machines serves no one without a key
-    unless ``enabled = false`` is written). ``v1`` and ``sqs`` say whether those
-    APIs, whose clients cannot always send a key, are served without one
-    (``open``) or need one like v2 (``key``); ``metrics`` the same for
-    ``/metrics``. ``failedpersecond``/``failedburst`` bound wrong keys per client
-    address.
+    else. ``v1``, ``sqs`` and ``metrics`` say how those APIs, whose clients
+    cannot always send a key, let callers in; ``failedpersecond``/``failedburst``
+    bound wrong keys and failing signatures per client address.
     """
 
     enabled: str = "auto"
@@ -351,8 +349,8 @@ class AuthSettings:
     """A file holding the administrator's key, instead of auth.adminkey."""
     v1: str = "key"
     """open: v1 served without keys (its clients send none; keep it private); key: v1 needs one."""
-    sqs: str = "key"
-    """open: the SQS/SNS endpoint served without keys (SigV4 is not checked); key: refused."""
+    sqs: str = "sigv4"
+    """SQS/SNS endpoint: sigv4 (signatures checked), open (unchecked: keep it private), closed."""
     metrics: str = "key"
     """open: /metrics without a key; key: an administrator's or a monitor's key."""
     failedpersecond: float = 1.0
@@ -361,6 +359,12 @@ class AuthSettings:
     """Wrong keys a client address may send at once; beyond them, 429 until the bucket refills."""
     hosts: str = ""
     """Names clients may call this node by while keys are off, comma-separated (DNS rebinding)."""
+    maxskewseconds: int = 900
+    """How far a SigV4 request's date may be off the node's clock, either way (AWS: 15 min)."""
+    presigned: bool = True
+    """Whether the SQS/SNS endpoint takes presigned URLs (the signature in the query)."""
+    trustedproxies: str = ""
+    """Proxies whose X-Forwarded-Proto and X-Forwarded-Host are believed, comma-separated CIDRs."""
 
     def __post_init__(self) -> None:
         require(
@@ -368,8 +372,11 @@ class AuthSettings:
             "auth.enabled",
             "must be auto, true or false",
         )
-        for key in ("v1", "sqs", "metrics"):
+        for key in ("v1", "metrics"):
             require(getattr(self, key) in ("open", "key"), f"auth.{key}", "must be open or key")
+        require(self.sqs in SQS_DOORS, "auth.sqs", "must be sigv4, open or closed")
+        require(0 < self.maxskewseconds <= 3600, "auth.maxskewseconds", "must be 1 to 3600")
+        require_networks(self.trustedproxies, "auth.trustedproxies")
         require_one_secret(self.adminkey, "auth.adminkey", self.adminkeyfile, "auth.adminkeyfile")
         require(self.failedpersecond > 0, "auth.failedpersecond", "must be > 0")
         require(self.failedburst >= 1, "auth.failedburst", "must be >= 1")
@@ -378,6 +385,16 @@ class AuthSettings:
         """Whether keys are required on a node whose HTTP port is bound to ``address``."""
         switch = AUTH_SWITCHES[self.enabled.lower()]
         return address not in LOOPBACK if switch is None else switch
+
+    @property
+    def sqs_door(self) -> str:
+        """How the SQS/SNS endpoint lets callers in: sigv4, open or closed (``key``, the
+        old spelling, is sigv4)."""
+        return "sigv4" if self.sqs == "key" else self.sqs
+
+    def proxies(self) -> list[str]:
+        """``trustedproxies`` as a list of CIDRs."""
+        return [p.strip() for p in self.trustedproxies.split(",") if p.strip()]
 
     def host_names(self) -> list[str]:
         """Return ``hosts`` as a list of lower-case names."""

@@ -7,12 +7,15 @@ runs each with the app.
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from dynamiq.access.guard import Guard
-from dynamiq.api.context import Services
+from dynamiq.api.aws.accounts import Accounts
+from dynamiq.api.context import AwsDoor, Services
 from dynamiq.api.intake import Intake
 from dynamiq.cluster.quorum import Quorum
 from dynamiq.config import LOOPBACK, Settings
@@ -62,6 +65,15 @@ class Built:
             guard=_guard(ground),
             keyless=frozenset(
                 api for api in ("v1", "sqs", "metrics") if getattr(settings.auth, api) == "open"
+            ),
+            aws=AwsDoor(
+                settings.auth.sqs_door,
+                settings.auth.maxskewseconds,
+                settings.auth.presigned,
+                tuple(ipaddress.ip_network(p, strict=False) for p in settings.auth.proxies()),
+            ),
+            accounts=Accounts(
+                settings.sqs.account, functools.partial(_applications, self.node, ground)
             ),
             hosts=frozenset(_host_names(settings)),
             intake=Intake(settings.limits.maxpendingbytes),
@@ -143,6 +155,14 @@ def _reporter(ground: Ground, engine: Engine) -> Reporter:
         lambda: len(live_nodes(membership)),
         queue_levels=stats.type == "statsd",
     )
+
+
+def _applications(node: Node, ground: Ground) -> list[str]:
+    """Every application the node knows (its keys') and every queue and topic's full
+    name (which start with theirs)."""
+    keys = ground.keys
+    known = [] if keys is None else [r.application for r in keys.records()]
+    return known + node.queue_names() + node.topic_names()
 
 
 def _guard(ground: Ground) -> Guard:

@@ -243,9 +243,10 @@ async def test_v1_sqs_and_metrics_need_keys_unless_served_open(keyed: Http) -> N
     assert (await closed.get("/metrics")).status == 401
     monitor = _bearer(await _key(closed, "ops", "monitor"))
     assert (await closed.get("/metrics", headers=monitor)).status == 200
-    sqs = await closed.post("/", data=b"{}", headers=SQS_LIST)
+    sqs = await closed.post("/", data=b"{}", headers=SQS_LIST)  # unsigned: SigV4 is asked
     assert sqs.status == 403
-    assert (await sqs.json(content_type=None))["__type"].endswith("#AccessDenied")
+    assert (await sqs.json(content_type=None))["__type"].endswith("#MissingAuthenticationToken")
+    assert sqs.headers["x-amzn-query-error"] == "MissingAuthenticationToken;Sender"
 
 
 @pytest.mark.parametrize(

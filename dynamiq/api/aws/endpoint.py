@@ -25,7 +25,9 @@ from dynamiq.access.roles import Access
 from dynamiq.api.auth import caller
 from dynamiq.api.aws import query
 from dynamiq.api.aws.call import Action, Answer, Call, Leasing
-from dynamiq.api.aws.errors import AwsError, sns_error, sqs_error
+from dynamiq.api.aws.door import signed_caller
+from dynamiq.api.aws.errors import COMMON, AwsError, sns_error, sqs_error
+from dynamiq.api.aws.grants import Caller
 from dynamiq.api.aws.messages import MESSAGE_ACTIONS
 from dynamiq.api.aws.moves import MOVE_ACTIONS
 from dynamiq.api.aws.params import Params
@@ -33,7 +35,7 @@ from dynamiq.api.aws.policies import POLICY_ACTIONS
 from dynamiq.api.aws.queues import QUEUE_ACTIONS
 from dynamiq.api.aws.topic_settings import TOPIC_SETTING_ACTIONS
 from dynamiq.api.aws.topics import TOPIC_ACTIONS
-from dynamiq.api.context import services_of
+from dynamiq.api.context import Services, services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
@@ -82,7 +84,8 @@ def _json_error(error: AwsError, request_id: str) -> web.Response:
         "x-amzn-query-error": f"{error.query_code};{'Sender' if error.sender else 'Receiver'}",
         **_retry(error),
     }
-    body = {"__type": f"com.amazonaws.sqs#{error.shape}", "message": error.message}
+    namespace = "com.amazon.coral.service" if error.shape in COMMON else "com.amazonaws.sqs"
+    body = {"__type": f"{namespace}#{error.shape}", "message": error.message}
     return web.Response(status=error.status, body=_encode(body), headers=headers)
 
 
@@ -127,12 +130,13 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
     request_id = _request_id()
     wire = _SQS_JSON
     try:
+        raw = await request.read()
         if _speaks_json(request):
             name = request.headers.get("X-Amz-Target", "")
             action = SQS_ACTIONS.get(name.removeprefix(TARGET_PREFIX))
             if not name.startswith(TARGET_PREFIX):
                 action = None
-            data = await _json_parameters(request)
+            data = _json_parameters(raw)
         else:
             form = list((await request.post()).items())
             name = next((str(v) for k, v in form if k == "Action"), "")
@@ -142,30 +146,39 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
             data = query.params(wire.dialect, ((k, str(v)) for k, v in form), name)
             if "account" in request.match_info:  # posted to the queue's own URL
                 data.setdefault("QueueUrl", request.path)
-        if caller(request) is None:
-            raise AwsError(
-                "AccessDenied",
-                "The SQS endpoint is not served while this node needs keys "
-                "(auth.sqs = open serves it without them).",
-            )
-        if action is None:
-            raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
         name = name.removeprefix(TARGET_PREFIX)
         services = services_of(request)
-        region = _signed_region(request)
-        if region is not None and region != services.sqs.region:
-            raise AwsError(
-                "SignatureDoesNotMatch",
-                f"Credential should be scoped to a valid region, not '{region}'.",
-            )
+        service = "sns" if wire is _SNS_QUERY else "sqs"
+        who = _caller(request, services, service, raw)
+        if action is None:
+            raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
         base = f"{request.scheme}://{request.host}"
-        call = Call(services.node, services.sqs, base, Params(data))
+        params = Params(data)
+        call = Call(
+            services.node, services.sqs, base, params, name, service, who, services.accounts
+        )
         return await _answer(request, wire, name, await action(call), request_id)
     except web.HTTPRequestEntityTooLarge:
         error: DynamiqError = _too_large(request)
     except DynamiqError as exc:
         error = exc
     return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)
+
+
+def _caller(request: web.Request, services: Services, service: str, raw: bytes) -> Caller:
+    """Who calls: everyone, unchecked, where keys are off or the endpoint is open (a
+    request signed for another region is still refused: it meant another endpoint);
+    else whoever signed it."""
+    principal = caller(request)
+    if principal is None:
+        return signed_caller(request, services, service, raw)
+    region = _signed_region(request)
+    if region is not None and region != services.sqs.region:
+        raise AwsError(
+            "SignatureDoesNotMatch",
+            f"Credential should be scoped to a valid region, not '{region}'.",
+        )
+    return Caller(principal, services.accounts.of(principal.application))
 
 
 def _signed_region(request: web.Request) -> str | None:
@@ -220,8 +233,7 @@ async def _answer(
     return wire.answer(name, answer, request_id)
 
 
-async def _json_parameters(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
+def _json_parameters(raw: bytes) -> dict[str, Any]:
     try:
         data = _decode(raw) if raw else {}
     except msgspec.DecodeError:

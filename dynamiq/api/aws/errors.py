@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dynamiq.access.sigv4 import SignatureRefused
 from dynamiq.errors import (
     BackendUnavailable,
     ClientError,
@@ -48,7 +49,20 @@ _CODES: dict[str, tuple[str, int]] = {
     "InvalidAction": ("InvalidAction", 400),
     "AccessDenied": ("AccessDenied", 403),
     "SignatureDoesNotMatch": ("SignatureDoesNotMatch", 403),
+    "MissingAuthenticationToken": ("MissingAuthenticationToken", 403),
+    "IncompleteSignature": ("IncompleteSignature", 400),
+    "InvalidClientTokenId": ("InvalidClientTokenId", 403),
 }
+# The refusals every AWS service makes alike (not SQS's own shapes): their JSON type is
+# named in AWS's common namespace.
+COMMON = frozenset(
+    {
+        "MissingAuthenticationToken",
+        "IncompleteSignature",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+    }
+)
 # SQS's shapes SNS names alike.
 _SNS_SHARED = frozenset(
     {
@@ -61,7 +75,7 @@ _SNS_SHARED = frozenset(
         "MalformedQueryString",
         "ServiceUnavailable",
         "AccessDenied",
-        "SignatureDoesNotMatch",
+        *COMMON,
     }
 )
 # SNS's codes whose status is not 400.
@@ -71,6 +85,9 @@ _SNS_STATUS = {
     "AuthorizationError": 403,
     "AccessDenied": 403,
     "SignatureDoesNotMatch": 403,
+    "MissingAuthenticationToken": 403,
+    "IncompleteSignature": 400,
+    "InvalidClientTokenId": 403,
     "InternalError": 500,
     "ServiceUnavailable": 503,
 }
@@ -106,6 +123,8 @@ def sns_error(error: DynamiqError) -> AwsError:
     if isinstance(error, AwsError):
         fallback = "InvalidParameter" if error.sender else "InternalError"
         return SnsError(error.shape if error.shape in _SNS_SHARED else fallback, error.message)
+    if isinstance(error, SignatureRefused):
+        return SnsError(error.code, error.message)
     if isinstance(error, TopicNotFound):
         return SnsError("NotFound", "Topic does not exist")
     if isinstance(error, QueueNotFound):
@@ -117,6 +136,8 @@ def sqs_error(error: DynamiqError) -> AwsError:
     """Return any error of Dynamiq's as SQS would name it."""
     if isinstance(error, AwsError):
         return error
+    if isinstance(error, SignatureRefused):
+        return AwsError(error.code, error.message)
     if isinstance(error, QueueNotFound):
         return AwsError("QueueDoesNotExist", "The specified queue does not exist.")
     if isinstance(error, QueueExists):

@@ -227,7 +227,7 @@ def _received(
 
 def _system_attributes(call: Call, record: QueueRecord, m: Message) -> dict[str, str]:
     shown = {
-        "SenderId": call.settings.account,
+        "SenderId": call.account,
         "SentTimestamp": str(m.published_ms),
         "ApproximateReceiveCount": str(m.receive_count),
         "ApproximateFirstReceiveTimestamp": str(m.first_received_ms),

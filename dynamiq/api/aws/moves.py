@@ -37,7 +37,7 @@ def _read_handle(handle: str) -> tuple[str, str]:
 
 
 async def start_message_move_task(call: Call) -> dict[str, Any]:
-    source = call.name_of_arn(call.params.text("SourceArn"), "SourceArn")
+    source = call.queue_of_arn(call.params.text("SourceArn"), "SourceArn").name
     target = call.params.optional_text("DestinationArn")
     to = None if target is None else call.name_of_arn(target, "DestinationArn")
     rate = call.params.integer("MaxNumberOfMessagesPerSecond", None, 1, MAX_RATE)
@@ -53,9 +53,8 @@ async def start_message_move_task(call: Call) -> dict[str, Any]:
 
 
 async def list_message_move_tasks(call: Call) -> dict[str, Any]:
-    source = call.name_of_arn(call.params.text("SourceArn"), "SourceArn")
+    source = call.queue_of_arn(call.params.text("SourceArn"), "SourceArn").name
     call.params.integer("MaxResults", None, 1, 10)
-    call.node.require_queue(source)
     try:
         view = await call.node.redrive_status(source)
     except NotFound:
@@ -82,6 +81,7 @@ def _listed(call: Call, source: str, view: RedriveView) -> dict[str, Any]:
 
 async def cancel_message_move_task(call: Call) -> dict[str, Any]:
     queue, task = _read_handle(call.params.text("TaskHandle"))
+    call.queue_named(*call.accounts.address(queue))
     try:
         current = await call.node.redrive_status(queue)
     except NotFound:

@@ -330,7 +330,12 @@ async def list_queues(call: Call) -> dict[str, Any]:
     prefix = call.params.optional_text("QueueNamePrefix") or ""
     limit = call.params.integer("MaxResults", None, 1, 1000)
     after = call.params.optional_text("NextToken") or ""
-    names = [n for n in call.node.queue_names() if n.startswith(prefix) and n > after]
+    call.listing()
+    names = [
+        n
+        for n in call.visible(call.node.queue_names())
+        if call.accounts.address(n)[1].startswith(prefix) and n > after
+    ]
     page = names[: limit or 1000]  # without MaxResults: at most 1,000, and no token
     if limit is None and not page:
         return {}

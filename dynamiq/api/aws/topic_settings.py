@@ -155,7 +155,7 @@ def _default_policy(arn: str, account: str) -> dict[str, Any]:
 
 def _policy(call: Call, topic: str, kept: dict[str, str]) -> str:
     """The topic's policy: the one set, else SNS's default."""
-    default = _default_policy(call.topic_arn(topic), call.settings.account)
+    default = _default_policy(call.topic_arn(topic), call.owner(topic))
     return kept.get("Policy") or json.dumps(default, separators=(",", ":"))
 
 
@@ -176,7 +176,7 @@ async def get_topic_attributes(call: Call) -> dict[str, Any]:
     pending = sum(1 for s in subscriptions if s.push is not None and s.push.state == "pending")
     attributes = {
         "TopicArn": call.topic_arn(topic),
-        "Owner": call.settings.account,
+        "Owner": call.owner(topic),
         "DisplayName": "",
         **kept,
         "Policy": _policy(call, topic, kept),
@@ -208,8 +208,8 @@ async def set_topic_attributes(call: Call) -> dict[str, Any]:
 
 def _tagged(call: Call) -> tuple[str, TopicSettings]:
     """The topic a ``ResourceArn`` names, and its settings."""
-    topic = call.name_of_arn(call.params.text("ResourceArn"), "ResourceArn", "sns")
     try:
+        topic = call.topic_of_arn(call.params.text("ResourceArn"), "ResourceArn")
         return topic, call.node.topic_settings(topic)
     except TopicNotFound:
         raise SnsError("ResourceNotFound", "Resource does not exist") from None

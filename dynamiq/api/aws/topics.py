@@ -16,6 +16,7 @@ import hashlib
 import json
 from typing import Any
 
+from dynamiq.access.roles import SEPARATOR
 from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
@@ -47,21 +48,22 @@ def invalid_parameter(what: str) -> SnsError:
 
 
 def named_topic(call: Call, param: str = "TopicArn") -> str:
-    name = call.name_of_arn(call.params.text(param), param, "sns")
-    call.node.require_topic(name)
-    return name
+    """The topic ``param`` names, authorized for the call's action."""
+    return call.topic(param)
 
 
 def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     """The topic and subscription a ``SubscriptionArn`` names."""
     arn = call.params.text("SubscriptionArn")
     topic_arn, _, last = arn.rpartition(":")
-    topic = call.name_of_arn(topic_arn, "SubscriptionArn", "sns")
     try:
+        topic = call.topic_of_arn(topic_arn, "SubscriptionArn")
         subscribed = call.node.subscribed(topic)
     except TopicNotFound:
         raise SnsError("NotFound", "Subscription does not exist") from None
-    found = subscribed.get(last)  # a queue's ARN ends with its name, a push's with its id
+    found = subscribed.get(
+        queue_of_end(topic, last)
+    )  # a queue's ARN ends with its name, a push's with its id
     if found is None or found.push is not None:
         found = subscribed.webhook(last)
     if found is None:
@@ -69,9 +71,28 @@ def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     return topic, found
 
 
-def _arn_end(subscription: SubscriptionView) -> str:
-    """What a subscription's ARN ends with: its queue's name, or a push subscription's id."""
-    return subscription.queue if subscription.push is None else subscription.push.id
+def _arn_end(topic: str, subscription: SubscriptionView) -> str:
+    """What a subscription's ARN ends with: its queue's name (in full, ``/`` for ``:``,
+    if the queue is of another application), or a push subscription's id."""
+    if subscription.push is not None:
+        return subscription.push.id
+    return queue_end(topic, subscription.queue)
+
+
+def queue_end(topic: str, queue: str) -> str:
+    """The end of the ARN of ``topic``'s subscription of ``queue``."""
+    application, found, _ = topic.rpartition(SEPARATOR)
+    if found and queue.startswith(application + SEPARATOR):
+        return queue[len(application) + 1 :]
+    return queue.replace(SEPARATOR, "/")
+
+
+def queue_of_end(topic: str, end: str) -> str:
+    """The queue a subscription's ARN of ``topic`` ends with (``queue_end``'s inverse)."""
+    if "/" in end:
+        return end.replace("/", SEPARATOR)
+    application, found, _ = topic.rpartition(SEPARATOR)
+    return f"{application}{SEPARATOR}{end}" if found else end
 
 
 async def delete_topic(call: Call) -> dict[str, Any]:
@@ -81,7 +102,8 @@ async def delete_topic(call: Call) -> dict[str, Any]:
 
 
 async def list_topics(call: Call) -> dict[str, Any]:
-    names = sorted(call.node.topic_names())
+    call.listing()
+    names = sorted(call.visible(call.node.topic_names()))
     page, token = _page(names, call.params.optional_text("NextToken"))
     return {"Topics": [{"TopicArn": call.topic_arn(n)} for n in page], **token}
 
@@ -112,7 +134,7 @@ async def subscribe(call: Call) -> dict[str, Any]:
         )
     settings = _subscription_settings(given, None)
     await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
-    return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue}"}
+    return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue_end(topic, queue)}"}
 
 
 async def _subscribe(
@@ -183,7 +205,7 @@ async def get_subscription_attributes(call: Call) -> dict[str, Any]:
     topic, found = _subscription(call)
     attributes = {
         **_listed(call, topic, found),
-        "Owner": call.settings.account,
+        "Owner": call.owner(topic),
         "RawMessageDelivery": str(not found.envelope).lower(),
         "PendingConfirmation": "false",
         "ConfirmationWasAuthenticated": "true",
@@ -214,7 +236,7 @@ def _listed(call: Call, topic: str, subscription: SubscriptionView) -> dict[str,
     if subscription.push is not None:
         return push_listed(call, topic, subscription.push)
     return {
-        "SubscriptionArn": f"{call.topic_arn(topic)}:{subscription.queue}",
+        "SubscriptionArn": f"{call.topic_arn(topic)}:{queue_end(topic, subscription.queue)}",
         "TopicArn": call.topic_arn(topic),
         "Protocol": "sqs",
         "Endpoint": call.queue_arn(subscription.queue),
@@ -222,9 +244,10 @@ def _listed(call: Call, topic: str, subscription: SubscriptionView) -> dict[str,
 
 
 async def list_subscriptions(call: Call) -> dict[str, Any]:
+    call.listing()
     every = [
-        (f"{topic}:{_arn_end(s)}", topic, s)
-        for topic in call.node.topic_names()
+        (f"{topic}:{_arn_end(topic, s)}", topic, s)
+        for topic in call.visible(call.node.topic_names())
         for s in call.node.subscriptions(topic)
     ]
     return _subscriptions_page(call, every)
@@ -236,7 +259,7 @@ async def list_subscriptions_by_topic(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
     after = call.params.optional_text("NextToken") or ""
     page, last = call.node.subscribed(topic).page(after, PAGE)
-    listed = [{**_listed(call, topic, s), "Owner": call.settings.account} for s in page]
+    listed = [{**_listed(call, topic, s), "Owner": call.owner(topic)} for s in page]
     return {"Subscriptions": listed, **({"NextToken": last} if last else {})}
 
 
@@ -245,7 +268,7 @@ def _subscriptions_page(
 ) -> dict[str, Any]:
     by_key = {key: (topic, s) for key, topic, s in every}
     page, token = _page(sorted(by_key), call.params.optional_text("NextToken"))
-    listed = [{**_listed(call, *by_key[key]), "Owner": call.settings.account} for key in page]
+    listed = [{**_listed(call, *by_key[key]), "Owner": call.owner(by_key[key][0])} for key in page]
     return {"Subscriptions": listed, **token}
 
 
@@ -303,7 +326,7 @@ async def publish(call: Call) -> dict[str, Any]:
     arn = call.params.optional_text("TopicArn") or call.params.optional_text("TargetArn")
     if arn is None:
         raise invalid_parameter("TopicArn or TargetArn Reason: no value for required parameter")
-    topic = call.name_of_arn(arn, "TopicArn", "sns")
+    topic = call.topic_of_arn(arn, "TopicArn")
     outgoing, notice = _message(call, topic, call.params)
     await call.node.publish_topic(topic, [outgoing], [notice])
     return {"MessageId": notice.message_id}

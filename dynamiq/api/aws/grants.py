@@ -1,0 +1,249 @@
+"""Who may call which SQS and SNS action on what: a key's role as its identity policy,
+a queue's or a topic's ``Policy`` as the resource's, decided by ``access.policy``.
+
+Each action names the access it needs (``roles.Access``); a role's identity
+policy allows, on every resource, the actions its access covers. The batch
+actions are governed by their single-message permission, as AWS documents
+(``SendMessageBatch`` by ``sqs:SendMessage``, ``PublishBatch`` by ``sns:Publish``).
+Some actions reach only the caller's own queues whatever a policy says, as on
+AWS (``OWN_ONLY``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from dynamiq.access.policy import (
+    Decision,
+    Policy,
+    PolicyError,
+    Request,
+    Statement,
+    evaluate,
+    parse,
+)
+from dynamiq.access.roles import ANYONE, GRANTS, Access, Principal
+from dynamiq.api.aws.errors import AwsError, SnsError
+
+__all__ = [
+    "OWN_ONLY",
+    "Caller",
+    "action_of",
+    "checked_policy",
+    "context_of",
+    "identity_of",
+    "service_caller",
+]
+
+_R, _P, _C, _M = Access.READ, Access.PRODUCE, Access.CONSUME, Access.MANAGE
+# action -> (service, the access it needs, the action a policy names it by)
+_SQS: dict[str, tuple[str, Access, str]] = {
+    name: ("sqs", access, policy_name or name)
+    for name, access, policy_name in (
+        ("CreateQueue", _M, None),
+        ("GetQueueUrl", _R, None),
+        ("ListQueues", _R, None),
+        ("DeleteQueue", _M, None),
+        ("PurgeQueue", _M, None),
+        ("GetQueueAttributes", _R, None),
+        ("SetQueueAttributes", _M, None),
+        ("ListDeadLetterSourceQueues", _R, None),
+        ("TagQueue", _M, None),
+        ("UntagQueue", _M, None),
+        ("ListQueueTags", _R, None),
+        ("SendMessage", _P, None),
+        ("SendMessageBatch", _P, "SendMessage"),
+        ("ReceiveMessage", _C, None),
+        ("DeleteMessage", _C, None),
+        ("DeleteMessageBatch", _C, "DeleteMessage"),
+        ("ChangeMessageVisibility", _C, None),
+        ("ChangeMessageVisibilityBatch", _C, "ChangeMessageVisibility"),
+        ("StartMessageMoveTask", _M, None),
+        ("ListMessageMoveTasks", _R, None),
+        ("CancelMessageMoveTask", _M, None),
+        ("AddPermission", _M, None),
+        ("RemovePermission", _M, None),
+    )
+}
+_SNS: dict[str, tuple[str, Access, str]] = {
+    name: ("sns", access, policy_name or name)
+    for name, access, policy_name in (
+        ("CreateTopic", _M, None),
+        ("DeleteTopic", _M, None),
+        ("ListTopics", _R, None),
+        ("GetTopicAttributes", _R, None),
+        ("SetTopicAttributes", _M, None),
+        ("TagResource", _M, None),
+        ("UntagResource", _M, None),
+        ("ListTagsForResource", _R, None),
+        ("AddPermission", _M, None),
+        ("RemovePermission", _M, None),
+        ("Subscribe", _M, None),
+        ("ConfirmSubscription", _M, None),
+        ("Unsubscribe", _M, None),
+        ("GetSubscriptionAttributes", _R, None),
+        ("SetSubscriptionAttributes", _M, None),
+        ("ListSubscriptions", _R, None),
+        ("ListSubscriptionsByTopic", _R, None),
+        ("Publish", _P, None),
+        ("PublishBatch", _P, "Publish"),
+    )
+}
+# Actions on the caller's own queues and topics only, whatever a policy allows (AWS's list
+# for SQS; for SNS, making and listing).
+OWN_ONLY = frozenset(
+    {
+        ("sqs", a)
+        for a in (
+            "AddPermission",
+            "CancelMessageMoveTask",
+            "CreateQueue",
+            "DeleteQueue",
+            "ListMessageMoveTasks",
+            "ListQueues",
+            "ListQueueTags",
+            "RemovePermission",
+            "SetQueueAttributes",
+            "StartMessageMoveTask",
+            "TagQueue",
+            "UntagQueue",
+        )
+    }
+    | {("sns", a) for a in ("CreateTopic", "ListTopics", "ListSubscriptions")}
+)
+SNS_SERVICE = "sns.amazonaws.com"
+
+
+def action_of(service: str, name: str) -> tuple[str, Access, str]:
+    """The service, access and policy name of action ``name`` of ``service``."""
+    return _SNS[name] if service == "sns" else _SQS[name]
+
+
+@functools.lru_cache(maxsize=len(GRANTS))
+def identity_of(role: str) -> Policy:
+    """The identity policy of a key of ``role``: the actions its access covers, anywhere."""
+    grants = GRANTS[role]
+    allowed = sorted(
+        {
+            f"{svc}:{policy_name}"
+            for svc, access, policy_name in [*_SQS.values(), *_SNS.values()]
+            if access in grants
+        }
+    )
+    return Policy((Statement(True, tuple(allowed), False, ("*",), False, None, False, ()),))
+
+
+@functools.lru_cache(maxsize=1024)
+def _resource_policy(text: str) -> Policy | None:
+    try:
+        return parse(text)
+    except PolicyError:  # kept before policies were read: it allows nothing
+        return None
+
+
+def checked_policy(text: str) -> str:
+    """``text`` if the evaluator reads it as AWS would; else ``PolicyError`` says why."""
+    parse(text)
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who calls the endpoint, and what this request's context says about it."""
+
+    principal: Principal = ANYONE
+    account: str = "000000000000"  # the caller's own
+    signed: bool = False  # False: keys are off, or the endpoint is open: nothing is evaluated
+    context: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:iam::{self.account}:user/{self.principal.name}"
+
+    def own(self, owner: str) -> bool:
+        """Whether a queue or topic of account ``owner`` is this caller's own."""
+        return self.principal.application is None or owner == self.account
+
+    def authorize(
+        self, service: str, action: str, arn: str, owner: str, policy: str | None
+    ) -> None:
+        """Raise AWS's refusal unless this caller may do ``action`` on ``arn``, of
+        account ``owner``, whose own policy is ``policy`` (None: none)."""
+        if not self.signed:
+            return
+        _, _, policy_name = action_of(service, action)
+        same = self.own(owner)
+        if not same and (service, action) in OWN_ONLY:
+            raise _refused(service, self.arn, policy_name, arn, "identity")
+        resource = None if policy is None else _resource_policy(policy)
+        request = Request(
+            f"{service}:{policy_name}", arn, self.account, self.arn, context=self.context
+        )
+        decision = evaluate(
+            request, [identity_of(self.principal.role)], resource, same_account=same
+        )
+        if decision is Decision.EXPLICIT_DENY:
+            raise _refused(service, self.arn, policy_name, arn, "explicit")
+        if decision is not Decision.ALLOW:
+            raise _refused(
+                service, self.arn, policy_name, arn, "resource" if not same else "identity"
+            )
+
+
+def service_caller(queue_arn: str, policy: str | None, topic_arn: str, topic_owner: str) -> bool:
+    """Whether SNS's topic ``topic_arn`` (of account ``topic_owner``) may deliver into a
+    queue of another account, under the queue's ``policy``."""
+    resource = None if policy is None else _resource_policy(policy)
+    now = datetime.datetime.now(datetime.UTC)
+    request = Request(
+        "sqs:SendMessage",
+        queue_arn,
+        None,
+        service=SNS_SERVICE,
+        context={
+            "aws:sourcearn": topic_arn,
+            "aws:sourceaccount": topic_owner,
+            "aws:sourceowner": topic_owner,
+            "aws:currenttime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "aws:epochtime": str(int(now.timestamp())),
+        },
+    )
+    return evaluate(request, [], resource, same_account=False) is Decision.ALLOW
+
+
+def _refused(service: str, who: str, action: str, arn: str, why: str) -> AwsError:
+    if service == "sns":
+        return SnsError(
+            "AuthorizationError",
+            f"User: {who} is not authorized to perform: SNS:{action} on resource: {arn}",
+        )
+    because = {
+        "explicit": "with an explicit deny in a resource-based policy",
+        "resource": f"because no resource-based policy allows the sqs:{action} action",
+        "identity": f"because no identity-based policy allows the sqs:{action} action",
+    }[why]
+    return AwsError(
+        "AccessDenied",
+        f"User: {who} is not authorized to perform: sqs:{action} on resource: {arn} {because}",
+    )
+
+
+def context_of(
+    *, secure: bool, source_ip: str, user_agent: str, account: str, arn: str, now: float
+) -> dict[str, str]:
+    """A signed request's context, as its conditions read it."""
+    return {
+        "aws:securetransport": "true" if secure else "false",
+        "aws:sourceip": source_ip,
+        "aws:useragent": user_agent,
+        "aws:principalaccount": account,
+        "aws:principalarn": arn,
+        "aws:principaltype": "User",
+        "aws:currenttime": datetime.datetime.fromtimestamp(now, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        ),
+        "aws:epochtime": str(int(now)),
+    }
