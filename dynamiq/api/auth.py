@@ -18,7 +18,7 @@ from dynamiq.access.roles import ANYONE, Access, Principal
 from dynamiq.api.context import Services, services_of
 from dynamiq.errors import Forbidden
 
-__all__ = ["PRINCIPAL", "admit_caller", "bearer", "caller", "guarded"]
+__all__ = ["PRINCIPAL", "admit_caller", "bearer", "caller", "cross_site", "guarded"]
 
 PRINCIPAL = web.RequestKey("principal", Principal)
 _KEYLESS = frozenset({Access.OPEN, Access.PEER})
@@ -77,7 +77,7 @@ async def admit_caller(
     door = services.guard
     # A change, or a lease (v1 leases with GET: a page's <img> must not).
     changes = access is Access.CONSUME or method not in _SAFE
-    if changes and _cross_site(headers, host):
+    if changes and cross_site(headers, host):
         raise Forbidden("requests from other sites' pages may not change anything here")
     if not door.enabled and services.hosts and not _named_well(host, services.hosts):
         raise Forbidden(f"this node is not called {_host(host)!r} (auth.hosts names the others)")
@@ -90,7 +90,7 @@ async def admit_caller(
     return principal
 
 
-def _cross_site(headers: Mapping[str, str], host: str) -> bool:
+def cross_site(headers: Mapping[str, str], host: str) -> bool:
     """Whether a browser says the request comes from another site's page.
 
     Browsers send ``Sec-Fetch-Site`` (and ``Origin`` on every POST, PUT, PATCH

@@ -6,14 +6,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-__all__ = ["routes", "sends_a_file"]
+__all__ = ["index", "routes", "sends_a_file"]
 
 CONSOLE = Path(__file__).with_name("console")
 
 
 def routes() -> list[web.AbstractRouteDef]:
-    """Return the console's routes: ``/`` and its assets under ``/console/``."""
-    return [web.get("/", index), web.static("/console", CONSOLE)]
+    """Return the console's assets under ``/console/`` (its page, ``/``, is served by
+    the SQS and SNS endpoint's ``GET /`` to every request that names no action)."""
+    return [web.static("/console", CONSOLE)]
 
 
 def sends_a_file(method: str, path: str) -> bool:

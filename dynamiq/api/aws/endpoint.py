@@ -22,7 +22,8 @@ import msgspec
 from aiohttp import web
 
 from dynamiq.access.roles import Access
-from dynamiq.api.auth import caller
+from dynamiq.api import console
+from dynamiq.api.auth import caller, cross_site
 from dynamiq.api.aws import query
 from dynamiq.api.aws.call import Action, Answer, Call, Leasing
 from dynamiq.api.aws.door import signed_caller
@@ -39,7 +40,7 @@ from dynamiq.api.context import Services, services_of
 from dynamiq.api.delivery import deliver
 from dynamiq.api.errors import error_response
 from dynamiq.api.routes import Route, route_defs
-from dynamiq.errors import DynamiqError, PayloadTooLarge
+from dynamiq.errors import DynamiqError, Forbidden, PayloadTooLarge
 
 __all__ = ["ROUTES", "SNS_ACTIONS", "SQS_ACTIONS", "routes"]
 
@@ -136,9 +137,9 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
             action = SQS_ACTIONS.get(name.removeprefix(TARGET_PREFIX))
             if not name.startswith(TARGET_PREFIX):
                 action = None
-            data = _json_parameters(raw)
+            data = None  # read once the caller is known: refusing who may not call comes first
         else:
-            form = list((await request.post()).items())
+            form = await _form(request)
             name = next((str(v) for k, v in form if k == "Action"), "")
             wire = _SNS_QUERY if name in SNS_ACTIONS else _SQS_QUERY
             action = wire.actions.get(name)
@@ -150,6 +151,8 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
         services = services_of(request)
         service = "sns" if wire is _SNS_QUERY else "sqs"
         who = _caller(request, services, service, raw)
+        if data is None:
+            data = _json_parameters(raw)
         if action is None:
             raise AwsError("InvalidAction", f"The action {name or '(none)'} is not valid.")
         base = f"{request.scheme}://{request.host}"
@@ -163,6 +166,22 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
     except DynamiqError as exc:
         error = exc
     return error_response(request, lambda e: wire.error(wire.translate(e), request_id), error)
+
+
+async def _form(request: web.Request) -> list[tuple[str, Any]]:
+    """A query-protocol request's parameters: those of its query (a presigned URL's,
+    the signature's own left out), then its form's."""
+    if request.method != "POST" and cross_site(request.headers, request.host):
+        raise Forbidden("requests from other sites' pages may not call SQS or SNS here")
+    given = [(k, v) for k, v in request.query.items() if not k.startswith("X-Amz-")]
+    return given + list((await request.post()).items())
+
+
+async def _front_door(request: web.Request) -> web.StreamResponse:
+    """``GET /``: a presigned SQS or SNS URL (it names an action), else the console."""
+    if "Action" in request.query:
+        return await endpoint(request)
+    return await console.index(request)
 
 
 def _caller(request: web.Request, services: Services, service: str, raw: bytes) -> Caller:
@@ -292,6 +311,20 @@ ROUTES: tuple[Route, ...] = (
         "/sns/cert/{key}.pem",
         _certificate,
         summary="SNS: the certificate signatures are checked with (SigningCertURL)",
+        access=Access.OPEN,
+    ),
+    Route(
+        "GET",
+        "/",
+        _front_door,
+        summary="The console's page; SQS and SNS presigned URLs (query protocol)",
+        access=Access.OPEN,
+    ),
+    Route(
+        "GET",
+        r"/{account:\d{12}}/{queue}",
+        endpoint,
+        summary="SQS presigned URLs at a queue's URL (query protocol)",
         access=Access.OPEN,
     ),
     Route(

@@ -222,6 +222,7 @@ async def create_queue(call: Call) -> dict[str, Any]:
     attributes = call.params.mapping("Attributes")
     fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
     _check_name(name, fifo)
+    name = call.own(name)
     changes = {
         "retention_seconds": DEFAULT_RETENTION,
         **settings_of(call, attributes, fifo, QueueSettings()),

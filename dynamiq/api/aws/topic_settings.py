@@ -117,6 +117,7 @@ async def create_topic(call: Call) -> dict[str, Any]:
         raise invalid_parameter("Topic Name")
     attributes = {k: _attribute(k, v, fifo) for k, v in given.items() if k != "FifoTopic"}
     tags = _tags(call.params.data.get("Tags"))
+    name = call.own(name)
     settings = TopicSettings(
         {k: v for k, v in attributes.items() if v} or None, _checked_tags(tags)
     )
