@@ -58,6 +58,7 @@ CONDITION_KEYS = frozenset(
         "aws:useragent",
     }
 )
+VERSIONS = ("2012-10-17", "2008-10-17")
 _KNOWN_TOP = frozenset({"Version", "Id", "Statement"})
 _KNOWN_STATEMENT = frozenset(
     {
@@ -296,6 +297,10 @@ def parse(document: str | Mapping[str, Any], *, resource_policy: bool = True) ->
     unknown = set(document) - _KNOWN_TOP
     if unknown:
         raise PolicyError(f"policy field {sorted(unknown)[0]!r} is not supported")
+    if document.get("Version", VERSIONS[0]) not in VERSIONS:
+        raise PolicyError(f"Version must be {' or '.join(VERSIONS)}")
+    if not isinstance(document.get("Id", ""), str):
+        raise PolicyError("Id must be a string")
     statements = document.get("Statement")
     if isinstance(statements, dict):
         statements = [statements]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.queues import QueueService
@@ -15,7 +15,19 @@ from dynamiq.core.spreads import Spreader, spread_message, spread_settings
 from dynamiq.metrics.base import Metrics, MetricsFanout
 from dynamiq.models import Notice, Outgoing, Published, QueueRecord
 
-__all__ = ["TopicPublished", "TopicService"]
+__all__ = ["Crossings", "TopicPublished", "TopicService"]
+
+
+class Crossings(Protocol):
+    """Where a topic's subscriptions cross from one owner to another (an application's
+    topic, another's queue), and whether the queue's owner lets the topic in."""
+
+    def foreign(self, topic: str, queues: list[str]) -> list[str]:
+        """The queues of ``queues`` that another owner than ``topic``'s has."""
+
+    def admits(self, topic: str, queue: QueueRecord) -> bool:
+        """Whether ``queue`` (another owner's) takes what ``topic`` delivers."""
+
 
 WIDE_KEPT = 64  # wide topics whose queues are kept found (``_Wide``), at most
 
@@ -80,8 +92,11 @@ class TopicService:
         envelopes: Envelopes,
         metrics: Metrics | None = None,
         spreader: Spreader | None = None,
+        crossings: Crossings | None = None,
     ) -> None:
         self._catalog = catalog
+        self._crossings = crossings
+        self._foreign: dict[str, tuple[Topic, list[str]]] = {}  # by topic, as last seen
         self._spreader = spreader
         self._queues = queues
         self._envelopes = envelopes
@@ -116,6 +131,9 @@ class TopicService:
             ],
             filtered_out,
         )
+        refused = self._refused(topic, subscribed)
+        if refused:  # copies another owner's queue does not let in are not made
+            routes = [[q for q in queues if q not in refused] for queues in routes]
         width = len(messages)
         wide = self._wide_of(topic, subscribed, routes[0]) if width == 1 else None
         if wide is not None and wide.spread and spread_message(messages[0]):
@@ -139,6 +157,24 @@ class TopicService:
         self._count(topic, routes, filtered_out, placed, stored, subscribed)
         pushed = subscribed.pushed & records.keys() if subscribed.pushed else frozenset()
         return TopicPublished(*_per_queue(width, records, placed, stored), pushed, later)
+
+    def _refused(self, name: str, topic: Topic) -> set[str]:
+        """The queues of other owners subscribed to ``topic`` whose owners do not let it
+        in now (their policies are read at each publish; who they are, once a version)."""
+        if self._crossings is None:
+            return set()
+        kept = self._foreign.get(name)
+        if kept is None or kept[0] is not topic:
+            kept = (topic, self._crossings.foreign(name, topic.queues()))
+            self._foreign[name] = kept
+            if len(self._foreign) > WIDE_KEPT:
+                del self._foreign[next(iter(self._foreign))]
+        if not kept[1]:
+            return set()
+        records = self._catalog.find_all(kept[1])
+        return {
+            q for q in kept[1] if q not in records or not self._crossings.admits(name, records[q])
+        }
 
     def _wide_of(self, name: str, topic: Topic, routed: list[str]) -> _Wide | None:
         """The queues of a publish of one message to ``topic`` that ``routed`` names, when

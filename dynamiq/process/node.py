@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dynamiq.access.guard import Guard
 from dynamiq.api.aws.accounts import Accounts
+from dynamiq.api.aws.grants import Deliveries
 from dynamiq.api.context import AwsDoor, Services
 from dynamiq.api.intake import Intake
 from dynamiq.cluster.quorum import Quorum
@@ -23,6 +24,7 @@ from dynamiq.core.catalog import Catalog
 from dynamiq.core.custody.journal import LeaseJournal
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.lifecycle.redrive import Redriver
+from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.queues import QueueService
 from dynamiq.core.reporter import Reporter
 from dynamiq.core.routing.notifications import Envelopes
@@ -51,6 +53,7 @@ class Built:
     webhooks: Webhooks
     poster: HttpPoster  # the HTTP client deliveries go through
     pusher: Pusher
+    accounts: Accounts  # the applications' accounts in SQS's and SNS's ARNs and URLs
 
     def services(self, ground: Ground) -> Services:
         """What the HTTP layer's handlers reach through the app."""
@@ -72,9 +75,7 @@ class Built:
                 settings.auth.presigned,
                 tuple(ipaddress.ip_network(p, strict=False) for p in settings.auth.proxies()),
             ),
-            accounts=Accounts(
-                settings.sqs.account, functools.partial(_applications, self.node, ground)
-            ),
+            accounts=self.accounts,
             hosts=frozenset(_host_names(settings)),
             intake=Intake(settings.limits.maxpendingbytes),
         )
@@ -83,7 +84,9 @@ class Built:
 def build(ground: Ground) -> Built:
     """Build a node's parts on ``ground``, top-down."""
     settings, seat, reach = ground.settings, ground.seat, ground.reach
-    engine = _engine(ground)
+    accounts = Accounts(ground.settings.sqs.account, functools.partial(_applications, ground))
+    engine = _engine(ground, accounts)
+    accounts.learn_from(functools.partial(_applications, ground, engine.catalog))
     counted = seat is not None and seat.quorum  # a node alone's workers count no majority
     quorum = Quorum(reach.me(), settings.cluster.suspecttimeout) if counted else None
     cluster = Cluster.build(reach, quorum, engine.queues, engine.janitor)
@@ -113,10 +116,11 @@ def build(ground: Ground) -> Built:
         push.concurrency,
         push.timeout,
     )
-    return Built(engine, cluster, node, _reporter(ground, engine), webhooks, poster, pusher)
+    reporter = _reporter(ground, engine)
+    return Built(engine, cluster, node, reporter, webhooks, poster, pusher, accounts)
 
 
-def _engine(ground: Ground) -> Engine:
+def _engine(ground: Ground, accounts: Accounts) -> Engine:
     """The queue engine, on the ground's store; catalog changes are told to the peers."""
     settings, store, clock, reach = ground.settings, ground.store, ground.clock, ground.reach
     membership, name = reach.membership, reach.me()
@@ -140,7 +144,8 @@ def _engine(ground: Ground) -> Engine:
     redriver = Redriver(queues.context, name, queues.states, queues.life)
     envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
     spreader = Spreader(queues, settings.limits.syncfanout)
-    topics = TopicService(catalog, queues, envelopes, ground.metrics, spreader)
+    crossings = Deliveries(settings.sqs.region, accounts, PUSH_PREFIX)
+    topics = TopicService(catalog, queues, envelopes, ground.metrics, spreader, crossings)
     return Engine(catalog, queues, topics, janitor, redriver, spreader)
 
 
@@ -157,12 +162,12 @@ def _reporter(ground: Ground, engine: Engine) -> Reporter:
     )
 
 
-def _applications(node: Node, ground: Ground) -> list[str]:
-    """Every application the node knows (its keys') and every queue and topic's full
+def _applications(ground: Ground, catalog: Catalog | None = None) -> list[str]:
+    """Every application the node knows (its keys') and every queue's and topic's full
     name (which start with theirs)."""
     keys = ground.keys
     known = [] if keys is None else [r.application for r in keys.records()]
-    return known + node.queue_names() + node.topic_names()
+    return known if catalog is None else known + catalog.index.names() + catalog.topics()
 
 
 def _guard(ground: Ground) -> Guard:

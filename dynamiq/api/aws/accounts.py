@@ -34,6 +34,11 @@ class Accounts:
         self._applications: dict[str, str] = {}  # account -> application
         self._learned_at = float("-inf")
 
+    def learn_from(self, known: Callable[[], Iterable[str]]) -> None:
+        """Learn applications from ``known`` from now on (the catalog, once it is built)."""
+        self._known = known
+        self._learned_at = float("-inf")
+
     def of(self, application: str | None) -> str:
         """The account of ``application`` (None: the configured account)."""
         return self.default if application is None else account_of(application)

@@ -26,16 +26,19 @@ from dynamiq.access.policy import (
     parse,
 )
 from dynamiq.access.roles import ANYONE, GRANTS, Access, Principal
+from dynamiq.api.aws.accounts import Accounts
 from dynamiq.api.aws.errors import AwsError, SnsError
+from dynamiq.models import QueueRecord
 
 __all__ = [
     "OWN_ONLY",
     "Caller",
+    "Deliveries",
     "action_of",
     "checked_policy",
     "context_of",
     "identity_of",
-    "service_caller",
+    "topic_may_deliver",
 ]
 
 _R, _P, _C, _M = Access.READ, Access.PRODUCE, Access.CONSUME, Access.MANAGE
@@ -193,10 +196,43 @@ class Caller:
             )
 
 
-def service_caller(queue_arn: str, policy: str | None, topic_arn: str, topic_owner: str) -> bool:
+class Deliveries:
+    """A topic's deliveries into queues of other applications, decided as AWS decides
+    them: SNS (``sns.amazonaws.com``) sends into the queue only where the queue's policy
+    lets it (``aws:SourceArn``, ``aws:SourceAccount``); within one application, a topic
+    delivers into its queues without a policy (unlike AWS: its owner subscribed them)."""
+
+    def __init__(self, region: str, accounts: Accounts, internal_prefix: str) -> None:
+        self._region = region
+        self._accounts = accounts
+        self._internal = internal_prefix  # the node's own queues (a push subscription's)
+
+    def foreign(self, topic: str, queues: list[str]) -> list[str]:
+        owner = self._accounts.address(topic)[0]
+        return [
+            q
+            for q in queues
+            if not q.startswith(self._internal) and self._accounts.address(q)[0] != owner
+        ]
+
+    def admits(self, topic: str, queue: QueueRecord) -> bool:
+        owner, short = self._accounts.address(topic)
+        account, name = self._accounts.address(queue.name)
+        policy = (queue.settings.sqs_attributes or {}).get("Policy")
+        return topic_may_deliver(
+            f"arn:aws:sqs:{self._region}:{account}:{name}",
+            policy,
+            f"arn:aws:sns:{self._region}:{owner}:{short}",
+            owner,
+        )
+
+
+def topic_may_deliver(queue_arn: str, policy: str | None, topic_arn: str, topic_owner: str) -> bool:
     """Whether SNS's topic ``topic_arn`` (of account ``topic_owner``) may deliver into a
     queue of another account, under the queue's ``policy``."""
-    resource = None if policy is None else _resource_policy(policy)
+    if policy is None:
+        return False
+    resource = _resource_policy(policy)
     now = datetime.datetime.now(datetime.UTC)
     request = Request(
         "sqs:SendMessage",

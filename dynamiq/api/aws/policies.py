@@ -1,11 +1,10 @@
-"""Queue policies as SQS keeps them: checked for AWS's shape, stored, shown; never
-evaluated (pure, but for the two actions at the end).
+"""Queue policies as SQS keeps them: checked as the evaluator reads them, stored, shown
+(pure, but for the two actions at the end).
 
-Dynamiq has no IAM: who may call is its own keys' business. A ``Policy`` or
-``RedriveAllowPolicy`` is kept so that tools that set one and read it back
-(Terraform, CloudFormation, the CDK) see what they set. ``AddPermission`` and
-``RemovePermission`` edit the stored ``Policy`` as SQS does: one statement
-per label, the label as its ``Sid``.
+A queue's ``Policy`` is its resource policy: ``api.aws.grants`` evaluates it for
+every signed call on the queue, and a topic's delivery into a queue of another
+application. ``AddPermission`` and ``RemovePermission`` edit the stored
+``Policy`` as SQS does: one statement per label, the label as its ``Sid``.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dynamiq.access.policy import PolicyError, parse
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError
 from dynamiq.api.aws.params import Params
@@ -50,22 +50,14 @@ def _document(name: str, value: object) -> dict[str, Any]:
 
 
 def policy_document(name: str, value: object) -> str:
-    """A ``Policy``: an object with one statement or a list of them, each with an
-    ``Effect`` and an ``Action`` (or ``NotAction``)."""
+    """A ``Policy`` the evaluator reads as AWS does (``access.policy``): an unknown
+    condition key or operator, or a statement without a principal, is refused here,
+    never ignored when a request is decided."""
     document = _document(name, value)
-    statements = document.get("Statement")
-    if isinstance(statements, dict):
-        statements = [statements]
-    if not isinstance(statements, list) or not statements:
-        raise bad_value(name, "a policy needs a Statement")
-    for statement in statements:
-        if not isinstance(statement, dict) or statement.get("Effect") not in _EFFECTS:
-            raise bad_value(name, "each statement needs an Effect of Allow or Deny")
-        if "Action" not in statement and "NotAction" not in statement:
-            raise bad_value(name, "each statement needs an Action")
-    for key in ("Version", "Id"):
-        if key in document and not isinstance(document[key], str):
-            raise bad_value(name, f"{key} must be a string")
+    try:
+        parse(document)
+    except PolicyError as refused:
+        raise bad_value(name, str(refused)) from None
     return str(value)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError
 from dynamiq.api.aws.policies import bad_value, policy_document, redrive_allow_policy
-from dynamiq.errors import Invalid, QueueExists
+from dynamiq.errors import Invalid, QueueExists, QueueNotFound
 from dynamiq.models import QueueRecord, QueueSettings
 from dynamiq.service.reports import QueueStatsDetail
 
@@ -118,10 +118,10 @@ KNOWN = READ_ONLY | _SIMPLE.keys() | _KEPT.keys() | {"RedrivePolicy", "FifoQueue
 
 
 def settings_of(
-    call: Call, attributes: dict[str, Any], fifo: bool, current: QueueSettings
+    call: Call, attributes: dict[str, Any], fifo: bool, current: QueueSettings, queue: str
 ) -> dict[str, Any]:
-    """The setting changes SQS attributes ask of a queue whose settings are ``current``
-    (a new queue's: the defaults)."""
+    """The setting changes SQS attributes ask of the queue ``queue`` whose settings are
+    ``current`` (a new queue's: the defaults)."""
     changes: dict[str, Any] = {}
     kept = dict(current.sqs_attributes or {})
     for name, value in attributes.items():
@@ -139,7 +139,7 @@ def settings_of(
             else:
                 kept[name] = _KEPT[name](name, value)
         elif name == "RedrivePolicy":
-            changes.update(_redrive_policy(call, value, fifo))
+            changes.update(_redrive_policy(call, value, fifo, queue))
         elif name != "FifoQueue":
             raise AwsError("InvalidAttributeName", f"Unknown Attribute {name}.")
     if "content_dedup" in changes and not fifo:
@@ -155,7 +155,7 @@ def settings_of(
     return changes
 
 
-def _redrive_policy(call: Call, value: object, fifo: bool) -> dict[str, Any]:
+def _redrive_policy(call: Call, value: object, fifo: bool, source: str) -> dict[str, Any]:
     if value in ("", None, "{}"):
         return {"dead_letter_queue": None, "max_receives": None}
     try:
@@ -174,7 +174,33 @@ def _redrive_policy(call: Call, value: object, fifo: bool) -> dict[str, Any]:
             f"Value {value} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
             "target must be the same type of queue as the source queue.",
         )
+    _check_redrive_allowed(call, value, source, target)
     return {"dead_letter_queue": target, "max_receives": receives}
+
+
+def _check_redrive_allowed(call: Call, value: object, source: str, target: str) -> None:
+    """Refuse a dead-letter queue of another account, or one whose ``RedriveAllowPolicy``
+    does not let ``source`` in (``denyAll``, or ``byQueue`` not naming it), as SQS does."""
+    try:
+        found = call.node.require_queue(target)
+    except QueueNotFound:
+        return  # SQS takes a dead-letter queue that does not exist yet
+    if call.owner(target) != call.owner(source):
+        reason = "Dead-letter target owner is not the same as the source queue owner."
+    else:
+        allowed = (found.settings.sqs_attributes or {}).get("RedriveAllowPolicy")
+        policy = json.loads(allowed) if allowed else {"redrivePermission": "allowAll"}
+        permission = policy.get("redrivePermission")
+        sources = policy.get("sourceQueueArns", [])
+        if permission == "allowAll" or (
+            permission == "byQueue" and call.queue_arn(source) in sources
+        ):
+            return
+        reason = "Queue " + call.queue_arn(target) + " does not allow this queue as a source."
+    raise AwsError(
+        "InvalidParameterValue",
+        f"Value {value} for parameter RedrivePolicy is invalid. Reason: {reason}",
+    )
 
 
 def attributes_of(call: Call, record: QueueRecord, stats: QueueStatsDetail) -> dict[str, str]:
@@ -225,7 +251,7 @@ async def create_queue(call: Call) -> dict[str, Any]:
     name = call.own(name)
     changes = {
         "retention_seconds": DEFAULT_RETENTION,
-        **settings_of(call, attributes, fifo, QueueSettings()),
+        **settings_of(call, attributes, fifo, QueueSettings(), name),
         "fifo": fifo,
     }
     tags = _tags(call.params.mapping("tags"))
@@ -382,7 +408,7 @@ async def set_queue_attributes(call: Call) -> dict[str, Any]:
             raise AwsError("InvalidAttributeName", "Unknown Attribute FifoQueue.")
         if not (fifo and wanted == "true"):
             raise bad_value("FifoQueue", "Modifying queue type is not supported")
-    changes = settings_of(call, attributes, fifo, record.settings)
+    changes = settings_of(call, attributes, fifo, record.settings, record.name)
     await _configure(call, record, changes, "InvalidAttributeValue")
     return {}
 
