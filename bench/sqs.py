@@ -1,4 +1,6 @@
-"""W1's shape through the SQS endpoint (boto3) beside the v2 API, in one run.
+"""W1's shape through the SQS endpoint (boto3) beside the v2 API, in one run; and the
+SQS endpoint with SigV4 verified (``auth.sqs = sigv4``, a key's AWS credential) beside
+it served open (``auth.sqs = open``): what checking every signature costs the server.
 
     python -m bench.sqs [--messages 50000] [--size 1024] [--concurrency 8] [--rate R]
 
@@ -26,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench.procs import cpu_seconds
 from dynamiq.client import Client
@@ -33,12 +36,15 @@ from dynamiq.testing.cluster import LocalCluster
 
 QUEUE = "bench"
 BATCH = 10
+ADMIN_KEY = "bench-administrators-key-0123456789abcdefgh"
+KEYED = ("--auth-enabled", "true")  # the administrator's key in the environment (KEY_ENV)
+KEY_ENV = {"DYNAMIQ_AUTH_ADMINKEY": ADMIN_KEY}
 
 
 Way = tuple[Callable[[list[bytes]], None], Callable[[], int], Callable[[], None]]
 
 
-def _v2(url: str) -> Way:
+def _v2(url: str, _: dict[str, str]) -> Way:
     client = Client(url)
 
     def publish(bodies: list[bytes]) -> None:
@@ -53,19 +59,23 @@ def _v2(url: str) -> Way:
     return publish, consume, client.close
 
 
-def _sqs(url: str) -> Way:
+def _boto3(url: str, credential: dict[str, str]) -> Any:
     import boto3
     from botocore.config import Config
 
-    sqs = boto3.client(
+    return boto3.client(
         "sqs",
         endpoint_url=url,
         region_name="us-east-1",
-        aws_access_key_id="key",
-        aws_secret_access_key="secret",
+        aws_access_key_id=credential.get("access_key_id", "key"),
+        aws_secret_access_key=credential.get("secret_access_key", "secret"),
         config=Config(max_pool_connections=64),
     )
-    queue_url = f"{url}/000000000000/{QUEUE}"
+
+
+def _sqs(url: str, credential: dict[str, str]) -> Way:
+    sqs = _boto3(url, credential)
+    queue_url = credential.get("queue_url", f"{url}/000000000000/{QUEUE}")
 
     def publish(bodies: list[bytes]) -> None:
         entries = [{"Id": str(i), "MessageBody": b.decode()} for i, b in enumerate(bodies)]
@@ -87,8 +97,33 @@ def _sqs(url: str) -> Way:
     return publish, consume, sqs.close
 
 
-# A path: per client thread, how it publishes a batch, consumes one, and closes.
-PATHS = {"v2": _v2, "sqs": _sqs}
+def _open_queue(url: str) -> dict[str, str]:
+    with Client(url, key=ADMIN_KEY) as admin:  # a node without keys takes it too
+        admin.create_queue(QUEUE)
+    return {}
+
+
+def _signed_queue(url: str) -> dict[str, str]:
+    """A key of the application ``bench`` with an AWS credential, and its queue."""
+    with Client(url, key=ADMIN_KEY) as admin:
+        made = admin.create_key("bench", "produce-consume", aws=True)
+    credential = {k: made[k] for k in ("access_key_id", "secret_access_key")}
+    with Client(url, key=ADMIN_KEY) as admin:
+        admin.create_queue(f"bench:{QUEUE}")
+    sqs = _boto3(url, credential)
+    credential["queue_url"] = sqs.get_queue_url(QueueName=QUEUE)["QueueUrl"]
+    sqs.close()
+    return credential
+
+
+# A path: how its node starts (flags) and its queue is made, and per client thread how
+# it publishes a batch, consumes one, and closes.
+PATHS: dict[str, tuple[tuple[str, ...], Callable[[str], dict[str, str]], Callable[..., Way]]] = {
+    "v2": ((), _open_queue, _v2),
+    "sqs": ((), _open_queue, _sqs),
+    "sqs-open": ((*KEYED, "--auth-sqs", "open"), _open_queue, _sqs),
+    "sqs-sigv4": (KEYED, _signed_queue, _sqs),
+}
 
 
 class Pace:
@@ -112,15 +147,16 @@ def run_path(
     name: str, messages: int, size: int, threads: int, rate: float | None
 ) -> dict[str, float]:
     """Publish then consume ``messages`` through one path on a fresh node."""
+    flags, make_queue, way = PATHS[name]
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = LocalCluster(Path(tmp) / "node", nodes=1)
+        env = KEY_ENV if flags else None
+        cluster = LocalCluster(Path(tmp) / "node", nodes=1, extra=flags, env=env)
         cluster.start()
         try:
             node = cluster.nodes["n1"]
             assert node.proc is not None
-            with Client(node.url) as admin:
-                admin.create_queue(QUEUE)
-            workers = [PATHS[name](node.url) for _ in range(threads)]
+            credential = make_queue(node.url)
+            workers = [way(node.url, credential) for _ in range(threads)]
             pad = b"x" * (size - 10)
             batches = [
                 [b"%010d" % n + pad for n in range(start, min(messages, start + BATCH))]
@@ -186,23 +222,29 @@ def main() -> None:
         name: run_path(name, args.messages, args.size, args.concurrency, args.rate)
         for name in PATHS
     }
-    v2, sqs = results["v2"], results["sqs"]
     offered = f", at most {args.rate:,.0f} msg/s" if args.rate else ""
     print(f"\n  {args.messages:,} messages of {args.size} B, {args.concurrency} threads{offered}")
     heads = ("pub msg/s", "cons msg/s", "pub µs/msg", "cons µs/msg", "total µs")
-    print(f"  {'':<10}" + "".join(f"{h:>13}" for h in heads))
+    print(f"  {'':<20}" + "".join(f"{h:>13}" for h in heads))
     for name, r in results.items():
         row = (r["pub"], r["cons"], r["pub_us"], r["cons_us"], r["pub_us"] + r["cons_us"])
-        print(f"  {name:<10}" + "".join(f"{v:>13,.1f}" for v in row))
-    ratios = (
-        sqs["pub"] / v2["pub"],
-        sqs["cons"] / v2["cons"],
-        sqs["pub_us"] / v2["pub_us"],
-        sqs["cons_us"] / v2["cons_us"],
-        (sqs["pub_us"] + sqs["cons_us"]) / (v2["pub_us"] + v2["cons_us"]),
-    )
-    print(f"  {'sqs / v2':<10}" + "".join(f"{v:>13.2f}" for v in ratios))
+        print(f"  {name:<20}" + "".join(f"{v:>13,.1f}" for v in row))
+    for over, under in (("sqs", "v2"), ("sqs-sigv4", "sqs-open")):
+        print(
+            f"  {over + ' / ' + under:<20}"
+            + "".join(f"{v:>13.2f}" for v in _ratios(results[over], results[under]))
+        )
     print("  (µs/msg: the node's CPU per message, user + system, from /proc)")
+
+
+def _ratios(over: dict[str, float], under: dict[str, float]) -> tuple[float, ...]:
+    return (
+        over["pub"] / under["pub"],
+        over["cons"] / under["cons"],
+        over["pub_us"] / under["pub_us"],
+        over["cons_us"] / under["cons_us"],
+        (over["pub_us"] + over["cons_us"]) / (under["pub_us"] + under["cons_us"]),
+    )
 
 
 if __name__ == "__main__":

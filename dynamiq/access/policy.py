@@ -279,6 +279,11 @@ class Policy:
     """A policy document, read: its statements."""
 
     statements: tuple[Statement, ...]
+    # Whether a statement has conditions (else the request's context is not read).
+    conditional: bool = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conditional", any(s.conditions for s in self.statements))
 
 
 def parse(document: str | Mapping[str, Any], *, resource_policy: bool = True) -> Policy:

@@ -23,12 +23,13 @@ Nothing here logs: what a refusal says is what the caller is told.
 from __future__ import annotations
 
 import calendar
+import functools
 import hashlib
 import hmac
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote
 
 from dynamiq.errors import ClientError
@@ -73,11 +74,18 @@ class SignedRequest:
     query: str
     headers: Sequence[tuple[str, str]]
     body: bytes
+    _named: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        named: dict[str, str] = {}
+        for key, value in self.headers:  # a repeated header's values, joined by commas
+            name = key.lower()
+            named[name] = f"{named[name]},{value}" if name in named else value
+        object.__setattr__(self, "_named", named)
 
     def header(self, name: str) -> str | None:
-        """The values of header ``name`` (any case), joined by commas; None if absent."""
-        found = [v for k, v in self.headers if k.lower() == name]
-        return ",".join(found) if found else None
+        """The values of header ``name`` (lower case), joined by commas; None if absent."""
+        return self._named.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +283,7 @@ def _scope(credential: str) -> tuple[str, str, str, str, str]:
 def _check_time(stamp: str, clock: float, max_skew: float, expires: float | None) -> None:
     """Refuse a date more than ``max_skew`` ahead of the node's clock, and a signature
     past its life: ``max_skew`` for a header, ``X-Amz-Expires`` for a presigned URL."""
-    signed_at = calendar.timegm(time.strptime(stamp, _STAMP))
+    signed_at = _seconds(stamp)
     minutes = f"{max_skew / 60:g} min."
     if signed_at > clock + max_skew:
         raise SignatureRefused(
@@ -290,6 +298,23 @@ def _check_time(stamp: str, clock: float, max_skew: float, expires: float | None
             f"Signature expired: {stamp} is now earlier than "
             f"{_stamp(clock - life)} ({_stamp(clock)} - {told})",
         )
+
+
+def _seconds(stamp: str) -> int:
+    """``X-Amz-Date`` (``20261207T123456Z``, its shape checked) in epoch seconds."""
+    return calendar.timegm(
+        (
+            int(stamp[:4]),
+            int(stamp[4:6]),
+            int(stamp[6:8]),
+            int(stamp[9:11]),
+            int(stamp[11:13]),
+            int(stamp[13:15]),
+            0,
+            0,
+            0,
+        )
+    )
 
 
 def _stamp(seconds: float) -> str:
@@ -324,7 +349,10 @@ def _canonical_request(
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    """The key a day's signatures of one service and region are made with (the same for
+    every request of that day: derived once)."""
     key = f"AWS4{secret}".encode()
     for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.servers import require_module, require_path
+from tests.servers import require, require_module, require_path
 from tests.sqs.signed import QUERY_MODELS, client, credential, fetch, keyed_node, v2
 
 require_module("boto3", "test")
@@ -35,6 +39,7 @@ JSON_HEADERS = {
     "X-Amz-Target": "AmazonSQS.ListQueues",
 }
 JSON_BODY = b"{}"
+JS = Path(__file__).parent / "js"
 
 
 @pytest.fixture(scope="module")
@@ -312,3 +317,67 @@ def test_a_page_of_another_site_cannot_use_a_presigned_url(
 def test_the_console_is_still_served_at_the_root(node: NodeProcess) -> None:
     status, _, body = fetch(node.url + "/")
     assert status == 200 and b"<html" in body.lower()
+
+
+def test_the_javascript_sdk_signs_and_sets_its_clock_by_the_node(
+    node: NodeProcess, made: dict[str, Any]
+) -> None:
+    runtime = require("node")
+    require_path(JS / "node_modules" / "@aws-sdk" / "client-sqs", "setup.sh runs npm ci")
+    name = f"js-signed-{uuid.uuid4().hex[:8]}"
+    command = [runtime, str(JS / "signed.mjs"), node.url, name]
+    done = subprocess.run(
+        [*command, made["access_key_id"], made["secret_access_key"]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["queueUrl"].endswith(f"/{made['account']}/{name}")
+    assert seen["bodies"] == ["signed in JavaScript"]
+    assert seen["wrongSecret"]["name"] == "SignatureDoesNotMatch"
+    assert seen["wrongSecret"]["status"] == 403
+    # A clock 20 minutes ahead: refused once, then the SDK sets its clock by Date, served.
+    assert seen["skewedListed"] == [seen["queueUrl"]]
+    assert seen["skewedAttempts"] == 2
+    assert abs(seen["offsetAfter"] + 20 * 60_000) < 60_000
+
+
+def _aws(node: NodeProcess, made: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": made["access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": made["secret_access_key"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    command = [
+        str(Path(sys.prefix) / "bin" / "aws"),
+        "--endpoint-url",
+        node.url,
+        "--output",
+        "json",
+    ]
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+
+
+def test_the_aws_command_line_signs_with_the_node_s_credential(
+    node: NodeProcess, made: dict[str, Any]
+) -> None:
+    name = f"cli-signed-{uuid.uuid4().hex[:8]}"
+    done = _aws(node, made, "sqs", "create-queue", "--queue-name", name)
+    assert done.returncode == 0, done.stderr
+    url = json.loads(done.stdout)["QueueUrl"]
+    assert url.endswith(f"/{made['account']}/{name}")
+    done = _aws(node, made, "sns", "create-topic", "--name", name)
+    assert done.returncode == 0, done.stderr
+    refused = _aws(node, {**made, "secret_access_key": "x" * 40}, "sqs", "list-queues")
+    assert refused.returncode != 0
+    assert "SignatureDoesNotMatch" in refused.stderr
+    refused = _aws(node, {**made, "access_key_id": "AKIAUNKNOWNKEY000000"}, "sns", "list-topics")
+    assert "InvalidClientTokenId" in refused.stderr

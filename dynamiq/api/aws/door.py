@@ -21,7 +21,7 @@ from aiohttp import web
 
 from dynamiq.access.sigv4 import SignedRequest
 from dynamiq.api.aws.errors import AwsError
-from dynamiq.api.aws.grants import Caller, context_of
+from dynamiq.api.aws.grants import Caller, Seen
 from dynamiq.api.context import Services
 
 __all__ = ["signed_caller"]
@@ -67,15 +67,11 @@ def signed_caller(request: web.Request, services: Services, service: str, body: 
         max_skew=door.max_skew,
         presigned=door.presigned,
     )
-    account = services.accounts.of(principal.application)
-    caller = Caller(principal, account, True)
     source = request.headers.get("X-Forwarded-For", "").split(",")[-1].strip() if proxied else ""
-    context = context_of(
-        secure=_secure(request, proxied),
-        source_ip=source or remote,
-        user_agent=request.headers.get("User-Agent", ""),
-        account=account,
-        arn=caller.arn,
-        now=time.time(),
+    seen = Seen(
+        _secure(request, proxied),
+        source or remote,
+        request.headers.get("User-Agent", ""),
+        time.time(),
     )
-    return Caller(principal, account, True, context)
+    return Caller(principal, services.accounts.of(principal.application), True, seen)

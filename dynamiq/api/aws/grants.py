@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import datetime
 import functools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 
 from dynamiq.access.policy import (
     Decision,
@@ -34,9 +34,9 @@ __all__ = [
     "OWN_ONLY",
     "Caller",
     "Deliveries",
+    "Seen",
     "action_of",
     "checked_policy",
-    "context_of",
     "identity_of",
     "topic_may_deliver",
 ]
@@ -154,13 +154,38 @@ def checked_policy(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Seen:
+    """What the node saw of a signed request that a policy's conditions may ask about."""
+
+    secure: bool  # over TLS (as the socket, or a trusted proxy, says)
+    source_ip: str
+    user_agent: str
+    at: float  # epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
-    """Who calls the endpoint, and what this request's context says about it."""
+    """Who calls the endpoint, and what the node saw of the request."""
 
     principal: Principal = ANYONE
     account: str = "000000000000"  # the caller's own
     signed: bool = False  # False: keys are off, or the endpoint is open: nothing is evaluated
-    context: Mapping[str, str] = field(default_factory=dict)
+    seen: Seen | None = None
+
+    def context(self) -> dict[str, str]:
+        """The request's context, as conditions read it (lower-case keys)."""
+        seen = self.seen
+        if seen is None:
+            return {}
+        return {
+            "aws:securetransport": "true" if seen.secure else "false",
+            "aws:sourceip": seen.source_ip,
+            "aws:useragent": seen.user_agent,
+            "aws:principalaccount": self.account,
+            "aws:principalarn": self.arn,
+            "aws:principaltype": "User",
+            **_times(seen.at),
+        }
 
     @property
     def arn(self) -> str:
@@ -182,9 +207,8 @@ class Caller:
         if not same and (service, action) in OWN_ONLY:
             raise _refused(service, self.arn, policy_name, arn, "identity")
         resource = None if policy is None else _resource_policy(policy)
-        request = Request(
-            f"{service}:{policy_name}", arn, self.account, self.arn, context=self.context
-        )
+        context = self.context() if resource is not None and resource.conditional else {}
+        request = Request(f"{service}:{policy_name}", arn, self.account, self.arn, context=context)
         decision = evaluate(
             request, [identity_of(self.principal.role)], resource, same_account=same
         )
@@ -233,7 +257,6 @@ def topic_may_deliver(queue_arn: str, policy: str | None, topic_arn: str, topic_
     if policy is None:
         return False
     resource = _resource_policy(policy)
-    now = datetime.datetime.now(datetime.UTC)
     request = Request(
         "sqs:SendMessage",
         queue_arn,
@@ -243,8 +266,7 @@ def topic_may_deliver(queue_arn: str, policy: str | None, topic_arn: str, topic_
             "aws:sourcearn": topic_arn,
             "aws:sourceaccount": topic_owner,
             "aws:sourceowner": topic_owner,
-            "aws:currenttime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "aws:epochtime": str(int(now.timestamp())),
+            **_times(time.time()),
         },
     )
     return evaluate(request, [], resource, same_account=False) is Decision.ALLOW
@@ -267,19 +289,9 @@ def _refused(service: str, who: str, action: str, arn: str, why: str) -> AwsErro
     )
 
 
-def context_of(
-    *, secure: bool, source_ip: str, user_agent: str, account: str, arn: str, now: float
-) -> dict[str, str]:
-    """A signed request's context, as its conditions read it."""
+def _times(at: float) -> dict[str, str]:
+    moment = datetime.datetime.fromtimestamp(at, datetime.UTC)
     return {
-        "aws:securetransport": "true" if secure else "false",
-        "aws:sourceip": source_ip,
-        "aws:useragent": user_agent,
-        "aws:principalaccount": account,
-        "aws:principalarn": arn,
-        "aws:principaltype": "User",
-        "aws:currenttime": datetime.datetime.fromtimestamp(now, datetime.UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        ),
-        "aws:epochtime": str(int(now)),
+        "aws:currenttime": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "aws:epochtime": str(int(at)),
     }
