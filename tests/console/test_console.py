@@ -212,10 +212,10 @@ def test_a_node_that_needs_keys_asks_for_one_and_keeps_it_in_the_tab(page: Any) 
     login = page.locator("#login")
     expect(login).to_be_visible()
     expect(page.locator("#error")).to_be_hidden()
-    page.get_by_label("key").fill("dq0000000000000000.wrong")
+    page.get_by_label("key", exact=True).fill("dq0000000000000000.wrong")
     page.get_by_role("button", name="Log in").click()
     expect(page.locator("#login-refused")).to_be_visible()
-    page.get_by_label("key").fill(ADMIN_KEY)
+    page.get_by_label("key", exact=True).fill(ADMIN_KEY)
     page.get_by_role("button", name="Log in").click()
     expect(login).to_be_hidden()
     page.get_by_label("new queue name").fill("keyed")
@@ -226,6 +226,47 @@ def test_a_node_that_needs_keys_asks_for_one_and_keeps_it_in_the_tab(page: Any) 
     page.get_by_role("button", name="Log out").click()
     expect(login).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('dynamiq.key')") is None
+
+
+@pytest.mark.parametrize("page", [True], indirect=True)
+def test_an_administrator_issues_a_key_with_an_aws_credential_and_revokes_it(page: Any) -> None:
+    expect = sync_api.expect
+    page.get_by_label("key", exact=True).fill(ADMIN_KEY)
+    page.get_by_role("button", name="Log in").click()
+    panel = page.locator("#keys-panel")
+    expect(panel).to_be_visible()
+    page.get_by_label("key application").fill("shop")
+    page.get_by_label("key role").select_option("produce")
+    page.get_by_label("with an AWS credential").check()
+    page.get_by_role("button", name="Create key").click()
+    shown = page.locator("#new-key")
+    expect(shown).to_be_visible()
+    access = page.locator("#new-key-access").inner_text()
+    secret = page.locator("#new-key-secret").inner_text()
+    assert access.startswith("AKIA") and len(access) == 20 and len(secret) == 40
+    row = page.locator("#keys tbody tr", has_text=access)
+    expect(row).to_contain_text("shop")
+    expect(row).to_contain_text("produce")
+    assert secret not in page.locator("#keys").inner_text()  # listed, never its secret
+    # The credential signs: boto3 lists the application's queues with it.
+    import boto3
+
+    sqs = boto3.client(
+        "sqs",
+        endpoint_url=page.url.rstrip("/"),
+        region_name="us-east-1",
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
+    )
+    try:
+        assert sqs.list_queues().get("QueueUrls", []) == []
+        page.once("dialog", lambda dialog: dialog.accept())
+        row.get_by_role("button", name="Revoke").click()
+        expect(row).to_have_count(0)
+        with pytest.raises(Exception, match="InvalidClientTokenId"):
+            sqs.list_queues()
+    finally:
+        sqs.close()
 
 
 def test_webhooks_are_added_shown_with_their_state_and_removed(page: Any) -> None:

@@ -269,6 +269,7 @@ async function refresh() {
     renderPaging(stats);
     await renderTopics(state.queues);
     await renderMembers();
+    await renderKeys();
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     showError(err);
@@ -359,6 +360,58 @@ function numberOrSkip(form, key, changes) {
   if (raw !== "") changes[key] = Number(raw);
 }
 
+// Keys: shown to an administrator of a node that needs keys (a monitor is refused them).
+async function renderKeys() {
+  const panel = $("keys-panel");
+  if (!sessionStorage.getItem(KEY)) { panel.hidden = true; return; }
+  let listed;
+  try {
+    listed = await api("GET", "/v2/keys");
+  } catch (err) {
+    if (err instanceof LoggedOut) throw err;
+    panel.hidden = true;  // not an administrator's key
+    return;
+  }
+  panel.hidden = false;
+  const body = $("keys").querySelector("tbody");
+  body.replaceChildren();
+  for (const k of listed.keys) {
+    const tr = document.createElement("tr");
+    tr.dataset.key = k.key_id;
+    tr.append(cell(k.key_id), cell(k.application), cell(k.role),
+      cell(k.access_key_id ?? "–", "aws"), cell(k.created), cell(k.last_used ?? "never"));
+    const revoke = document.createElement("td");
+    revoke.append(button("Revoke", () => {
+      if (!window.confirm(`Revoke ${k.key_id} on every node? Its clients are refused at once.`)) return;
+      act(() => api("DELETE", `/v2/keys/${encodeURIComponent(k.key_id)}`));
+    }));
+    tr.append(revoke);
+    body.append(tr);
+  }
+}
+
+function wireKeys() {
+  $("create-key").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const form = e.target;
+    act(async () => {
+      const made = await api("POST", "/v2/keys", {
+        application: form.elements.application.value.trim(),
+        role: form.elements.role.value,
+        description: form.elements.description.value.trim(),
+        aws: form.elements.aws.checked,
+      });
+      $("new-key-token").textContent = made.key;
+      $("new-key-access").textContent = made.access_key_id ?? "";
+      $("new-key-secret").textContent = made.secret_access_key ?? "";
+      $("new-key-account").textContent = made.account ?? "";
+      for (const el of $("new-key").querySelectorAll(".aws")) el.hidden = !made.access_key_id;
+      $("new-key").hidden = false;
+      form.reset();
+    });
+  });
+}
+
 function wireLogin() {
   $("login").addEventListener("submit", (e) => {
     e.preventDefault();
@@ -371,6 +424,8 @@ function wireLogin() {
   });
   $("logout").addEventListener("click", () => {
     sessionStorage.removeItem(KEY);
+    $("keys-panel").hidden = true;
+    $("new-key").hidden = true;
     showLogin(false);
   });
   $("logout").hidden = !sessionStorage.getItem(KEY);
@@ -391,6 +446,7 @@ function onCreate(formId, kind, then) {
 
 function wire() {
   wireLogin();
+  wireKeys();
   onCreate("create-queue", "queues", select);
   onCreate("create-topic", "topics", async () => {});
   $("settings").addEventListener("submit", (e) => {
