@@ -22,6 +22,7 @@ queues of the same name have different ARNs and URLs.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -58,6 +59,7 @@ def new_credential() -> tuple[str, str]:
     return key_id, secret
 
 
+@functools.lru_cache(maxsize=4096)
 def account_of(application: str) -> str:
     """The 12-digit account of ``application``: the same on every node, for ever."""
     digest = hashlib.sha256(f"dynamiq application {application}".encode()).digest()

@@ -345,9 +345,18 @@ def evaluate(
 
 
 def _matches_any(
-    patterns: Sequence[str], value: str, compile_: Callable[[str], re.Pattern[str]]
+    patterns: tuple[str, ...], value: str, compile_: Callable[[str], re.Pattern[str]]
 ) -> bool:
-    return any(compile_(p).fullmatch(value) for p in patterns)
+    return _any_of(patterns, compile_).fullmatch(value) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _any_of(
+    patterns: tuple[str, ...], compile_: Callable[[str], re.Pattern[str]]
+) -> re.Pattern[str]:
+    """One pattern matching what any of ``patterns`` matches (one match a statement)."""
+    compiled = [compile_(p) for p in patterns]
+    return re.compile("|".join(f"(?:{c.pattern})" for c in compiled), compiled[0].flags)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -277,8 +277,9 @@ class QueueSettingsBody(_Body):
     ``max_depth`` messages is refused with 429 ``QUEUE_FULL`` (null: no bound).
     A ``dedup_id`` holds against every message of the queue (``dedup_scope``
     "queue", SQS's default) or only its own group's ("group");
-    ``sqs_attributes`` are what SQS clients set that Dynamiq keeps but does not
-    act on (``Policy``, ``KmsMasterKeyId``, ...).
+    ``sqs_attributes`` are what SQS clients set and read back: ``Policy`` (the
+    queue's resource policy, evaluated for the SQS endpoint's signed callers),
+    ``RedriveAllowPolicy``, ``KmsMasterKeyId``...
     """
 
     visibility_timeout: LeaseSeconds | None = None

@@ -62,3 +62,63 @@ def test_a_key_revoked_on_one_node_is_refused_by_every_node_when_the_revoke_answ
     for node in (n2, n3, n1):
         status, body = _call(f"{node.url}/v2/queues", "GET", key)
         assert (status, body["error"]) == (401, "UNAUTHORIZED"), node.name
+
+
+def _sqs(url: str, made: dict[str, Any]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "sqs",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id=made["access_key_id"],
+        aws_secret_access_key=made["secret_access_key"],
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def _code(call: Any, **params: Any) -> str:
+    from botocore.exceptions import ClientError
+
+    try:
+        call(**params)
+    except ClientError as refused:
+        return str(refused.response["Error"]["Code"])
+    return "served"
+
+
+def test_credentials_and_policies_hold_on_every_node_when_the_change_answers(
+    keyed_cluster: LocalCluster,
+) -> None:
+    n1, n2, n3 = (keyed_cluster.nodes[n] for n in ("n1", "n2", "n3"))
+    made = {}
+    for application, role in (("alpha", "manage"), ("beta", "produce")):
+        body = {"application": application, "role": role, "aws": True}
+        status, made[application] = _call(f"{n1.url}/v2/keys", "POST", ADMIN_KEY, body)
+        assert status == 201
+    alpha = {n.name: _sqs(n.url, made["alpha"]) for n in (n1, n2, n3)}
+    beta = {n.name: _sqs(n.url, made["beta"]) for n in (n1, n2, n3)}
+    try:
+        url = alpha["n2"].create_queue(QueueName="shared")["QueueUrl"]
+        send = {"QueueUrl": url, "MessageBody": "m"}
+        assert {_code(c.send_message, **send) for c in beta.values()} == {"AccessDenied"}
+        alpha["n1"].add_permission(
+            QueueUrl=url,
+            Label="beta",
+            AWSAccountIds=[made["beta"]["account"]],
+            Actions=["SendMessage"],
+        )
+        assert [_code(beta[n].send_message, **send) for n in ("n2", "n3")] == ["served"] * 2
+        alpha["n1"].remove_permission(QueueUrl=url, Label="beta")
+        assert {_code(beta[n].send_message, **send) for n in ("n2", "n3")} == {"AccessDenied"}
+        # A new sealing key: every node unseals under it once the rotation answers.
+        status, _ = _call(f"{n1.url}/v2/sealing-key", "POST", ADMIN_KEY)
+        assert status == 201
+        assert [_code(alpha[n].list_queues) for n in ("n2", "n3", "n1")] == ["served"] * 3
+        status, _ = _call(f"{n3.url}/v2/keys/{made['beta']['key_id']}", "DELETE", ADMIN_KEY)
+        assert status == 200
+        assert {_code(c.list_queues) for c in beta.values()} == {"InvalidClientTokenId"}
+    finally:
+        for c in [*alpha.values(), *beta.values()]:
+            c.close()

@@ -241,3 +241,35 @@ def test_a_dead_letter_queue_s_redrive_allow_policy_is_enforced(
         )
         error = _error(b.create_queue, QueueName=_name(), Attributes={"RedrivePolicy": redrive})
         assert "owner is not the same" in error["Message"]
+
+
+def test_v2_sets_the_same_policies_and_refuses_what_the_evaluator_would_misread(
+    node: NodeProcess, keys: dict[str, dict[str, Any]]
+) -> None:
+    from tests.conftest import ADMIN_KEY
+    from tests.sqs.signed import fetch
+
+    beta = keys["beta-producer"]
+    name = _name()
+    headers = {"Authorization": f"Bearer {ADMIN_KEY}", "Content-Type": "application/json"}
+    queue = f"{node.url}/v2/queues/alpha:{name}"
+    odd = {
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": "sqs:*",
+        "Condition": {"StringEquals": {"aws:NoSuchKey": "x"}},
+    }
+    body = json.dumps({"sqs_attributes": {"Policy": json.dumps({"Statement": [odd]})}})
+    status, _, answer = fetch(queue, "PUT", body.encode(), headers)
+    assert status == 400 and b"aws:NoSuchKey" in answer
+    allow = {
+        "Effect": "Allow",
+        "Principal": {"AWS": beta["account"]},
+        "Action": "sqs:SendMessage",
+        "Resource": "*",
+    }
+    body = json.dumps({"sqs_attributes": {"Policy": json.dumps({"Statement": [allow]})}})
+    assert fetch(queue, "PUT", body.encode(), headers)[0] == 201
+    with _clients(node, beta) as (b, _):
+        url = f"{node.url}/{keys['alpha']['account']}/{name}"
+        assert b.send_message(QueueUrl=url, MessageBody="through v2's policy")["MessageId"]

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from dynamiq.access.policy import PolicyError, parse
 from dynamiq.access.roles import Principal
 from dynamiq.api import schemas as s
 from dynamiq.api.bodies import encode_message, iso_time, json_response, outgoing, read_json
@@ -91,6 +92,12 @@ def _changes(body: s.QueueSettingsBody, caller: Principal) -> dict[str, Any]:
         out[field] = msgspec.to_builtins(value)
     if isinstance(out.get("dead_letter_queue"), str):
         out["dead_letter_queue"] = caller.name_of(out["dead_letter_queue"])
+    policy = (out.get("sqs_attributes") or {}).get("Policy")
+    if policy:  # the queue's resource policy, as the SQS endpoint evaluates it
+        try:
+            parse(policy)
+        except PolicyError as refused:
+            raise Invalid(f"sqs_attributes.Policy: {refused}", "sqs_attributes") from None
     return out
 
 
