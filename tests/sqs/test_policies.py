@@ -261,7 +261,7 @@ def test_v2_sets_the_same_policies_and_refuses_what_the_evaluator_would_misread(
     }
     body = json.dumps({"sqs_attributes": {"Policy": json.dumps({"Statement": [odd]})}})
     status, _, answer = fetch(queue, "PUT", body.encode(), headers)
-    assert status == 400 and b"aws:NoSuchKey" in answer
+    assert status == 422 and b"aws:NoSuchKey" in answer  # v2's refusal of a setting
     allow = {
         "Effect": "Allow",
         "Principal": {"AWS": beta["account"]},
