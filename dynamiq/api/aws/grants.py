@@ -25,7 +25,7 @@ from dynamiq.access.policy import (
     evaluate,
     parse,
 )
-from dynamiq.access.roles import ANYONE, GRANTS, Access, Principal
+from dynamiq.access.roles import ANYONE, GRANTS, SEPARATOR, Access, Principal
 from dynamiq.api.aws.accounts import Accounts
 from dynamiq.api.aws.errors import AwsError, SnsError
 from dynamiq.models import QueueRecord
@@ -232,12 +232,11 @@ class Deliveries:
         self._internal = internal_prefix  # the node's own queues (a push subscription's)
 
     def foreign(self, topic: str, queues: list[str]) -> list[str]:
-        owner = self._accounts.address(topic)[0]
-        return [
-            q
-            for q in queues
-            if not q.startswith(self._internal) and self._accounts.address(q)[0] != owner
-        ]
+        application, found, _ = topic.rpartition(SEPARATOR)
+        if found:  # another application's queues, or those named without one
+            own = application + SEPARATOR
+            return [q for q in queues if not q.startswith((own, self._internal))]
+        return [q for q in queues if SEPARATOR in q]  # a topic without an application's
 
     def admits(self, topic: str, queue: QueueRecord) -> bool:
         owner, short = self._accounts.address(topic)
