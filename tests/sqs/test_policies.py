@@ -273,3 +273,22 @@ def test_v2_sets_the_same_policies_and_refuses_what_the_evaluator_would_misread(
     with _clients(node, beta) as (b, _):
         url = f"{node.url}/{keys['alpha']['account']}/{name}"
         assert b.send_message(QueueUrl=url, MessageBody="through v2's policy")["MessageId"]
+
+
+def test_add_permission_on_the_query_protocol_is_sqs_s_not_sns_s(
+    node: NodeProcess, keys: dict[str, dict[str, Any]]
+) -> None:
+    """Both services have AddPermission: a form signed for SQS is SQS's."""
+    from tests.servers import require_path
+    from tests.sqs.signed import QUERY_MODELS
+
+    require_path(QUERY_MODELS / "sqs", "setup.sh fetches botocore 1.31's SQS model")
+    beta = keys["beta-producer"]
+    with contextlib.closing(client(node.url, keys["alpha"], query=True)) as query:
+        url = query.create_queue(QueueName=_name())["QueueUrl"]
+        query.add_permission(
+            QueueUrl=url, Label="q", AWSAccountIds=[beta["account"]], Actions=["SendMessage"]
+        )
+        with _clients(node, beta) as (b, _):
+            assert b.send_message(QueueUrl=url, MessageBody="in")["MessageId"]
+        query.remove_permission(QueueUrl=url, Label="q")

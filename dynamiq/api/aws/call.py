@@ -85,8 +85,8 @@ class Call:
         except QueueNotFound:
             raise AwsError("QueueDoesNotExist", "The specified queue does not exist.") from None
         policy = (record.settings.sqs_attributes or {}).get("Policy")
-        arn = self.queue_arn(record.name)
-        self.caller.authorize(self.service, self.action, arn, account, policy)
+        arn, owner = self.queue_arn(record.name), self.owner(record.name)
+        self.caller.authorize(self.service, self.action, arn, owner, policy)
         return record
 
     def topic(self, param: str = "TopicArn") -> str:
@@ -99,17 +99,17 @@ class Call:
 
     def topic_of_arn(self, arn: str, param: str) -> str:
         """The topic ``arn`` names, authorized for this call's action."""
-        account, short = self._arn_parts(arn, param, "sns")
-        full = self._full_name(account, short, "sns")
+        full = self._full_name(*self._arn_parts(arn, param, "sns"), "sns")
         policy = (self.node.topic_settings(full).sns_attributes or {}).get("Policy")
-        self.caller.authorize(self.service, self.action, self.topic_arn(full), account, policy)
+        arn, owner = self.topic_arn(full), self.owner(full)
+        self.caller.authorize(self.service, self.action, arn, owner, policy)
         return full
 
     def own(self, name: str) -> str:
         """The full name of a queue or topic the caller makes, authorized."""
         full = self.caller.principal.name_of(name)
         arn = self.topic_arn(full) if self.service == "sns" else self.queue_arn(full)
-        self.caller.authorize(self.service, self.action, arn, self.accounts.address(full)[0], None)
+        self.caller.authorize(self.service, self.action, arn, self.owner(full), None)
         return full
 
     def listing(self) -> None:

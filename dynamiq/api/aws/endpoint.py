@@ -141,7 +141,7 @@ async def endpoint(request: web.Request) -> web.StreamResponse:
         else:
             form = await _form(request)
             name = next((str(v) for k, v in form if k == "Action"), "")
-            wire = _SNS_QUERY if name in SNS_ACTIONS else _SQS_QUERY
+            wire = _SNS_QUERY if _is_sns(request, name, form) else _SQS_QUERY
             action = wire.actions.get(name)
             assert wire.dialect is not None
             data = query.params(wire.dialect, ((k, str(v)) for k, v in form), name)
@@ -191,7 +191,7 @@ def _caller(request: web.Request, services: Services, service: str, raw: bytes) 
     principal = caller(request)
     if principal is None:
         return signed_caller(request, services, service, raw)
-    region = _signed_region(request)
+    region = _scope(request)[0]
     if region is not None and region != services.sqs.region:
         raise AwsError(
             "SignatureDoesNotMatch",
@@ -200,9 +200,10 @@ def _caller(request: web.Request, services: Services, service: str, raw: bytes) 
     return Caller(principal, services.accounts.of(principal.application))
 
 
-def _signed_region(request: web.Request) -> str | None:
-    """The region a SigV4 signature is scoped to (``Credential=key/date/region/service/
-    aws4_request``, in the header or a presigned URL), or None for an unsigned request.
+def _scope(request: web.Request) -> tuple[str | None, str | None]:
+    """The region and service a SigV4 signature is scoped to (``Credential=key/date/
+    region/service/aws4_request``, in the header or a presigned URL); Nones for an
+    unsigned request.
 
     A node serves one region (``sqs.region``): a request signed for another is
     refused as AWS refuses it, so that it never reaches a queue of the same
@@ -212,7 +213,19 @@ def _signed_region(request: web.Request) -> str | None:
     _, found, rest = header.partition("Credential=")
     scope = rest.partition(",")[0] if found else request.query.get("X-Amz-Credential", "")
     parts = scope.strip().split("/")
-    return parts[2] if len(parts) == 5 else None
+    return (parts[2], parts[3]) if len(parts) == 5 else (None, None)
+
+
+def _is_sns(request: web.Request, name: str, form: list[tuple[str, Any]]) -> bool:
+    """Whether a query-protocol request is SNS's: its action is SNS's alone, or, for one
+    both services have (``AddPermission``, ``RemovePermission``), it was signed for
+    SNS, or names a topic."""
+    if name not in SNS_ACTIONS:
+        return False
+    if name not in SQS_ACTIONS:
+        return True
+    service = _scope(request)[1]
+    return service == "sns" if service else any(k == "TopicArn" for k, _ in form)
 
 
 def _refusal(request: web.Request, error: DynamiqError) -> web.StreamResponse:
