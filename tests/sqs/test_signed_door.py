@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import http.client
+import json
 import socket
 import threading
 import time
@@ -186,3 +187,43 @@ def test_a_flood_of_bad_signatures_from_one_address_is_throttled_while_others_ar
         assert statuses[400] >= 10_000 - statuses[403]  # RequestThrottled
         assert served and set(served) == {200}, Counter(served)
         print(f"{10_000 / seconds:.0f} bad signatures a second; {len(served)} served meanwhile")
+
+
+def test_conditions_on_transport_and_address_read_a_trusted_proxy_s_word(tmp_path: Path) -> None:
+    with _node(tmp_path, "--auth-trustedproxies", "127.0.0.0/8") as node:
+        alpha = credential(node.url, "alpha", "manage")
+        beta = credential(node.url, "beta", "produce")
+        with contextlib.closing(client(node.url, alpha)) as owner:
+            url = owner.create_queue(QueueName="guarded")["QueueUrl"]
+            statement = {
+                "Effect": "Allow",
+                "Principal": {"AWS": beta["account"]},
+                "Action": "sqs:SendMessage",
+                "Resource": "*",
+                "Condition": {
+                    "Bool": {"aws:SecureTransport": "true"},
+                    "IpAddress": {"aws:SourceIp": "10.0.0.0/8"},
+                },
+            }
+            policy = json.dumps({"Statement": [statement]})
+            owner.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+        forwarded: dict[str, str] = {}
+
+        def say(request: Any, **_: Any) -> None:  # what the proxy in front would add
+            for name, value in forwarded.items():
+                request.headers[name] = value
+
+        with contextlib.closing(client(node.url, beta)) as sender:
+            sender.meta.events.register("before-sign.sqs.SendMessage", say)
+            send = {"QueueUrl": url, "MessageBody": "m"}
+            for said in (
+                {},
+                {"X-Forwarded-Proto": "https"},
+                {"X-Forwarded-Proto": "https", "X-Forwarded-For": "192.168.1.9"},
+            ):
+                forwarded.clear()
+                forwarded.update(said)
+                with pytest.raises(ClientError, match="AccessDenied"):
+                    sender.send_message(**send)
+            forwarded.update({"X-Forwarded-For": "203.0.113.7, 10.1.2.3"})
+            assert sender.send_message(**send)["MessageId"]
