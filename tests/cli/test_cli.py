@@ -328,6 +328,32 @@ def test_keys_are_made_used_listed_and_revoked_from_the_command_line(
     assert len(secret) == 43 and secret != dynamiq("keys", "secret").stdout.strip()
 
 
+def test_a_key_with_an_aws_credential_is_made_shown_and_resealed_from_the_command_line(
+    keyed_node: str, tmp_path: Path
+) -> None:
+    admin = tmp_path / "admin.key"
+    admin.write_text(ADMIN_KEY + "\n")
+    made = dynamiq(
+        "keys", "create", "shop", "produce", "--aws", "--key-file", str(admin), url=keyed_node
+    )
+    lines = dict(line.split(" = ") for line in made.stdout.splitlines() if " = " in line)
+    access, secret = lines["aws_access_key_id"], lines["aws_secret_access_key"]
+    assert re.fullmatch(r"AKIA[A-Z2-7]{16}", access) and len(secret) == 40
+    assert "account " in made.stderr
+    for asked in (access, made.stdout.splitlines()[0].split(".")[0]):
+        shown = dynamiq("keys", "show", asked, "--json", "--key-file", str(admin), url=keyed_node)
+        assert json.loads(shown.stdout)["access_key_id"] == access
+        assert secret not in shown.stdout
+    listed = dynamiq("keys", "list", "--key-file", str(admin), url=keyed_node).stdout
+    assert access in listed and secret not in listed
+    resealed = dynamiq("keys", "rotate-sealing", "--json", "--key-file", str(admin), url=keyed_node)
+    assert json.loads(resealed.stdout)["key_id"]
+    missing = dynamiq(
+        "keys", "show", "AKIANOSUCHKEY0000000", "--key-file", str(admin), url=keyed_node, check=1
+    )
+    assert "no key" in missing.stderr
+
+
 def test_a_topic_pushes_to_an_endpoint_subscribed_with_the_cli(node: str) -> None:
     receiver = Receiver()
     try:
