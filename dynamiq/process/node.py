@@ -100,6 +100,7 @@ def build(ground: Ground) -> Built:
         settings.push.url or _public_url(ground),
         settings.sqs.region,
         settings.sqs.account,
+        accounts.address,
     )
     node = Node(engine, cluster, settings.limits, ground.space, webhooks)
     push = settings.push
@@ -142,7 +143,7 @@ def _engine(ground: Ground, accounts: Accounts) -> Engine:
     reloads = (ground.keys.reload,) if ground.keys else ()
     janitor = Janitor(queues, interval, reloads)
     redriver = Redriver(queues.context, name, queues.states, queues.life)
-    envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock)
+    envelopes = Envelopes(settings.sqs.region, settings.sqs.account, clock, accounts.address)
     spreader = Spreader(queues, settings.limits.syncfanout)
     crossings = Deliveries(settings.sqs.region, accounts, PUSH_PREFIX)
     topics = TopicService(catalog, queues, envelopes, ground.metrics, spreader, crossings)

@@ -189,6 +189,7 @@ def test_a_topic_delivers_into_another_application_s_queue_only_where_its_policy
         a_sns.publish(TopicArn=other, Message="not named")
         got = b.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)["Messages"]
         assert [json.loads(m["Body"])["Message"] for m in got] == ["named"]
+        assert json.loads(got[0]["Body"])["TopicArn"] == topic  # in its application's account
 
 
 def test_a_topic_s_policy_lets_another_application_publish(

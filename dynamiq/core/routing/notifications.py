@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import msgspec
@@ -21,7 +22,7 @@ import msgspec
 from dynamiq.core.clock import Clock
 from dynamiq.models import AttributeValue, Notice, Outgoing, natural_type, topic_arn
 
-__all__ = ["Envelopes", "sns_timestamp"]
+__all__ = ["Address", "Envelopes", "sns_timestamp"]
 
 
 def sns_timestamp(wall_ms: int) -> str:
@@ -30,15 +31,23 @@ def sns_timestamp(wall_ms: int) -> str:
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class Envelopes:
-    """Wraps messages of this node's topics, named by ARNs of ``region`` and ``account``."""
+Address = Callable[[str], tuple[str, str]]
+"""A topic's full name -> the account it lives in, and its name there."""
 
-    def __init__(self, region: str, account: str, clock: Clock) -> None:
-        self._region, self._account = region, account
+
+class Envelopes:
+    """Wraps messages of this node's topics, named by ARNs of ``region`` and the account
+    ``address`` says a topic lives in (``account`` for every one by default)."""
+
+    def __init__(
+        self, region: str, account: str, clock: Clock, address: Address | None = None
+    ) -> None:
+        self._region = region
+        self._address: Address = address or (lambda topic: (account, topic))
         self._clock = clock
 
     def topic_arn(self, topic: str) -> str:
-        return topic_arn(self._region, self._account, topic)
+        return topic_arn(self._region, *self._address(topic))
 
     def wrap(self, topic: str, message: Outgoing | bytes, notice: Notice) -> Outgoing:
         """The copy of ``message`` a queue subscribed without raw delivery stores."""

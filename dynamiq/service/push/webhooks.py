@@ -29,7 +29,7 @@ from dynamiq.core.push.documents import (
 from dynamiq.core.push.signing import SigningKey, rotate_signing_key, signing_keys
 from dynamiq.core.queues import QueueService
 from dynamiq.core.routing.filters import FilterScope
-from dynamiq.core.routing.notifications import sns_timestamp
+from dynamiq.core.routing.notifications import Address, sns_timestamp
 from dynamiq.core.routing.subscriptions import Subscription
 from dynamiq.errors import BackendUnavailable, Invalid, NotFound, QueueNotFound, TopicNotFound
 from dynamiq.models import Notice, QueueSettings, topic_arn
@@ -62,14 +62,18 @@ class Webhooks:
         base: str,
         region: str,
         account: str,
+        address: Address | None = None,
     ) -> None:
+        """``address``: where a topic lives (its account and name there; ``account``
+        and its full name by default)."""
         self._catalog = catalog
         self._queues = queues
         self._store = store
         self._clock = clock
         self.rules = rules
         self.base = base
-        self._region, self._account = region, account
+        self._region = region
+        self._address: Address = address or (lambda topic: (account, topic))
         self._documents: Documents | None = None
         self._previous: SigningKey | None = None  # rotated out: its certificate stays served
         self._failing: set[str] = set()  # subscriptions whose last delivery here failed
@@ -118,7 +122,7 @@ class Webhooks:
         return self._documents
 
     def topic_arn(self, topic: str) -> str:
-        return topic_arn(self._region, self._account, topic)
+        return topic_arn(self._region, *self._address(topic))
 
     def subscription_arn(self, topic: str, queue: str) -> str:
         return f"{self.topic_arn(topic)}:{subscription_id(queue)}"
