@@ -31,7 +31,7 @@ from typing import Any
 
 from dynamiq.access.credentials import Sealer, new_credential, rotate_sealing_key, sealer_of
 from dynamiq.core.clock import Clock, MonotonicClock
-from dynamiq.errors import Invalid, NotFound
+from dynamiq.errors import BackendUnavailable, Invalid, NotFound
 from dynamiq.models import APPLICATION_PATTERN
 from dynamiq.storage.base import StorageBackend
 
@@ -238,7 +238,9 @@ class KeyRing:
 
     @property
     def sealer(self) -> Sealer:
-        assert self._sealer is not None, "the keys have not been read yet"
+        """The cluster's sealing keys (``BackendUnavailable`` until the keys are read)."""
+        if self._sealer is None:
+            raise BackendUnavailable("the keys have not been read yet", retry_after=1)
         return self._sealer
 
     def _used_now(self, record: KeyRecord) -> KeyRecord:

@@ -28,7 +28,7 @@ from dynamiq.access.policy import (
 from dynamiq.access.roles import ANYONE, GRANTS, SEPARATOR, Access, Principal
 from dynamiq.api.aws.accounts import Accounts
 from dynamiq.api.aws.errors import AwsError, SnsError
-from dynamiq.models import QueueRecord
+from dynamiq.models import QueueRecord, topic_arn
 
 __all__ = [
     "OWN_ONLY",
@@ -36,9 +36,7 @@ __all__ = [
     "Deliveries",
     "Seen",
     "action_of",
-    "checked_policy",
     "identity_of",
-    "topic_may_deliver",
 ]
 
 _R, _P, _C, _M = Access.READ, Access.PRODUCE, Access.CONSUME, Access.MANAGE
@@ -147,12 +145,6 @@ def _resource_policy(text: str) -> Policy | None:
         return None
 
 
-def checked_policy(text: str) -> str:
-    """``text`` if the evaluator reads it as AWS would; else ``PolicyError`` says why."""
-    parse(text)
-    return text
-
-
 @dataclass(frozen=True, slots=True)
 class Seen:
     """What the node saw of a signed request that a policy's conditions may ask about."""
@@ -242,33 +234,22 @@ class Deliveries:
         owner, short = self._accounts.address(topic)
         account, name = self._accounts.address(queue.name)
         policy = (queue.settings.sqs_attributes or {}).get("Policy")
-        return topic_may_deliver(
+        if policy is None:
+            return False
+        request = Request(
+            "sqs:SendMessage",
             f"arn:aws:sqs:{self._region}:{account}:{name}",
-            policy,
-            f"arn:aws:sns:{self._region}:{owner}:{short}",
-            owner,
+            None,
+            service=SNS_SERVICE,
+            context={
+                "aws:sourcearn": topic_arn(self._region, owner, short),
+                "aws:sourceaccount": owner,
+                "aws:sourceowner": owner,
+                **_times(time.time()),
+            },
         )
-
-
-def topic_may_deliver(queue_arn: str, policy: str | None, topic_arn: str, topic_owner: str) -> bool:
-    """Whether SNS's topic ``topic_arn`` (of account ``topic_owner``) may deliver into a
-    queue of another account, under the queue's ``policy``."""
-    if policy is None:
-        return False
-    resource = _resource_policy(policy)
-    request = Request(
-        "sqs:SendMessage",
-        queue_arn,
-        None,
-        service=SNS_SERVICE,
-        context={
-            "aws:sourcearn": topic_arn,
-            "aws:sourceaccount": topic_owner,
-            "aws:sourceowner": topic_owner,
-            **_times(time.time()),
-        },
-    )
-    return evaluate(request, [], resource, same_account=False) is Decision.ALLOW
+        resource = _resource_policy(policy)
+        return evaluate(request, [], resource, same_account=False) is Decision.ALLOW
 
 
 def _refused(service: str, who: str, action: str, arn: str, why: str) -> AwsError:

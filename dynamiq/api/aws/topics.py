@@ -61,9 +61,8 @@ def _subscription(call: Call) -> tuple[str, SubscriptionView]:
         subscribed = call.node.subscribed(topic)
     except TopicNotFound:
         raise SnsError("NotFound", "Subscription does not exist") from None
-    found = subscribed.get(
-        queue_of_end(topic, last)
-    )  # a queue's ARN ends with its name, a push's with its id
+    # A queue's subscription's ARN ends with its name, a push's with its id.
+    found = subscribed.get(queue_of_end(topic, last))
     if found is None or found.push is not None:
         found = subscribed.webhook(last)
     if found is None:
@@ -80,19 +79,28 @@ def _arn_end(topic: str, subscription: SubscriptionView) -> str:
 
 
 def queue_end(topic: str, queue: str) -> str:
-    """The end of the ARN of ``topic``'s subscription of ``queue``."""
-    application, found, _ = topic.rpartition(SEPARATOR)
-    if found and queue.startswith(application + SEPARATOR):
-        return queue[len(application) + 1 :]
-    return queue.replace(SEPARATOR, "/")
+    """The end of the ARN of ``topic``'s subscription of ``queue``: the queue's name in
+    the topic's application; else its full name, ``/`` for ``:`` (a queue without an
+    application: ``/`` and its name). Queue names have no ``/``."""
+    own = _application_of(topic)
+    if queue.startswith(own) and (own or SEPARATOR not in queue):
+        return queue[len(own) :]
+    return queue.replace(SEPARATOR, "/") if SEPARATOR in queue else f"/{queue}"
 
 
 def queue_of_end(topic: str, end: str) -> str:
     """The queue a subscription's ARN of ``topic`` ends with (``queue_end``'s inverse)."""
+    if end.startswith("/"):
+        return end[1:]
     if "/" in end:
         return end.replace("/", SEPARATOR)
-    application, found, _ = topic.rpartition(SEPARATOR)
-    return f"{application}{SEPARATOR}{end}" if found else end
+    return _application_of(topic) + end
+
+
+def _application_of(name: str) -> str:
+    """The application a full name starts with, with its separator ("" for none)."""
+    application, found, _ = name.partition(SEPARATOR)
+    return application + SEPARATOR if found else ""
 
 
 async def delete_topic(call: Call) -> dict[str, Any]:
