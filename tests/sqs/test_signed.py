@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -201,8 +203,10 @@ def _signed(
 
 
 def _sent(request: AWSRequest, **changes: Any) -> tuple[int, dict[str, str], bytes]:
+    """Send a signed request, with ``changes`` made after it was signed (``headers``
+    changed, ``without`` some, another ``body``: its length is sent as it is)."""
     prepared = request.prepare()
-    headers = {k: str(v) for k, v in prepared.headers.items()}
+    headers = {k: str(v) for k, v in prepared.headers.items() if k.lower() != "content-length"}
     headers.update(changes.pop("headers", {}))
     for name in changes.pop("without", ()):
         headers.pop(name)
@@ -215,31 +219,79 @@ def _code(answer: tuple[int, dict[str, str], bytes]) -> tuple[int, str]:
     return status, headers.get("x-amzn-query-error", "")
 
 
-def test_signed_raw_requests_are_served(node: NodeProcess, made: dict[str, Any]) -> None:
-    status, headers, _ = _sent(_signed(node.url, made))
+FORM = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+# Each protocol's request, as SigV4Auth signs it: service, body, headers.
+RAW: dict[str, tuple[str, bytes, dict[str, str]]] = {
+    "sqs-json": ("sqs", JSON_BODY, JSON_HEADERS),
+    "sqs-query": ("sqs", b"Action=ListQueues&Version=2012-11-05", FORM),
+    "sns-query": ("sns", b"Action=ListTopics&Version=2010-03-31", FORM),
+}
+
+
+@pytest.fixture(params=sorted(RAW))
+def raw(request: pytest.FixtureRequest) -> tuple[str, bytes, dict[str, str]]:
+    return RAW[request.param]
+
+
+def _raw_signed(
+    url: str, made: dict[str, Any], raw: tuple[str, bytes, dict[str, str]], **extra: str
+) -> AWSRequest:
+    service, body, headers = raw
+    return _signed(url, made, service, body, {**headers, **extra})
+
+
+def _refusal(answer: tuple[int, dict[str, str], bytes]) -> tuple[int, str, str]:
+    """An answer's status, code and message, from either protocol's error."""
+    status, headers, body = answer
+    if "x-amzn-query-error" in headers:
+        said = json.loads(body)
+        return status, headers["x-amzn-query-error"].split(";")[0], said["message"]
+    code = re.search(rb"<Code>(.*?)</Code>", body)
+    message = re.search(rb"<Message>(.*?)</Message>", body, re.DOTALL)
+    assert code is not None and message is not None, body
+    return status, code[1].decode(), html.unescape(message[1].decode())
+
+
+def test_signed_raw_requests_are_served(
+    node: NodeProcess, made: dict[str, Any], raw: tuple[str, bytes, dict[str, str]]
+) -> None:
+    status, headers, _ = _sent(_raw_signed(node.url, made, raw))
     assert status == 200
     assert "Date" in headers  # the JavaScript SDK sets its clock by it
 
 
-def test_a_tampered_body_is_refused(node: NodeProcess, made: dict[str, Any]) -> None:
-    answer = _sent(_signed(node.url, made), body=b'{"QueueNamePrefix": "x"}')
-    assert _code(answer) == (403, "SignatureDoesNotMatch;Sender")
+def test_a_tampered_body_is_refused(
+    node: NodeProcess, made: dict[str, Any], raw: tuple[str, bytes, dict[str, str]]
+) -> None:
+    answer = _sent(_raw_signed(node.url, made, raw), body=raw[1] + b"&x=1")
+    assert _refusal(answer) == (403, "SignatureDoesNotMatch", MISMATCH)
+    answer = _sent(_raw_signed(node.url, made, raw), body=raw[1][:-1] + b"X")  # as long
+    assert _refusal(answer) == (403, "SignatureDoesNotMatch", MISMATCH)
 
 
-def test_a_tampered_signed_header_is_refused(node: NodeProcess, made: dict[str, Any]) -> None:
-    answer = _sent(_signed(node.url, made), headers={"X-Amz-Target": "AmazonSQS.PurgeQueue"})
-    assert _code(answer) == (403, "SignatureDoesNotMatch;Sender")
+def test_a_tampered_signed_header_is_refused(
+    node: NodeProcess, made: dict[str, Any], raw: tuple[str, bytes, dict[str, str]]
+) -> None:
+    signed = _raw_signed(node.url, made, raw, **{"X-Custom": "signed"})
+    answer = _sent(signed, headers={"X-Custom": "changed"})
+    assert _refusal(answer) == (403, "SignatureDoesNotMatch", MISMATCH)
 
 
-def test_a_missing_signed_header_is_refused(node: NodeProcess, made: dict[str, Any]) -> None:
-    answer = _sent(_signed(node.url, made), without=["X-Amz-Date"])
-    assert _code(answer) == (403, "SignatureDoesNotMatch;Sender")
+def test_a_missing_signed_header_is_refused(
+    node: NodeProcess, made: dict[str, Any], raw: tuple[str, bytes, dict[str, str]]
+) -> None:
+    answer = _sent(_raw_signed(node.url, made, raw, **{"X-Custom": "signed"}), without=["X-Custom"])
+    assert _refusal(answer) == (403, "SignatureDoesNotMatch", MISMATCH)
+    answer = _sent(_raw_signed(node.url, made, raw), without=["X-Amz-Date"])
+    assert _refusal(answer)[:2] == (403, "SignatureDoesNotMatch")
 
 
-def test_unsigned_payload_is_refused(node: NodeProcess, made: dict[str, Any]) -> None:
-    headers = {**JSON_HEADERS, "X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"}
-    status, _, body = _sent(_signed(node.url, made, headers=headers))
-    assert status == 403 and b"UNSIGNED-PAYLOAD" in body
+def test_unsigned_payload_is_refused(
+    node: NodeProcess, made: dict[str, Any], raw: tuple[str, bytes, dict[str, str]]
+) -> None:
+    signed = _raw_signed(node.url, made, raw, **{"X-Amz-Content-SHA256": "UNSIGNED-PAYLOAD"})
+    status, code, message = _refusal(_sent(signed))
+    assert (status, code) == (403, "SignatureDoesNotMatch") and "UNSIGNED-PAYLOAD" in message
 
 
 def test_a_wrong_service_is_refused(node: NodeProcess, made: dict[str, Any]) -> None:
