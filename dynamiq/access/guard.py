@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from dynamiq.access.buckets import Buckets
 from dynamiq.access.keys import KeyRecord, KeyRing, KeySpec, MadeKey
 from dynamiq.access.roles import Principal, principal_of
-from dynamiq.access.sigv4 import SignatureRefused, SignedRequest, Verified, verify
+from dynamiq.access.sigv4 import SignatureRefused, SignedRequest, verify
 from dynamiq.core.clock import Clock, MonotonicClock
 from dynamiq.errors import TooManyRequests, Unauthorized
 
@@ -95,13 +95,7 @@ class Guard:
             return Principal(ADMIN_KEY_ID, "admin")
         record = ring.checked(token)
         if record is None:
-            now = self._clock.now()
-            wait = self._failed.waiting(source, now)
-            if wait:
-                raise TooManyRequests(
-                    f"too many wrong keys from {source}; wait before trying again",
-                    math.ceil(wait),
-                )
+            now = self._held_back(source, "wrong keys")
             record = await ring.verify(token)
             if record is None:
                 self._failed.take(source, now)
@@ -117,7 +111,7 @@ class Guard:
         services: tuple[str, ...],
         max_skew: float,
         presigned: bool,
-    ) -> tuple[Principal, Verified]:
+    ) -> Principal:
         """Return who signed ``request`` (SigV4), from the client address ``source``.
 
         Raises:
@@ -125,13 +119,7 @@ class Guard:
             TooManyRequests: ``source`` sent too many failing signatures lately.
         """
         ring = self.ring
-        now = self._clock.now()
-        wait = self._failed.waiting(source, now)
-        if wait:
-            raise TooManyRequests(
-                f"too many failing signatures from {source}; wait before trying again",
-                math.ceil(wait),
-            )
+        now = self._held_back(source, "failing signatures")
         found: list[KeyRecord] = []
 
         def secret_of(access_key_id: str) -> str | None:
@@ -142,7 +130,7 @@ class Guard:
             return signing[1]
 
         try:
-            verified = verify(
+            verify(
                 request,
                 secret_of,
                 region=region,
@@ -155,7 +143,17 @@ class Guard:
             self._failed.take(source, now)
             raise
         ring.used(found[0])
-        return self._admitted(found[0]), verified
+        return self._admitted(found[0])
+
+    def _held_back(self, source: str, what: str) -> float:
+        """Refuse ``source`` while it is past its burst of failures; else return now."""
+        now = self._clock.now()
+        wait = self._failed.waiting(source, now)
+        if wait:
+            raise TooManyRequests(
+                f"too many {what} from {source}; wait before trying again", math.ceil(wait)
+            )
+        return now
 
     def _admitted(self, record: KeyRecord) -> Principal:
         rate = record.requests_per_second

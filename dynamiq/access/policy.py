@@ -399,26 +399,28 @@ def _like(given: str, values: Sequence[str]) -> bool:
     return any(_arn_pattern(v).fullmatch(given) for v in values)
 
 
-def _dates(compare: Callable[[float, float], bool]) -> Callable[[str, Sequence[str]], bool]:
+def _compared(
+    read: Callable[[str], float], compare: Callable[[float, float], bool]
+) -> Callable[[str, Sequence[str]], bool]:
+    """An operator comparing the context's value with the condition's, both ``read``
+    (a value that does not read is no match; the condition's were checked when set)."""
+
     def test(given: str, values: Sequence[str]) -> bool:
         try:
-            moment = _instant(given)
+            value = read(given)
         except ValueError:
             return False
-        return any(compare(moment, _instant(v)) for v in values)
+        return any(compare(value, read(v)) for v in values)
 
     return test
+
+
+def _dates(compare: Callable[[float, float], bool]) -> Callable[[str, Sequence[str]], bool]:
+    return _compared(_instant, compare)
 
 
 def _numbers(compare: Callable[[float, float], bool]) -> Callable[[str, Sequence[str]], bool]:
-    def test(given: str, values: Sequence[str]) -> bool:
-        try:
-            number = float(given)
-        except ValueError:
-            return False
-        return any(compare(number, float(v)) for v in values)
-
-    return test
+    return _compared(float, compare)
 
 
 def _negated(test: Callable[[str, Sequence[str]], bool]) -> Callable[[str, Sequence[str]], bool]:

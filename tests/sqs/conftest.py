@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +14,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.servers import flush_redis, require_module
+from tests.servers import flush_redis, require, require_module, require_path
+
+JS = Path(__file__).parent / "js"
 
 
 def sqs_client(url: str, service: str = "sqs", region: str = "us-east-1") -> Any:
@@ -88,3 +92,15 @@ def new_queue(sqs: Any) -> Callable[..., str]:
         return str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
 
     return create
+
+
+def run_js(script: str, *args: str) -> Any:
+    """Run ``script`` of ``js/`` with Node.js and the AWS SDK for JavaScript v3 (``npm ci``
+    installs it); return what it printed, as JSON."""
+    runtime = require("node")
+    require_path(JS / "node_modules" / "@aws-sdk" / "client-sqs", "setup.sh runs npm ci")
+    done = subprocess.run(
+        [runtime, str(JS / script), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

@@ -18,31 +18,21 @@ from typing import Any
 
 import pytest
 
-from tests.servers import require, require_module, require_path
+from tests.servers import require_module, require_path
+from tests.sqs.conftest import run_js
 
 require_module("boto3", "test")
 
 import botocore.session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-JS = Path(__file__).parent / "js"
 QUERY_MODELS = Path(sys.prefix) / "aws-models"
 CREDENTIALS = {"aws_access_key_id": "key", "aws_secret_access_key": "secret"}
 
 
 def test_the_javascript_sdk_checks_every_digest_and_finds_them_right(node: str) -> None:
-    runtime = require("node")
-    require_path(JS / "node_modules" / "@aws-sdk" / "client-sqs", "setup.sh runs npm install")
     name = f"js-{uuid.uuid4().hex[:8]}"
-    done = subprocess.run(
-        [runtime, str(JS / "roundtrip.mjs"), node, name],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
+    seen = run_js("roundtrip.mjs", node, name)
     assert seen["checked"]  # a client with a wrong MD5 fails: the SDK does check
     assert len(set(seen["sent"])) == 3
     assert seen["bodies"] == ["first ✓", "second", "third\r\nline"]

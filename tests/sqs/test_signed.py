@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import NodeProcess
-from tests.servers import require, require_module, require_path
+from tests.servers import require_module, require_path
+from tests.sqs.conftest import run_js
 from tests.sqs.signed import QUERY_MODELS, client, credential, fetch, keyed_node, v2
 
 require_module("boto3", "test")
@@ -41,7 +42,6 @@ JSON_HEADERS = {
     "X-Amz-Target": "AmazonSQS.ListQueues",
 }
 JSON_BODY = b"{}"
-JS = Path(__file__).parent / "js"
 
 
 @pytest.fixture(scope="module")
@@ -374,19 +374,8 @@ def test_the_console_is_still_served_at_the_root(node: NodeProcess) -> None:
 def test_the_javascript_sdk_signs_and_sets_its_clock_by_the_node(
     node: NodeProcess, made: dict[str, Any]
 ) -> None:
-    runtime = require("node")
-    require_path(JS / "node_modules" / "@aws-sdk" / "client-sqs", "setup.sh runs npm ci")
     name = f"js-signed-{uuid.uuid4().hex[:8]}"
-    command = [runtime, str(JS / "signed.mjs"), node.url, name]
-    done = subprocess.run(
-        [*command, made["access_key_id"], made["secret_access_key"]],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
+    seen = run_js("signed.mjs", node.url, name, made["access_key_id"], made["secret_access_key"])
     assert seen["queueUrl"].endswith(f"/{made['account']}/{name}")
     assert seen["bodies"] == ["signed in JavaScript"]
     assert seen["wrongSecret"]["name"] == "SignatureDoesNotMatch"

@@ -59,7 +59,7 @@ def signed_caller(request: web.Request, services: Services, service: str, body: 
         )
     remote = request.remote or ""
     proxied = door.trusts(remote)
-    principal, _ = services.guard.identify_signed(
+    principal = services.guard.identify_signed(
         _arrived(request, body, proxied),
         remote,
         region=services.sqs.region,

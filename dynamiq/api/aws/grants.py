@@ -40,10 +40,17 @@ __all__ = [
 ]
 
 _R, _P, _C, _M = Access.READ, Access.PRODUCE, Access.CONSUME, Access.MANAGE
-# action -> (service, the access it needs, the action a policy names it by)
-_SQS: dict[str, tuple[str, Access, str]] = {
-    name: ("sqs", access, policy_name or name)
-    for name, access, policy_name in (
+
+
+def _actions(*rows: tuple[str, Access, str | None]) -> dict[str, tuple[Access, str]]:
+    """action -> (the access it needs, the action a policy names it by: its own name
+    unless another is given)."""
+    return {name: (access, policy_name or name) for name, access, policy_name in rows}
+
+
+# By service, each action's access and policy name.
+_ACTIONS: dict[str, dict[str, tuple[Access, str]]] = {
+    "sqs": _actions(
         ("CreateQueue", _M, None),
         ("GetQueueUrl", _R, None),
         ("ListQueues", _R, None),
@@ -67,11 +74,8 @@ _SQS: dict[str, tuple[str, Access, str]] = {
         ("CancelMessageMoveTask", _M, None),
         ("AddPermission", _M, None),
         ("RemovePermission", _M, None),
-    )
-}
-_SNS: dict[str, tuple[str, Access, str]] = {
-    name: ("sns", access, policy_name or name)
-    for name, access, policy_name in (
+    ),
+    "sns": _actions(
         ("CreateTopic", _M, None),
         ("DeleteTopic", _M, None),
         ("ListTopics", _R, None),
@@ -91,7 +95,7 @@ _SNS: dict[str, tuple[str, Access, str]] = {
         ("ListSubscriptionsByTopic", _R, None),
         ("Publish", _P, None),
         ("PublishBatch", _P, "Publish"),
-    )
+    ),
 }
 # Actions on the caller's own queues and topics only, whatever a policy allows (AWS's list
 # for SQS; for SNS, making and listing).
@@ -118,9 +122,9 @@ OWN_ONLY = frozenset(
 SNS_SERVICE = "sns.amazonaws.com"
 
 
-def action_of(service: str, name: str) -> tuple[str, Access, str]:
-    """The service, access and policy name of action ``name`` of ``service``."""
-    return _SNS[name] if service == "sns" else _SQS[name]
+def action_of(service: str, name: str) -> tuple[Access, str]:
+    """The access and policy name of action ``name`` of ``service``."""
+    return _ACTIONS[service][name]
 
 
 @functools.lru_cache(maxsize=len(GRANTS))
@@ -129,8 +133,9 @@ def identity_of(role: str) -> Policy:
     grants = GRANTS[role]
     allowed = sorted(
         {
-            f"{svc}:{policy_name}"
-            for svc, access, policy_name in [*_SQS.values(), *_SNS.values()]
+            f"{service}:{policy_name}"
+            for service, actions in _ACTIONS.items()
+            for access, policy_name in actions.values()
             if access in grants
         }
     )
@@ -194,7 +199,7 @@ class Caller:
         account ``owner``, whose own policy is ``policy`` (None: none)."""
         if not self.signed:
             return
-        _, _, policy_name = action_of(service, action)
+        _, policy_name = action_of(service, action)
         same = self.own(owner)
         if not same and (service, action) in OWN_ONLY:
             raise _refused(service, self.arn, policy_name, arn, "identity")
