@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 __all__ = ["Pool"]
@@ -55,11 +56,14 @@ class Pool:
         self._headers = f"Host: {parts.netloc}\r\n{extra}".encode()
         self._idle: list[_Connection] = []
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        """Send a request over an idle connection (or a new one); return its status
-        and body."""
+    async def request(
+        self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] = {}
+    ) -> tuple[int, bytes]:
+        """Send a request over an idle connection (or a new one), with ``headers``
+        besides the pool's; return its status and body."""
         connection = self._idle.pop() if self._idle else await self._open()
-        head = f"{method} {path} HTTP/1.1\r\n".encode() + self._headers
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head = f"{method} {path} HTTP/1.1\r\n{extra}".encode() + self._headers
         try:
             status, answer, keep = await connection.request(head, body)
         except BaseException:

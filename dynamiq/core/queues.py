@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.clock import Clock
@@ -21,7 +21,8 @@ from dynamiq.core.delivery.partitions import EMPTY_HINT_SECONDS, Partition, layo
 from dynamiq.core.delivery.rates import Event
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.delivery.state import QueueState, QueueStats, Stirred
-from dynamiq.core.ids import EPOCH_US, SEQ_MASK, IdGenerator
+from dynamiq.core.delivery.walks import walk
+from dynamiq.core.ids import EPOCH_US, IdGenerator
 from dynamiq.core.lifecycle.expiry import Expiry
 from dynamiq.core.lifecycle.life import Lifecycle
 from dynamiq.core.publish.capacity import check_room
@@ -215,42 +216,56 @@ class QueueService:
         out: list[Message] = []
         if self.states.keyspace is None:
             return out
-        tried: set[int] = set()
         if state.next_due is not None and state.next_due <= now:
             state.next_due = state.partitions.next_hint_end(now)  # passed: what ends next
-        while len(out) < want:
-            part = state.partitions.acquire(now, skip=tried)
-            if part is None:
-                break
-            tried.add(part.index)
-            take = self._take(record, state, part, want - len(out), lease_seconds)
-            try:
-                got, due_at = await self.states.walks.run(self.states.moves, take)
-            except BaseException:
-                # A read that failed says nothing of the partition: no empty hint,
-                # or the next receives would answer "nothing" instead of 503; and
-                # what the walk took is met again.
-                state.partitions.release(part, self._clock.now(), found=True)
-                state.walk_afresh(part)
-                raise
-            state.partitions.release(part, self._clock.now(), bool(got), due_at)
-            if due_at is not None and (state.next_due is None or due_at < state.next_due):
-                state.next_due = due_at
-            out.extend(got)
+        # With noisy tenants, every partition is first looked at for the others'.
+        ranks = state.ranks()
+        for upto in (0, None) if ranks else (None,):
+            tried: set[int] = set()
+            while len(out) < want:
+                part = state.partitions.acquire(now, skip=tried)
+                if part is None:
+                    break
+                tried.add(part.index)
+                take = self._take(record, state, part, want - len(out), lease_seconds, ranks, upto)
+                try:
+                    got, due_at, held_back = await self.states.walks.run(self.states.moves, take)
+                except BaseException:
+                    # A read that failed says nothing of the partition: no empty hint,
+                    # or the next receives would answer "nothing" instead of 503; and
+                    # what the walk took is met again.
+                    state.partitions.release(part, self._clock.now(), found=True)
+                    state.walk_afresh(part)
+                    raise
+                found = bool(got) or held_back
+                state.partitions.release(part, self._clock.now(), found, due_at)
+                if due_at is not None and (state.next_due is None or due_at < state.next_due):
+                    state.next_due = due_at
+                out.extend(got)
         return out
 
     async def _take(
-        self, record: QueueRecord, state: QueueState, part: Partition, want: int, lease: float
-    ) -> tuple[list[Message], float | None]:
-        """Lease and deliver up to ``want`` of a partition's oldest due messages.
+        self,
+        record: QueueRecord,
+        state: QueueState,
+        part: Partition,
+        want: int,
+        lease: float,
+        ranks: Mapping[int, int],
+        upto: int | None,
+    ) -> tuple[list[Message], float | None, bool]:
+        """Lease and deliver up to ``want`` of a partition's oldest due messages, by
+        their stripes' ``ranks`` and of those ranked ``upto`` at most (``fairness``).
 
-        Returns them and when the partition's next delayed message is due
-        (monotonic seconds), if the walk stopped at one.
+        Returns them, when the partition's next delayed message is due
+        (monotonic seconds) if the walk stopped at one, and whether it stopped
+        at a message ranked higher.
         """
         uid, moves = record.uid, self.states.moves
         now, now_us = self._clock.now(), self._clock.wall_us()
         cursor = state.cursor(part, now)
-        await self._walk(uid, cursor, want, state.unavailable(), self.states.due_seq(now_us))
+        due = self.states.due_seq(now_us)
+        await walk(self._store, uid, cursor, want, state.unavailable(), due, ranks, upto)
         due_at = None
         if cursor.next_due is not None:
             due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6
@@ -259,7 +274,7 @@ class QueueService:
         # hand while read, so that their leases cannot end before they are out.
         ids = state.leases.take(cursor.result, now, lease)
         if not ids:
-            return [], due_at
+            return [], due_at, cursor.held_back
         try:
             present = self._recent.take(uid, ids, now)
             if len(present) < len(ids):
@@ -285,7 +300,7 @@ class QueueService:
         if len(got) < len(ids):
             state.leases.release(set(ids).difference(m.id for m in got))
         self._hand_out(record, state, got, now, lease)
-        return got, due_at
+        return got, due_at, cursor.held_back
 
     def _hand_out(
         self, record: QueueRecord, state: QueueState, got: list[Message], began: float, lease: float
@@ -309,22 +324,6 @@ class QueueService:
         as long."""
         if self.life.journal is not None:
             self.life.journal.note(record.uid, state, ids)
-
-    async def _walk(
-        self,
-        uid: str,
-        cursor: PartitionCursor,
-        want: int,
-        skip: Container[int],
-        due: int = SEQ_MASK,
-    ) -> None:
-        cursor.take(want, skip, due)
-        while wanted := cursor.requests():
-            found = await self._store.scan(
-                uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
-            )
-            for (lane, *_), keys in zip(wanted, found, strict=True):
-                cursor.feed(lane, keys)
 
     # -- deleting and reading ------------------------------------------------
 
@@ -403,7 +402,7 @@ class QueueService:
         """Return up to ``count`` of the oldest messages, leased or not, without leasing."""
         record = self._catalog.queue(queue)
         cursor = PartitionCursor(layout(0, ID_MAX, 1)[0], self._clock.now())
-        await self._walk(record.uid, cursor, count, ())
+        await walk(self._store, record.uid, cursor, count, ())
         records = await self._store.get(record.uid, cursor.result)
         return [message(mid, raw) for mid, raw in zip(cursor.result, records, strict=True) if raw]
 

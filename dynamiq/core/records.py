@@ -57,6 +57,7 @@ class Meta(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
     dedup_id: str | None = None
     trace: str | None = None
     attribute_types: dict[str, str] | None = None
+    tenant: str | None = None
 
 
 NO_META = Meta()
@@ -150,6 +151,7 @@ def _message(message_id: int, record: bytes, received_ms: int) -> Message:
         meta.dedup_id,
         meta.trace,
         meta.attribute_types,
+        meta.tenant,
     )
 
 
@@ -165,6 +167,7 @@ def new_life(meta: Meta, expires_ms: int = 0, dead_letter: DeadLetter | None = N
         dedup_id=meta.dedup_id,
         trace=meta.trace,
         attribute_types=meta.attribute_types,
+        tenant=meta.tenant,
     )
 
 
@@ -181,6 +184,7 @@ def meta_of_message(message: Message) -> Meta:
         message.dedup_id,
         message.trace,
         message.attribute_types,
+        message.tenant,
     )
 
 

@@ -89,7 +89,11 @@ def spread_message(m: bytes | Outgoing) -> bool:
     """Whether ``m``'s copies may be made behind the answer: it asks for nothing that is
     worked out per copy at publish time."""
     return isinstance(m, bytes) or (
-        not m.delay_seconds and m.ttl_seconds is None and m.dedup_id is None and m.group is None
+        not m.delay_seconds
+        and m.ttl_seconds is None
+        and m.dedup_id is None
+        and m.group is None
+        and m.tenant is None
     )
 
 

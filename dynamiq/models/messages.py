@@ -48,8 +48,8 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ``receive_count`` counts its leases, this one included (0 in a peek of a
     message never received); ``first_received_ms`` is 0 until its first;
     ``expires_ms`` is 0 for a message without a time to live of its own.
-    ``attributes``, ``routing_key``, ``group``, ``dedup_id``, ``trace`` and
-    ``attribute_types`` are what its producer attached.
+    ``attributes``, ``routing_key``, ``group``, ``dedup_id``, ``trace``,
+    ``attribute_types`` and ``tenant`` are what its producer attached.
     """
 
     id: int
@@ -65,6 +65,7 @@ class Message(msgspec.Struct, frozen=True, gc=False, array_like=True):
     dedup_id: str | None = None
     trace: str | None = None
     attribute_types: dict[str, str] | None = None
+    tenant: str | None = None
 
 
 class Outgoing(msgspec.Struct, frozen=True):
@@ -77,6 +78,9 @@ class Outgoing(msgspec.Struct, frozen=True):
     ``dedup_window_seconds`` is not stored (in the queue, or in its group with
     ``dedup_scope`` "group"). Messages of one ``group`` are delivered in the
     order they are due (published, plus any delay), a receive's worth at a time.
+    A ``tenant`` (SQS's ``MessageGroupId`` on a standard queue) orders nothing:
+    a tenant holding more than its share of the queue's messages in flight
+    waits while the others' messages are served (``fairness``).
     """
 
     body: bytes
@@ -89,6 +93,7 @@ class Outgoing(msgspec.Struct, frozen=True):
     trace: str | None = None  # a tracing header (SQS's AWSTraceHeader), kept as given
     # Per attribute whose value does not say it, its SQS type (``attribute_types``).
     attribute_types: dict[str, str] | None = None
+    tenant: str | None = None
 
 
 T = TypeVar("T")

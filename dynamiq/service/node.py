@@ -477,6 +477,8 @@ class Node:
             check_token("dedup_id", m.dedup_id)
         if m.group is not None:
             check_token("group", m.group)
+        if m.tenant is not None:
+            check_token("tenant", m.tenant)
 
     def _check_delay(self, seconds: object, field: str) -> None:
         limit = self.limits.maxdelayseconds

@@ -53,6 +53,11 @@ _CODES: dict[str, tuple[str, int]] = {
     "IncompleteSignature": ("IncompleteSignature", 400),
     "InvalidClientTokenId": ("InvalidClientTokenId", 403),
 }
+# Codes whose JSON shape is named otherwise (as AWS answers, recorded in its SDKs' tests).
+_JSON_SHAPES = {
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+}
 # The refusals every AWS service makes alike (not SQS's own shapes): their JSON type is
 # named in AWS's common namespace.
 COMMON = frozenset(
@@ -94,14 +99,16 @@ _SNS_STATUS = {
 
 
 class AwsError(DynamiqError):
-    """An error as SQS names it: ``shape`` (``QueueDoesNotExist``), its legacy
-    ``query_code`` (``AWS.SimpleQueueService.NonExistentQueue``), and whose fault it is."""
+    """An error as SQS names it: ``code`` (``QueueDoesNotExist``), its JSON ``shape``
+    (the same, or ``InvalidParameterValueException`` for ``InvalidParameterValue``),
+    its legacy ``query_code`` (``AWS.SimpleQueueService.NonExistentQueue``), and whose
+    fault it is."""
 
-    def __init__(self, shape: str, message: str, *, retry_after: int | None = None) -> None:
+    def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
-        self.shape = shape
-        self.query_code, self.status = _CODES.get(shape, (shape, 400))
-        self.code = shape
+        self.code = code  # what a batch's ``Failed`` entry names
+        self.shape = _JSON_SHAPES.get(code, code)
+        self.query_code, self.status = _CODES.get(code, (code, 400))
         self.sender = self.status < 500
         self.retry_after = retry_after
 
@@ -111,7 +118,7 @@ class SnsError(AwsError):
 
     def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(code, message, retry_after=retry_after)
-        self.query_code = code
+        self.shape = self.query_code = code
         self.status = _SNS_STATUS.get(code, 400)
         self.sender = self.status < 500
 
@@ -122,7 +129,7 @@ def sns_error(error: DynamiqError) -> AwsError:
         return error
     if isinstance(error, AwsError):
         fallback = "InvalidParameter" if error.sender else "InternalError"
-        return SnsError(error.shape if error.shape in _SNS_SHARED else fallback, error.message)
+        return SnsError(error.code if error.code in _SNS_SHARED else fallback, error.message)
     if isinstance(error, SignatureRefused):
         return SnsError(error.code, error.message)
     if isinstance(error, TopicNotFound):

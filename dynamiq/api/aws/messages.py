@@ -63,9 +63,12 @@ class _Sent:
         delay = entry.integer("DelaySeconds", None, 0, 900)
         group = _token(entry, "MessageGroupId")
         dedup_id = _token(entry, "MessageDeduplicationId")
+        tenant = None
         if settings.fifo:
             _check_fifo(delay, group, dedup_id, settings.content_dedup)
             delay = None  # 0 at most: the queue's own delay applies
+        else:  # a standard queue's group names a tenant (a fair queue): no order
+            group, tenant = None, group
         encoded = body.encode()
         limit = call.node.message_limit(settings)
         if len(encoded) + typed_size(attributes.typed) > limit:
@@ -87,6 +90,7 @@ class _Sent:
             group=group,
             trace=None if trace is None else str(trace[1]),
             attribute_types=attributes.types or None,
+            tenant=tenant,
         )
         self.answer: dict[str, Any] = {"MD5OfMessageBody": body_md5(encoded)}
         if attributes.typed:
@@ -232,8 +236,8 @@ def _system_attributes(call: Call, record: QueueRecord, m: Message) -> dict[str,
         "ApproximateReceiveCount": str(m.receive_count),
         "ApproximateFirstReceiveTimestamp": str(m.first_received_ms),
     }
-    if m.group is not None:
-        shown["MessageGroupId"] = m.group
+    if (group := m.group or m.tenant) is not None:
+        shown["MessageGroupId"] = group
     if m.dedup_id is not None:
         shown["MessageDeduplicationId"] = m.dedup_id
     if m.trace is not None:

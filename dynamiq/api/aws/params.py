@@ -128,6 +128,6 @@ def failure(entry_id: str, error: AwsError) -> dict[str, Any]:
     return {
         "Id": entry_id,
         "SenderFault": error.sender,
-        "Code": error.shape,
+        "Code": error.code,
         "Message": error.message,
     }

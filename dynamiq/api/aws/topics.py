@@ -32,7 +32,7 @@ from dynamiq.api.aws.push import (
     webhooks_of,
 )
 from dynamiq.errors import Invalid, TopicNotFound
-from dynamiq.models import Notice, Outgoing
+from dynamiq.models import TOKEN, Notice, Outgoing
 from dynamiq.service.reports import SubscriptionView
 
 __all__ = ["TOPIC_ACTIONS", "invalid_parameter", "named_topic"]
@@ -295,12 +295,19 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         body = str(structured.get("sqs", structured["default"]))
     attributes = sent_attributes(entry.data.get("MessageAttributes"))
     group = entry.optional_text("MessageGroupId")
+    if group is not None and not TOKEN.fullmatch(group):
+        raise invalid_parameter(
+            "MessageGroupId Reason: MessageGroupId can only include alphanumeric and "
+            "punctuation characters. 1 to 128 in length."
+        )
+    fifo = topic.endswith(".fifo")  # a standard topic's group names a tenant (fair queues)
     outgoing = Outgoing(
         body.encode(),
         attributes=attributes.kept or None,
         dedup_id=_dedup_id(call, topic, entry, body, group),
-        group=group,
+        group=group if fifo else None,
         attribute_types=attributes.types or None,
+        tenant=None if fifo else group,
     )
     return outgoing, Notice.new(entry.optional_text("Subject"))
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from dynamiq.core.delivery.partitions import Partition
 from dynamiq.core.ids import SEQ_MASK, seq_of, stripe_of
@@ -24,7 +25,7 @@ CURSOR_SECONDS = 1.0
 LANE_READ_MIN = 4
 LANE_READ_MAX = 256
 
-_END = (1 << 64, 0)  # after every (seq, id)
+_END = (1 << 64, 0, 0)  # after every (rank, seq, id)
 
 
 class _Lane:
@@ -60,6 +61,10 @@ class PartitionCursor:
     Anything else (another process publishing) is caught up by replacing the
     cursor with a fresh one, which the caller does every ``CURSOR_SECONDS``,
     and at once after a receive that failed after taking ids.
+
+    A take may rank stripes (``ranks``: a noisy tenant's, ``fairness``): the
+    merge then goes by rank first, age second, so a stripe ranked 1 is met only
+    when no stripe ranked 0 has a message due, and so on.
     """
 
     def __init__(self, part: Partition, born: float) -> None:
@@ -68,45 +73,90 @@ class PartitionCursor:
         self._first_stripe = stripe_of(part.lo)
         self._lanes = [_Lane(lo, hi) for lo, hi in part.ranges]
         self._hungry = set(range(len(self._lanes)))
-        self._heads: list[tuple[int, int, int]] = []  # (seq, id, lane)
-        self._again: list[tuple[int, int]] = []  # (seq, id): leases that ended
+        self._heads: list[tuple[int, int, int, int]] = []  # (rank, seq, id, lane)
+        self._again: list[tuple[int, int, int]] = []  # (rank, seq, id): leases that ended
+        self._ranks: Mapping[int, int] = {}  # stripe: its rank (0 when not named)
+        self._top = 0  # the highest rank named
         self._skip: Container[int] = ()
         self._want = 0
         self._due = SEQ_MASK
         # The seq of the oldest key the last walk stopped at because it is not
         # due yet (a delayed message), or None.
         self.next_due: int | None = None
+        self._upto = 0
+        # Whether the last walk stopped at a message of a rank above its ``upto``.
+        self.held_back = False
         self._taken: set[int] = set()
         self.result: list[int] = []
 
-    def take(self, want: int, skip: Container[int], due: int = SEQ_MASK) -> None:
-        """Start looking for the ``want`` oldest ids that are not in ``skip``.
+    def take(
+        self,
+        want: int,
+        skip: Container[int],
+        due: int = SEQ_MASK,
+        ranks: Mapping[int, int] = {},
+        upto: int | None = None,
+    ) -> None:
+        """Start looking for the ``want`` oldest ids that are not in ``skip``, the
+        stripes of a lower rank first (``ranks``: stripe to rank, 0 when not named),
+        and none of a rank above ``upto`` (``held_back`` then says one was met).
 
         Ids whose seq is later than ``due`` are not taken: a delayed message's
         id carries the time it is due, so the walk stops at the first one.
         """
         self._want, self._skip, self._due = want, skip, due
+        if ranks != self._ranks:
+            self._rank(ranks)
+        self._upto = self._top if upto is None else upto
         self.result = []
         self._taken = set()
         self.next_due = None
+        self.held_back = False
+
+    def _rank(self, ranks: Mapping[int, int]) -> None:
+        """Order the merge by ``ranks`` from now on."""
+        self._ranks, self._top = ranks, max(ranks.values(), default=0)
+        rank = self._rank_of
+        self._heads = [(rank(i), s, i, lane) for _, s, i, lane in self._heads]
+        self._again = [(rank(i), s, i) for _, s, i in self._again]
+        heapq.heapify(self._heads)
+        heapq.heapify(self._again)
+
+    def _rank_of(self, message_id: int) -> int:
+        return self._ranks.get(stripe_of(message_id), 0) if self._ranks else 0
 
     def requests(self) -> list[tuple[int, int, int, int]]:
         """Advance the merge; return ``(lane, lo, hi, limit)`` scans still needed."""
         heads, again, due = self._heads, self._again, self._due
+        # Set aside: the entries of a rank none of whose messages is due yet.
+        later_heads: list[tuple[int, int, int, int]] = []
+        later_again: list[tuple[int, int, int]] = []
         while len(self.result) < self._want and not self._hungry and (heads or again):
-            if again and (not heads or again[0] < heads[0][:2]):
-                if again[0][0] > due:
-                    self.next_due = again[0][0]
-                    break
-                self._emit(heapq.heappop(again)[1])
-                continue
-            if heads[0][0] > due:
-                self.next_due = heads[0][0]
+            first = again[0] if again and (not heads or again[0] < heads[0][:3]) else heads[0]
+            rank, seq = first[0], first[1]
+            if rank > self._upto:
+                self.held_back = True
                 break
-            index = heapq.heappop(heads)[2]
-            bound = min(heads[0][:2] if heads else _END, again[0] if again else _END, (due + 1, 0))
-            self._take_run(index, bound)
+            if seq > due:  # nothing of this rank is due: a higher one may be
+                self.next_due = seq if self.next_due is None else min(self.next_due, seq)
+                if rank == self._top:
+                    break
+                later_heads += _pop_rank(heads, rank)
+                later_again += _pop_rank(again, rank)
+                continue
+            if len(first) == 3:
+                self._emit(heapq.heappop(again)[2])
+                continue
+            index = heapq.heappop(heads)[3]
+            bound = min(
+                heads[0][:3] if heads else _END, again[0] if again else _END, (rank, due + 1, 0)
+            )
+            self._take_run(index, rank, bound)
             self._push_head(index)
+        for head in later_heads:
+            heapq.heappush(heads, head)
+        for entry in later_again:
+            heapq.heappush(again, entry)
         if len(self.result) >= self._want:
             return []
         lanes, asked = self._lanes, sorted(self._hungry)
@@ -115,12 +165,12 @@ class PartitionCursor:
                 lanes[i].touched = []
         return [(i, lanes[i].next_lo, lanes[i].hi, lanes[i].limit) for i in asked]
 
-    def _take_run(self, index: int, bound: tuple[int, int]) -> None:
+    def _take_run(self, index: int, rank: int, bound: tuple[int, int, int]) -> None:
         # A published batch sits in one stripe: take the lane's keys while they
         # are older than every other lane's head, not one heap operation each.
         buf, want, emit = self._lanes[index].buf, self._want, self._emit
         emit(buf.popleft())
-        while buf and len(self.result) < want and (buf[0] & SEQ_MASK, buf[0]) < bound:
+        while buf and len(self.result) < want and (rank, buf[0] & SEQ_MASK, buf[0]) < bound:
             emit(buf.popleft())
 
     def _emit(self, message_id: int) -> None:
@@ -150,7 +200,7 @@ class PartitionCursor:
             if message_id in seen:
                 continue
             if message_id < lane.next_lo:  # the scan went past it
-                heapq.heappush(self._again, (seq_of(message_id), message_id))
+                self._again_one(message_id)
             elif lane.exhausted:  # the lane's new end
                 lane.buf.append(message_id)
                 lane.next_lo = message_id + 1
@@ -160,7 +210,10 @@ class PartitionCursor:
         """Offer ids whose lease ended (they were handed out before)."""
         for message_id in ids:
             if message_id in self.part:
-                heapq.heappush(self._again, (seq_of(message_id), message_id))
+                self._again_one(message_id)
+
+    def _again_one(self, message_id: int) -> None:
+        heapq.heappush(self._again, (self._rank_of(message_id), seq_of(message_id), message_id))
 
     def touch(self, ids: Sequence[int]) -> None:
         """Note ids just published into this partition; ``ids`` must be ascending."""
@@ -177,7 +230,7 @@ class PartitionCursor:
         lane = self._lanes[index]
         if ids[0] < lane.next_lo:  # behind the walk: offer them directly
             for message_id in ids:
-                heapq.heappush(self._again, (seq_of(message_id), message_id))
+                self._again_one(message_id)
         elif lane.touched is not None:  # placed when the scan that is out comes back
             lane.touched.extend(ids)
         elif lane.exhausted:
@@ -192,6 +245,17 @@ class PartitionCursor:
         lane = self._lanes[index]
         if lane.buf:
             head = lane.buf[0]
-            heapq.heappush(self._heads, (seq_of(head), head, index))
+            heapq.heappush(self._heads, (self._rank_of(head), seq_of(head), head, index))
         elif not lane.exhausted:
             self._hungry.add(index)
+
+
+_Entry = TypeVar("_Entry", tuple[int, int, int], tuple[int, int, int, int])
+
+
+def _pop_rank(heap: list[_Entry], rank: int) -> list[_Entry]:
+    """Pop the entries of ``rank`` off the top of ``heap`` (its lowest rank)."""
+    popped: list[_Entry] = []
+    while heap and heap[0][0] == rank:
+        popped.append(heapq.heappop(heap))
+    return popped

@@ -5,14 +5,18 @@ store for a first delivery. A lease ends when the message is deleted or its
 deadline passes, after which the message is visible again. The messages a
 receive is reading are held "in hand": their leases do not end before the
 receive hands them out, however long the reads take, and nothing else may
-lease them meanwhile.
+lease them meanwhile. The table counts its leases per stripe (``by_stripe``):
+a tenant's messages share a stripe, so that is what a tenant holds in flight.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Iterable
+
+from dynamiq.core.ids import SEQ_BITS
 
 __all__ = ["LeaseTable"]
 
@@ -29,6 +33,7 @@ class LeaseTable:
         self._held = 0  # ids in the heap, live or stale
         self._in_hand: set[int] = set()
         self._overdue: set[int] = set()  # in hand when their deadline came
+        self.by_stripe: Counter[int] = Counter()  # leases per stripe (live or lapsed)
 
     def __len__(self) -> int:
         return len(self._deadline)
@@ -40,11 +45,13 @@ class LeaseTable:
         """Lease the ids that are not leased now; return those, in the given order."""
         deadline = now + timeout
         taken: list[int] = []
-        in_hand = self._in_hand
+        in_hand, by_stripe = self._in_hand, self.by_stripe
         for message_id in ids:
             current = self._deadline.get(message_id)
             if current is not None and (current > now or message_id in in_hand):
                 continue
+            if current is None:
+                by_stripe[message_id >> SEQ_BITS] += 1
             self._deadline[message_id] = deadline
             taken.append(message_id)
         self._schedule(deadline, taken)
@@ -91,6 +98,8 @@ class LeaseTable:
         deadline = now + timeout
         later = [i for i in ids if self._deadline.get(i, -math.inf) < deadline]
         for message_id in later:
+            if message_id not in self._deadline:
+                self.by_stripe[message_id >> SEQ_BITS] += 1
             self._deadline[message_id] = deadline
         self._schedule(deadline, later)
 
@@ -112,7 +121,8 @@ class LeaseTable:
             self._in_hand.difference_update(ids)
             self._overdue.difference_update(ids)
         for message_id in ids:
-            self._deadline.pop(message_id, None)
+            if self._deadline.pop(message_id, None) is not None:
+                self._uncount(message_id)
 
     def held_in(self, lo: int, hi: int, now: float) -> list[tuple[int, float]]:
         """Return ``(id, deadline)`` of the live leases on ids in ``[lo, hi]``."""
@@ -126,6 +136,7 @@ class LeaseTable:
         self._held = 0
         self._in_hand.clear()
         self._overdue.clear()
+        self.by_stripe.clear()
         return ids
 
     def expire(self, now: float) -> list[int]:
@@ -142,8 +153,17 @@ class LeaseTable:
                     self._overdue.add(message_id)
                 else:
                     del leases[message_id]
+                    self._uncount(message_id)
                     expired.append(message_id)
         return expired
+
+    def _uncount(self, message_id: int) -> None:
+        stripe = message_id >> SEQ_BITS
+        left = self.by_stripe[stripe] - 1
+        if left:
+            self.by_stripe[stripe] = left
+        else:
+            del self.by_stripe[stripe]
 
     def next_deadline(self) -> float | None:
         """Return the earliest deadline that may still be live, if any."""

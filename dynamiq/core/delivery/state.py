@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from dynamiq.core.clock import Clock
 from dynamiq.core.delivery.cursor import CURSOR_SECONDS, PartitionCursor
+from dynamiq.core.delivery.fairness import ranks
 from dynamiq.core.delivery.groups import Groups
 from dynamiq.core.delivery.leases import LeaseTable
 from dynamiq.core.delivery.partitions import Partition, PartitionSet
@@ -87,6 +88,7 @@ class QueueState:
         # waiting here stops waiting, so that its caller asks the peers.
         self.news = 0
         self.used = now  # when it was last asked for (``QueueStates.of``)
+        self.fair = False  # whether a tenant's message was delivered here
 
     def quiet(self) -> bool:
         """Whether it holds nothing the store does not: no lease, no receive waiting or
@@ -124,8 +126,15 @@ class QueueState:
         self.groups.forget(owns, self.leases)
         self.notify()
 
+    def ranks(self) -> dict[int, int]:
+        """The ranks a walk gives stripes (``fairness``): none unless the queue is fair."""
+        return ranks(self.leases.by_stripe, len(self.leases)) if self.fair else {}
+
     def delivered(self, got: Sequence[Message]) -> int:
-        """Return how many of a receive's messages came again after a lease lapsed."""
+        """Return how many of a receive's messages came again after a lease lapsed, and
+        note whether the queue has tenants."""
+        if not self.fair and any(m.tenant is not None for m in got):
+            self.fair = True
         if not self.lapsed:
             return 0
         again = [m.id for m in got if m.id in self.lapsed]

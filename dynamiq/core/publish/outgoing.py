@@ -3,6 +3,7 @@ and the ids drawn for them."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -18,29 +19,39 @@ class Rows(NamedTuple):
     """A publish's messages: ``(bucket, record)``, due time (wall microseconds, 0:
     now) and expiry (wall milliseconds, 0: never), one entry per message; and, by
     index, the stripe a message is pinned to (``pinned``): its ordered group's,
-    or its dedup claim's."""
+    or its dedup claim's; and, by index, its tenant's hash (``tenants``): a
+    tenant's messages share one stripe of the publishing node's slice, so that
+    a receive can pass a tenant by (``fairness``)."""
 
     rows: list[tuple[str, bytes]]
     due: list[int]
     expires: list[int]
     pinned: dict[int, int]
+    tenants: dict[int, int]
 
     def subset(self, indices: Sequence[int]) -> Rows:
         """Return the messages at ``indices``, in that order."""
-        pinned = self.pinned
         return Rows(
             [self.rows[i] for i in indices],
             [self.due[i] for i in indices],
             [self.expires[i] for i in indices],
-            {k: pinned[i] for k, i in enumerate(indices) if i in pinned} if pinned else {},
+            _at(self.pinned, indices),
+            _at(self.tenants, indices),
         )
+
+
+def _at(by_index: dict[int, int], indices: Sequence[int]) -> dict[int, int]:
+    """Return ``by_index`` renumbered for the messages at ``indices``."""
+    if not by_index:
+        return by_index
+    return {k: by_index[i] for k, i in enumerate(indices) if i in by_index}
 
 
 def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us: int) -> Rows:
     """Return what each message stores. A message without a delay of its own gets its
     queue's ``delay_seconds``; one with ``ttl_seconds`` carries its expiry."""
     now_ms = now_us // 1000
-    out = Rows([], [], [], {})
+    out = Rows([], [], [], {}, {})
     encoded: dict[tuple[int, bool], bytes] = {}  # a fan-out stores each message many times
     for record, m in items:
         settings = record.settings
@@ -65,9 +76,12 @@ def outgoing_rows(items: Sequence[tuple[QueueRecord, bytes | Outgoing]], now_us:
             dedup_id=m.dedup_id,
             trace=m.trace,
             attribute_types=m.attribute_types or None,
+            tenant=m.tenant,
         )
         if m.group is not None:
             out.pinned[len(out.rows)] = group_stripe(m.group)
+        elif m.tenant is not None:
+            out.tenants[len(out.rows)] = zlib.crc32(m.tenant.encode())
         out.rows.append((record.uid, encode(m.body, now_ms, settings.compressed_messages, meta)))
         out.due.append(now_us + round(delay * 1e6) if delay > 0 else 0)
         out.expires.append(expires)
@@ -78,15 +92,19 @@ def draw(
     ids: IdGenerator, rows: Rows, indices: Sequence[int], stripes: tuple[int, int], attempt: int
 ) -> list[int]:
     """Return fresh ids for the messages at ``indices``: in ``stripes``, or in the
-    stripe a message is pinned to (in request order there)."""
-    pinned = rows.pinned
-    if not pinned:
+    stripe a message is pinned to, or its tenant's among ``stripes`` (in request
+    order there)."""
+    pinned, tenants = rows.pinned, rows.tenants
+    if not pinned and not tenants:
         return ids.for_due([rows.due[i] for i in indices], stripes)
+    first, count = stripes[0], stripes[1] - stripes[0] + 1
     fresh = [0] * len(indices)
     free: list[int] = []  # positions in indices
     runs: dict[tuple[int, int], list[int]] = {}  # (stripe, due): positions in indices
     for k, i in enumerate(indices):
         stripe = pinned.get(i)
+        if stripe is None and i in tenants:
+            stripe = first + tenants[i] % count
         if stripe is None:
             free.append(k)
         else:
