@@ -78,6 +78,9 @@ class Outgoing(msgspec.Struct, frozen=True):
     ``dedup_window_seconds`` is not stored (in the queue, or in its group with
     ``dedup_scope`` "group"). Messages of one ``group`` are delivered in the
     order they are due (published, plus any delay), a receive's worth at a time.
+    ``dedup_scope`` ("queue" or "group"), when given, stands for the queue's
+    own: a FIFO topic's copies are deduplicated as the topic's
+    ``FifoThroughputScope`` says, whatever the queue's.
     A ``tenant`` (SQS's ``MessageGroupId`` on a standard queue) orders nothing:
     a tenant holding more than its share of the queue's messages in flight
     waits while the others' messages are served (``fairness``).
@@ -94,6 +97,7 @@ class Outgoing(msgspec.Struct, frozen=True):
     # Per attribute whose value does not say it, its SQS type (``attribute_types``).
     attribute_types: dict[str, str] | None = None
     tenant: str | None = None
+    dedup_scope: str | None = None
 
 
 T = TypeVar("T")

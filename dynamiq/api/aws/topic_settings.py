@@ -4,10 +4,9 @@
 other ones is refused, as SNS does); ``Get``/``SetTopicAttributes`` keep and
 show what SNS clients set (``DisplayName``, ``Policy``, ``DeliveryPolicy``,
 ``KmsMasterKeyId``, ``SignatureVersion``, ``TracingConfig``,
-``ContentBasedDeduplication`` on a FIFO topic) with the counts and SNS's
-defaults; ``AddPermission``/``RemovePermission`` edit the stored policy
-(SNS's default one until then). Nothing here is evaluated: who may call is
-Dynamiq's keys' business.
+``ContentBasedDeduplication`` and ``FifoThroughputScope`` on a FIFO topic) with
+the counts and SNS's defaults; ``AddPermission``/``RemovePermission`` edit the
+stored policy (SNS's default one until then), which ``Call`` evaluates.
 """
 
 from __future__ import annotations
@@ -42,12 +41,15 @@ KEPT = frozenset(
         "SignatureVersion",
         "TracingConfig",
         "ContentBasedDeduplication",
+        "FifoThroughputScope",
     }
 )
+FIFO_ONLY = frozenset({"ContentBasedDeduplication", "FifoThroughputScope"})
 _CHOICES = {
     "SignatureVersion": ("1", "2"),
     "TracingConfig": ("PassThrough", "Active"),
     "ContentBasedDeduplication": ("true", "false"),
+    "FifoThroughputScope": ("Topic", "MessageGroup"),
 }
 _TOPIC_ACTIONS = (
     "GetTopicAttributes",
@@ -63,7 +65,7 @@ _TOPIC_ACTIONS = (
 
 def _attribute(name: str, value: object, fifo: bool) -> str:
     """A topic attribute's value, checked (SNS's refusal otherwise)."""
-    if name not in KEPT or (name == "ContentBasedDeduplication" and not fifo):
+    if name not in KEPT or (name in FIFO_ONLY and not fifo):
         raise invalid_parameter("AttributeName")
     text = "" if value is None else str(value)
     if name in _CHOICES and text not in _CHOICES[name]:
@@ -203,6 +205,12 @@ async def set_topic_attributes(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
     name = call.params.text("AttributeName")
     value = _attribute(name, call.params.optional_text("AttributeValue"), topic.endswith(".fifo"))
+    kept = call.node.topic_settings(topic).sns_attributes or {}
+    if name == "FifoThroughputScope" and kept.get(name) == "MessageGroup" and value != kept[name]:
+        # SNS's one-way switch: deduplication narrowed to groups is never widened again
+        raise invalid_parameter(
+            "FifoThroughputScope: a topic's scope cannot change from MessageGroup to Topic"
+        )
     await _set_attributes(call, topic, {name: value})
     return {}
 

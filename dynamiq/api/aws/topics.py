@@ -301,6 +301,10 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
             "punctuation characters. 1 to 128 in length."
         )
     fifo = topic.endswith(".fifo")  # a standard topic's group names a tenant (fair queues)
+    scope = None
+    if fifo:  # deduplicated in the topic, or in the group with SNS's high throughput mode
+        kept = call.node.topic_settings(topic).sns_attributes or {}
+        scope = "group" if kept.get("FifoThroughputScope") == "MessageGroup" else "queue"
     outgoing = Outgoing(
         body.encode(),
         attributes=attributes.kept or None,
@@ -308,6 +312,7 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         group=group if fifo else None,
         attribute_types=attributes.types or None,
         tenant=None if fifo else group,
+        dedup_scope=scope,
     )
     return outgoing, Notice.new(entry.optional_text("Subject"))
 

@@ -80,8 +80,8 @@ def _claim(record: QueueRecord, m: bytes | Outgoing, now_ms: int) -> DedupKey | 
     else:
         return None
     expires_ms = now_ms + round(settings.dedup_window_seconds * 1000)
-    group = m.group if isinstance(m, Outgoing) else None
-    if group is not None and settings.dedup_scope == "group":
+    group, scope = (m.group, m.dedup_scope) if isinstance(m, Outgoing) else (None, None)
+    if group is not None and (scope or settings.dedup_scope) == "group":
         # A space is in neither a dedup id nor a group.
         stripe = group_stripe(group)
         return DedupKey(f"{record.uid}/{dedup_id} {group}", expires_ms, stripe, stripe)
