@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dynamiq.api.aws.accounts import Accounts
-from dynamiq.api.aws.errors import AwsError
+from dynamiq.api.aws.errors import AwsError, SnsError
 from dynamiq.api.aws.grants import Caller
 from dynamiq.api.aws.params import Params
 from dynamiq.config import SqsSettings
@@ -131,6 +131,12 @@ class Call:
 
     def _arn_parts(self, arn: object, param: str, service: str) -> tuple[str, str]:
         parts = arn.split(":") if isinstance(arn, str) else []
+        if service == "sns" and len(parts) < 6:  # SNS's own words
+            raise SnsError(
+                "InvalidParameter",
+                f"Invalid parameter: {param} Reason: An ARN must have at least 6 elements, "
+                f"not {len(parts)}",
+            )
         if len(parts) != 6 or parts[:3] != ["arn", "aws", service] or not parts[5]:
             raise AwsError("InvalidParameterValue", f"Value {arn!r} for {param} is not an ARN.")
         return parts[4], parts[5]

@@ -43,6 +43,9 @@ SCOPES = {"MessageAttributes": "attributes", "MessageBody": "body"}
 SCOPE_NAMES = {scope: name for name, scope in SCOPES.items()}
 
 
+MAX_SUBJECT = 100  # characters a subject stays under
+
+
 def invalid_parameter(what: str) -> SnsError:
     return SnsError("InvalidParameter", f"Invalid parameter: {what}")
 
@@ -134,7 +137,10 @@ async def subscribe(call: Call) -> dict[str, Any]:
     if protocol in PROTOCOLS:
         settings = _subscription_settings(given, None)
         return await subscribe_endpoint(call, topic, protocol, settings)
-    queue = call.name_of_arn(call.params.text("Endpoint"), "Endpoint")
+    endpoint = call.params.text("Endpoint")
+    if not endpoint.startswith("arn:aws:sqs:") or len(endpoint.split(":")) != 6:
+        raise invalid_parameter("SQS endpoint ARN")
+    queue = call.name_of_arn(endpoint, "Endpoint")
     if queue.endswith(".fifo") and not topic.endswith(".fifo"):
         raise invalid_parameter(
             "Invalid parameter: Endpoint Reason: "
@@ -284,7 +290,10 @@ def _subscriptions_page(
 
 
 def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
-    body = valid_body(entry.text("Message"))
+    body = entry.text("Message")
+    if not body:
+        raise invalid_parameter("Empty message")
+    body = valid_body(body)
     if entry.optional_text("MessageStructure") == "json":
         try:
             structured = json.loads(body)
@@ -314,7 +323,15 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         tenant=None if fifo else group,
         dedup_scope=scope,
     )
-    return outgoing, Notice.new(entry.optional_text("Subject"))
+    return outgoing, Notice.new(_subject(entry.optional_text("Subject")))
+
+
+def _subject(subject: str | None) -> str | None:
+    """A notification's subject as SNS takes it: 1 to 99 characters, no line break or
+    control character."""
+    if subject is not None and not (0 < len(subject) < MAX_SUBJECT and subject.isprintable()):
+        raise invalid_parameter("Subject")
+    return subject
 
 
 def _dedup_id(call: Call, topic: str, entry: Params, body: str, group: str | None) -> str | None:
@@ -346,6 +363,8 @@ async def publish(call: Call) -> dict[str, Any]:
     arn = call.params.optional_text("TopicArn") or call.params.optional_text("TargetArn")
     if arn is None:
         raise invalid_parameter("TopicArn or TargetArn Reason: no value for required parameter")
+    if arn.split(":")[5:6] and arn.split(":")[5].startswith("endpoint/"):  # a mobile endpoint
+        raise invalid_parameter("TargetArn Reason: No endpoint found for the target arn specified")
     topic = call.topic_of_arn(arn, "TopicArn")
     outgoing, notice = _message(call, topic, call.params)
     await call.node.publish_topic(topic, [outgoing], [notice])
