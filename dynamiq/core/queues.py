@@ -264,8 +264,8 @@ class QueueService:
         uid, moves = record.uid, self.states.moves
         now, now_us = self._clock.now(), self._clock.wall_us()
         cursor = state.cursor(part, now)
-        due = self.states.due_seq(now_us)
-        await walk(self._store, uid, cursor, want, state.unavailable(), due, ranks, upto)
+        cursor.take(want, state.unavailable(), self.states.due_seq(now_us), ranks, upto)
+        await walk(self._store, uid, cursor)
         due_at = None
         if cursor.next_due is not None:
             due_at = now + max(0, cursor.next_due + EPOCH_US - now_us) / 1e6
@@ -402,7 +402,8 @@ class QueueService:
         """Return up to ``count`` of the oldest messages, leased or not, without leasing."""
         record = self._catalog.queue(queue)
         cursor = PartitionCursor(layout(0, ID_MAX, 1)[0], self._clock.now())
-        await walk(self._store, record.uid, cursor, count, ())
+        cursor.take(count, ())
+        await walk(self._store, record.uid, cursor)
         records = await self._store.get(record.uid, cursor.result)
         return [message(mid, raw) for mid, raw in zip(cursor.result, records, strict=True) if raw]
 

@@ -215,10 +215,9 @@ def test_publish_batch_answers_per_entry(sns: Any, sqs: Any, new_queue: Any) -> 
     drain(sqs, url, 0)  # a refused batch stored nothing
 
 
-def test_a_fifo_topic_keeps_groups_in_order_into_a_fifo_queue(
-    sns: Any, sqs: Any, new_queue: Any
-) -> None:
-    topic = new_topic(sns, ".fifo", FifoTopic="true")
+def fifo_into_queue(sns: Any, sqs: Any, new_queue: Any, **attributes: str) -> tuple[str, str]:
+    """A FIFO topic with ``attributes`` and a FIFO queue subscribed raw to it."""
+    topic = new_topic(sns, ".fifo", FifoTopic="true", **attributes)
     url = new_queue(".fifo", FifoQueue="true")
     sns.subscribe(
         TopicArn=topic,
@@ -226,6 +225,13 @@ def test_a_fifo_topic_keeps_groups_in_order_into_a_fifo_queue(
         Endpoint=queue_arn(sqs, url),
         Attributes={"RawMessageDelivery": "true"},
     )
+    return topic, url
+
+
+def test_a_fifo_topic_keeps_groups_in_order_into_a_fifo_queue(
+    sns: Any, sqs: Any, new_queue: Any
+) -> None:
+    topic, url = fifo_into_queue(sns, sqs, new_queue)
     for i in range(4):
         sns.publish(
             TopicArn=topic, Message=f"a{i}", MessageGroupId="a", MessageDeduplicationId=f"a{i}"

@@ -8,25 +8,11 @@ from typing import Any
 import pytest
 
 from tests.servers import require_module
-from tests.sqs.conftest import queue_arn
-from tests.sqs.test_sns import code_of, drain, new_topic
+from tests.sqs.test_sns import code_of, drain, fifo_into_queue, new_topic
 
 require_module("boto3", "test")
 
 from botocore.exceptions import ClientError  # noqa: E402
-
-
-def _fifo_pair(sns: Any, sqs: Any, new_queue: Any, **attributes: str) -> tuple[str, str]:
-    """A FIFO topic with ``attributes`` and a FIFO queue subscribed raw to it."""
-    topic = new_topic(sns, ".fifo", FifoTopic="true", **attributes)
-    url = new_queue(".fifo", FifoQueue="true")
-    sns.subscribe(
-        TopicArn=topic,
-        Protocol="sqs",
-        Endpoint=queue_arn(sqs, url),
-        Attributes={"RawMessageDelivery": "true"},
-    )
-    return topic, url
 
 
 def _publish_twice(sns: Any, topic: str) -> None:
@@ -38,7 +24,7 @@ def _publish_twice(sns: Any, topic: str) -> None:
 
 
 def test_a_topic_scope_finds_a_duplicate_in_any_group(sns: Any, sqs: Any, new_queue: Any) -> None:
-    topic, url = _fifo_pair(sns, sqs, new_queue)
+    topic, url = fifo_into_queue(sns, sqs, new_queue)
     _publish_twice(sns, topic)
     assert [m["Body"] for m in drain(sqs, url, 1)] == ["a"]
     # The scope is shown only once set, as AWS shows it
@@ -49,7 +35,7 @@ def test_a_message_group_scope_finds_duplicates_within_a_group_only(
     sns: Any, sqs: Any, new_queue: Any
 ) -> None:
     # Given a topic in the high throughput mode, into a queue that dedups queue-wide
-    topic, url = _fifo_pair(sns, sqs, new_queue, FifoThroughputScope="MessageGroup")
+    topic, url = fifo_into_queue(sns, sqs, new_queue, FifoThroughputScope="MessageGroup")
     # When one deduplication id comes in two groups, and again in the first
     _publish_twice(sns, topic)
     sns.publish(
@@ -64,7 +50,7 @@ def test_a_message_group_scope_finds_duplicates_within_a_group_only(
 def test_the_scope_narrows_from_the_next_message_and_never_widens(
     sns: Any, sqs: Any, new_queue: Any
 ) -> None:
-    topic, url = _fifo_pair(sns, sqs, new_queue)
+    topic, url = fifo_into_queue(sns, sqs, new_queue)
     sns.set_topic_attributes(
         TopicArn=topic, AttributeName="FifoThroughputScope", AttributeValue="Topic"
     )

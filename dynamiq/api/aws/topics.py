@@ -310,14 +310,14 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
             "punctuation characters. 1 to 128 in length."
         )
     fifo = topic.endswith(".fifo")  # a standard topic's group names a tenant (fair queues)
-    scope = None
-    if fifo:  # deduplicated in the topic, or in the group with SNS's high throughput mode
-        kept = call.node.topic_settings(topic).sns_attributes or {}
+    kept = (call.node.topic_settings(topic).sns_attributes or {}) if fifo else None
+    scope = None  # a FIFO topic's: deduplicated in the topic, or (high throughput) the group
+    if kept is not None:
         scope = "group" if kept.get("FifoThroughputScope") == "MessageGroup" else "queue"
     outgoing = Outgoing(
         body.encode(),
         attributes=attributes.kept or None,
-        dedup_id=_dedup_id(call, topic, entry, body, group),
+        dedup_id=_dedup_id(entry, body, group, kept),
         group=group if fifo else None,
         attribute_types=attributes.types or None,
         tenant=None if fifo else group,
@@ -334,12 +334,15 @@ def _subject(subject: str | None) -> str | None:
     return subject
 
 
-def _dedup_id(call: Call, topic: str, entry: Params, body: str, group: str | None) -> str | None:
-    """A message's deduplication id: a FIFO topic's, given or its body's SHA-256 (with
-    ``ContentBasedDeduplication``); a standard topic takes none. Every copy carries
-    it, so each subscribed queue stores a message once within its window."""
+def _dedup_id(
+    entry: Params, body: str, group: str | None, kept: dict[str, str] | None
+) -> str | None:
+    """A message's deduplication id: a FIFO topic's (``kept``: its attributes), given or
+    its body's SHA-256 (with ``ContentBasedDeduplication``); a standard topic (``kept``
+    None) takes none. Every copy carries it, so each subscribed queue stores a
+    message once within its window."""
     given = entry.optional_text("MessageDeduplicationId")
-    if not topic.endswith(".fifo"):
+    if kept is None:
         if given is not None:
             raise invalid_parameter(
                 "MessageDeduplicationId Reason: The request includes MessageDeduplicationId "
@@ -350,7 +353,6 @@ def _dedup_id(call: Call, topic: str, entry: Params, body: str, group: str | Non
         raise invalid_parameter("The MessageGroupId parameter is required for FIFO topics")
     if given is not None:
         return given
-    kept = call.node.topic_settings(topic).sns_attributes or {}
     if kept.get("ContentBasedDeduplication") != "true":
         raise invalid_parameter(
             "The topic should either have ContentBasedDeduplication enabled or "
@@ -363,7 +365,8 @@ async def publish(call: Call) -> dict[str, Any]:
     arn = call.params.optional_text("TopicArn") or call.params.optional_text("TargetArn")
     if arn is None:
         raise invalid_parameter("TopicArn or TargetArn Reason: no value for required parameter")
-    if arn.split(":")[5:6] and arn.split(":")[5].startswith("endpoint/"):  # a mobile endpoint
+    resource = arn.split(":", 5)[5:]
+    if resource and resource[0].startswith("endpoint/"):  # a mobile endpoint
         raise invalid_parameter("TargetArn Reason: No endpoint found for the target arn specified")
     topic = call.topic_of_arn(arn, "TopicArn")
     outgoing, notice = _message(call, topic, call.params)

@@ -8,18 +8,17 @@ exported then, the new owner would keep a lease on a message nobody got, and
 deliver it after later messages of its group. The handoff waits for those
 receives to end first (each ends within one store read or two).
 
-``walk`` drives a partition's cursor with the store's range scans.
+``walk`` feeds a partition's cursor the store's range scans.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Container, Mapping
+from collections.abc import Awaitable
 from typing import TypeVar
 
 from dynamiq.core.delivery.cursor import PartitionCursor
-from dynamiq.core.ids import SEQ_MASK
 from dynamiq.storage.base import StorageBackend
 
 __all__ = ["Walks", "walk"]
@@ -52,19 +51,9 @@ class Walks:
             await self._ended.wait()
 
 
-async def walk(
-    store: StorageBackend,
-    uid: str,
-    cursor: PartitionCursor,
-    want: int,
-    skip: Container[int],
-    due: int = SEQ_MASK,
-    ranks: Mapping[int, int] = {},
-    upto: int | None = None,
-) -> None:
-    """Walk ``cursor`` over bucket ``uid`` of ``store`` until it has its ``result``
-    (``PartitionCursor.take`` says what the arguments ask)."""
-    cursor.take(want, skip, due, ranks, upto)
+async def walk(store: StorageBackend, uid: str, cursor: PartitionCursor) -> None:
+    """Feed ``cursor``, once told what to ``take``, the scans of bucket ``uid`` of
+    ``store`` it asks for, until it has its ``result``."""
     while wanted := cursor.requests():
         found = await store.scan(
             uid, [(lo, hi) for _, lo, hi, _ in wanted], [n for *_, n in wanted]
