@@ -169,7 +169,8 @@ def test_filter_policies_match_as_the_reference_says(
         ({"a": []}, "filter"),
         ({"a": True}, "filter"),
         ({"a": [{"prefix": 3}]}, "filter"),
-        ({"a": {"prefix": "x"}}, "filter_scope"),  # a nested key, where attributes have none
+        ({"a": {"prefix": "x"}}, "filter"),  # read whole first: "prefix" holds no list
+        ({"a": {"b": ["x"]}}, "filter_scope"),  # a nested key, where attributes have none
         ({"a": [{"numeric": ["<", 1, ">", 0]}]}, "filter"),
         ({"a": [{"anything-but": [{"prefix": "x"}]}]}, "filter"),
         ({"a": [{"exists": "yes"}]}, "filter"),

@@ -130,7 +130,11 @@ def test_a_refused_policy_is_answered_in_sns_words_and_changes_nothing(
             )
         said.append(_refusal(caught))
     assert said == [
-        ("InvalidParameter", "Invalid parameter: FilterPolicy: Bottom must be less than top"),
+        (
+            "InvalidParameter",
+            "Invalid parameter: FilterPolicy: Bottom must be less than top\n at [Source: "
+            '(String)"{"key":[{"numeric":[">",10,"<",5]}]}"; line: 1, column: 34]',
+        ),
         (
             "InvalidParameter",
             "Invalid parameter: Filter policy scope MessageAttributes does not support "
@@ -154,3 +158,126 @@ def test_a_refused_policy_is_answered_in_sns_words_and_changes_nothing(
     assert "FilterPolicy" not in sns.get_subscription_attributes(SubscriptionArn=arn)["Attributes"]
     sns.publish(TopicArn=topic, Message="anything")
     assert bodies(sqs, url, 1) == ["anything"]
+
+
+# Body policies at depth, with the messages AWS was sent and what it delivered (recorded
+# in LocalStack's snapshots of real AWS): each case's policy, then (message, delivered).
+Delivered = list[tuple[dict[str, Any], bool]]
+AT_DEPTH: dict[str, tuple[dict[str, Any], Delivered]] = {
+    "dotted-keys": (
+        {"object.nested.test": ["string.value"]},
+        [
+            ({"object": {"nested": {"test": "string.value"}}}, True),
+            ({"object.nested.test": "string.value"}, True),
+            ({"object.nested": {"test": "string.value"}}, True),
+            ({"object": {"nested.test": "string.value"}}, True),
+            ({"object": {"nested": {"test": "test-auto"}}}, False),
+        ],
+    ),
+    "arrays": (
+        {"headers": {"route-to": ["queue1"]}},
+        [
+            ({"headers": {"route-to": ["queue3"]}}, False),
+            ({"headers": {"route-to": ["queue1"]}}, True),
+            ({"headers": {"route-to": ["queue1", "queue2"]}}, True),
+        ],
+    ),
+    "or-at-depth": (
+        {
+            "$or": [
+                {"metricName": ["CPUUtilization", "ReadLatency"]},
+                {"namespace": ["AWS/EC2", "AWS/ES"]},
+            ],
+            "detail": {
+                "scope": ["Service"],
+                "$or": [
+                    {"source": ["aws.cloudwatch"]},
+                    {"type": ["CloudWatch Alarm State Change"]},
+                ],
+            },
+        },
+        [
+            ({"metricName": "CPUUtilization", "detail": {"scope": "aws.cloudwatch"}}, False),
+            (
+                {
+                    "metricName": "CPUUtilization",
+                    "detail": {"type": "CloudWatch Alarm State Change"},
+                },
+                False,
+            ),
+            ({"metricName": "CPUUtilization", "detail": {"scope": "Service"}}, False),
+            ({"metricName": "CPUUtilization", "scope": "Service"}, False),
+            (
+                {
+                    "metricName": "AWS/EC2",
+                    "detail": {"scope": "Service", "source": "aws.cloudwatch"},
+                },
+                False,
+            ),
+            (
+                {"namespace": "AWS/ES", "detail": {"scope": "Service", "source": "aws.cloudwatch"}},
+                True,
+            ),
+            (
+                {
+                    "metricName": "ReadLatency",
+                    "detail": {"scope": "Service", "source": "aws.cloudwatch"},
+                },
+                True,
+            ),
+            (
+                {
+                    "metricName": "CPUUtilization",
+                    "detail": {"scope": "Service", "type": "CloudWatch Alarm State Change"},
+                },
+                True,
+            ),
+        ],
+    ),
+    "empty-array-and-null": (
+        {"detail": {"eventVersion": [""]}},
+        [({"resources": [], "detail": {"eventVersion": "", "responseElements": None}}, True)],
+    ),
+    "cidr-at-depth": (
+        {
+            "detail": {
+                "$or": [
+                    {"sourceIPAddress": [{"cidr": "10.0.0.0/24"}]},
+                    {"sourceIPAddressV6": [{"cidr": "2001:db8:1234:1a00::/64"}]},
+                ]
+            }
+        },
+        [
+            ({"id": "1", "detail": {"sourceIPAddress": "10.0.0.255"}}, True),
+            ({"id": "2", "detail": {"sourceIPAddress": "10.0.0.256"}}, False),
+            (
+                {
+                    "id": "3",
+                    "detail": {"sourceIPAddressV6": "2001:0db8:1234:1a00:0000:0000:0000:0000"},
+                },
+                True,
+            ),
+            (
+                {
+                    "id": "4",
+                    "detail": {"sourceIPAddressV6": "2001:0db8:123f:1a01:0000:0000:0000:0000"},
+                },
+                False,
+            ),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AT_DEPTH))
+def test_body_policies_at_depth_deliver_what_aws_delivered(
+    sns: Any, sqs: Any, new_queue: Any, case: str
+) -> None:
+    policy, messages = AT_DEPTH[case]
+    topic = new_topic(sns)
+    url = new_queue()
+    subscribe(sns, sqs, topic, url, policy, "MessageBody")
+    for message, _ in messages:
+        sns.publish(TopicArn=topic, Message=json.dumps(message))
+    taken = [json.dumps(message) for message, delivered in messages if delivered]
+    assert bodies(sqs, url, len(taken)) == sorted(taken)

@@ -27,7 +27,16 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from dynamiq.core.routing.filter_rules import Check, Value, compile_values, is_number, refuse
+from dynamiq.core.routing.filter_rules import (
+    Check,
+    Refused,
+    Value,
+    compile_values,
+    is_number,
+    refuse,
+)
+from dynamiq.core.routing.places import Path as PolicyPath
+from dynamiq.core.routing.places import located
 from dynamiq.models import AttributeValue
 
 __all__ = [
@@ -148,16 +157,24 @@ class FilterPolicy:
         if not isinstance(spec, dict) or not spec:
             raise refuse("Filter policy must be an object naming at least one key")
         if scope not in FILTER_SCOPES:
-            raise refuse('the filter scope is "attributes" or "body"', "filter_scope")
+            raise refuse('the filter scope is "attributes" or "body"', field="filter_scope")
         self.spec: dict[str, Any] = spec
         self.scope: FilterScope = scope
         self._lenient = lenient
         try:
             if limits:
                 _check_limits(spec)
-            self._branches = self._compile(spec, "", 1)
+            self._nested = False  # set by a key that nests others
+            self._branches = self._compile(spec, (), 1)
+            if self._nested and scope == "attributes":  # once read whole, as SNS does
+                raise refuse(NESTED_ATTRIBUTES, field="filter_scope")
         except RecursionError:  # nested deeper than anyone filters
             raise refuse("Filter policy is too complex") from None
+        except Refused as refused:
+            if refused.at is None or lenient:
+                raise
+            # SNS's shape: where its parser stood, after the reason
+            raise refuse(f"{refused}{located(spec, refused.at)}", field=refused.field) from None
         self._anchor = _anchor(spec) if scope == "attributes" else None
 
     def __eq__(self, other: object) -> bool:
@@ -187,30 +204,33 @@ class FilterPolicy:
             return False
         return any(all(check(look(path)) for path, check in branch) for branch in self._branches)
 
-    def _compile(self, node: dict[str, Any], prefix: str, depth: int) -> list[Branch]:
+    def _compile(self, node: dict[str, Any], at: PolicyPath, depth: int) -> list[Branch]:
         """The policy as alternatives (one per choice of its ``$or``s), each a list of
-        keys that must all pass."""
+        keys that must all pass; ``at`` is where ``node`` is in the policy."""
         branches: list[Branch] = [[]]
+        prefix = ".".join(str(step) for step in at if isinstance(step, str) and step != "$or")
         for key, given in node.items():
+            here = (*at, key)
             if key == "$or":
                 policies = _or_branches(given)
-                options = [b for p in policies for b in self._compile(p, prefix, depth)]
+                options = [
+                    b for i, p in enumerate(policies) for b in self._compile(p, (*here, i), depth)
+                ]
                 branches = [b + option for b in branches for option in options]
                 continue
             path = f"{prefix}.{key}" if prefix else key
             if self._lenient and self.scope == "attributes" and not isinstance(given, list):
                 given = _bare(key, given)
             if isinstance(given, dict):
-                if self.scope == "attributes":
-                    raise refuse(NESTED_ATTRIBUTES, "filter_scope")
-                nested = self._compile(given, path, depth + 1)
+                self._nested = True
+                nested = self._compile(given, here, depth + 1)
                 branches = [b + more for b in branches for more in nested]
             elif isinstance(given, list):
                 if not given:
-                    raise refuse("Empty arrays are not allowed")
-                branches = [[*b, (path, compile_values(given))] for b in branches]
+                    raise refuse("Empty arrays are not allowed", (here, "done"))
+                branches = [[*b, (path, compile_values(given, here))] for b in branches]
             else:
-                raise refuse(f'"{key}" must be an object or an array')
+                raise refuse(f'"{key}" must be an object or an array', (here, "open"))
         return branches
 
 
