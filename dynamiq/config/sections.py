@@ -244,6 +244,8 @@ class LimitsSettings:
     """Bytes kept aside on that disk, released for deletes when it is full."""
     syncfanout: int = 1000
     """A topic's copies of a message made before the answer; wider ones are copied behind it."""
+    replayrate: float = 0.0
+    """Messages a second one replay of a FIFO topic's archive delivers; 0: no bound."""
 
     def __post_init__(self) -> None:
         require(self.maxconnections >= 1, "limits.maxconnections", "must be >= 1")
@@ -255,8 +257,8 @@ class LimitsSettings:
             "limits.maxpendingbytes",
             "must be >= limits.maxbodybytes",
         )
-        require(self.diskfreelimit >= 0, "limits.diskfreelimit", "must be >= 0")
-        require(self.diskreserve >= 0, "limits.diskreserve", "must be >= 0")
+        for key in ("diskfreelimit", "diskreserve", "replayrate"):
+            require(getattr(self, key) >= 0, f"limits.{key}", "must be >= 0")
         require(self.syncfanout >= 1, "limits.syncfanout", "must be >= 1")
         require(1 <= self.backlog <= 65535, "limits.backlog", "must be in [1, 65535]")
         require(self.maxbodybytes >= 1024, "limits.maxbodybytes", "must be >= 1024")

@@ -35,7 +35,8 @@ WIDE_KEPT = 64  # wide topics whose queues are kept found (``_Wide``), at most
 class TopicPublished(NamedTuple):
     """A topic publish's copies: per queue that took any, their ids in request order
     (None where a message did not go there); per queue with a duplicate, which
-    were; which of the queues are push subscriptions' (the node's own); and of
+    were; which of the queues are the node's own (push subscriptions', the
+    archive); and of
     a message's spread (one publish of one message), its queues."""
 
     ids: dict[str, list[int | None]]
@@ -53,7 +54,7 @@ class TopicPublished(NamedTuple):
         return {q: v for q, v in self.ids.items() if q not in later}
 
     def for_clients(self) -> TopicPublished:
-        """The copies in the queues a client knows of: push subscriptions' left out."""
+        """The copies in the queues a client knows of: the node's own left out."""
         if not self.pushed:
             return self
         drop = self.pushed
@@ -155,8 +156,8 @@ class TopicService:
             placed = [(i, q) for i, queues in enumerate(routes) for q in queues if q in records]
         stored, later = await self._copies(topic, messages, notices, records, placed, subscribed)
         self._count(topic, routes, filtered_out, placed, stored, subscribed)
-        pushed = subscribed.pushed & records.keys() if subscribed.pushed else frozenset()
-        return TopicPublished(*_per_queue(width, records, placed, stored), pushed, later)
+        own = subscribed.own & records.keys() if subscribed.own else frozenset()
+        return TopicPublished(*_per_queue(width, records, placed, stored), own, later)
 
     def _refused(self, name: str, topic: Topic) -> set[str]:
         """The queues of other owners subscribed to ``topic`` whose owners do not let it
@@ -278,8 +279,9 @@ class TopicService:
         subscribed: Topic,
     ) -> None:
         """Count a publish's messages, its copies stored, and those that went nowhere."""
-        # A push subscription's copy is delivered when its endpoint takes it (``Pusher``).
-        pushed = subscribed.pushed
+        # A push subscription's copy is delivered when its endpoint takes it (``Pusher``);
+        # an archive's is no delivery.
+        pushed = subscribed.own
         if stored.duplicate or pushed:
             duplicates = stored.duplicate or [False] * len(placed)
             delivered = sum(

@@ -20,6 +20,7 @@ from dynamiq.api.context import AwsDoor, Services
 from dynamiq.api.intake import Intake
 from dynamiq.cluster.quorum import Quorum
 from dynamiq.config import LOOPBACK, Settings
+from dynamiq.core.archives import Archives
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.custody.journal import LeaseJournal
 from dynamiq.core.janitor import Janitor
@@ -147,7 +148,8 @@ def _engine(ground: Ground, accounts: Accounts) -> Engine:
     spreader = Spreader(queues, settings.limits.syncfanout)
     crossings = Deliveries(settings.sqs.region, accounts, PUSH_PREFIX)
     topics = TopicService(catalog, queues, envelopes, ground.metrics, spreader, crossings)
-    return Engine(catalog, queues, topics, janitor, redriver, spreader)
+    archives = Archives(queues, name, settings.limits.replayrate)
+    return Engine(catalog, queues, topics, janitor, redriver, spreader, archives)
 
 
 def _reporter(ground: Ground, engine: Engine) -> Reporter:

@@ -76,11 +76,12 @@ def run_cluster(app: web.Application, ground: Ground, built: Built, fatal: Fatal
 
 
 def run_upkeep(app: web.Application, ground: Ground, built: Built, _: FatalHandler) -> None:
-    """The background loops: redrives, the janitor, spreads, sweeps, reports, memory."""
+    """The background loops: redrives and replays, the janitor, spreads, sweeps, reports, memory."""
     engine, reporter, space = built.engine, built.reporter, ground.space
     app.cleanup_ctx.extend(
         [
             owned(engine.redriver.resume, engine.redriver.close),
+            owned(engine.archives.resume, engine.archives.close),
             task(engine.janitor.janitor_loop),
             task(engine.spreader.spread_loop),
             task(engine.queues.sweep_loop),

@@ -14,11 +14,9 @@ from typing import Any
 
 from dynamiq.cluster.base import Membership
 from dynamiq.config import LimitsSettings
-from dynamiq.core.lifecycle.redrive import RedriveTask
-from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.routing.filters import FilterScope
 from dynamiq.core.topics import TopicPublished
-from dynamiq.errors import DiskLow, Invalid, NotFound, Overloaded, QueueNotFound
+from dynamiq.errors import DiskLow, Invalid, Overloaded, QueueNotFound
 from dynamiq.models import (
     MAX_RETENTION_SECONDS,
     Message,
@@ -36,13 +34,14 @@ from dynamiq.models import (
 from dynamiq.models.topics import TopicSettings
 from dynamiq.service.asks import Waiting, waited
 from dynamiq.service.leased import Leased
+from dynamiq.service.moves import Moves
 from dynamiq.service.parts import Cluster, Engine
 from dynamiq.service.push.webhooks import Webhooks
 from dynamiq.service.reports import (
+    INTERNAL,
     NodeStats,
     QueueStatsDetail,
     QueueView,
-    RedriveView,
     Status,
     Subscribers,
     SubscriptionView,
@@ -71,7 +70,9 @@ class Node:
         self._queues = engine.queues
         self._topics = engine.topics
         self._janitor = engine.janitor
-        self._redriver = engine.redriver
+        self._archives = engine.archives
+        # Redrives and replays: what moves messages in the background.
+        self.moves = Moves(engine.redriver, engine.archives, engine.queues)
         self._asks = cluster.asks
         self._majority = cluster.majority
         self._keeper = cluster.keeper
@@ -98,18 +99,18 @@ class Node:
     # -- queues ----------------------------------------------------------------
 
     def queue_names(self) -> list[str]:
-        """Return every queue, sorted (the push subscriptions' own are not listed)."""
-        return self._catalog.index.names_without(PUSH_PREFIX)
+        """Return every queue, sorted (the node's own are not listed)."""
+        return self._catalog.index.names_without(*INTERNAL)
 
     def busiest_queue_names(self) -> list[str]:
         """Return the queues in use on this node (this process), the busiest first."""
         busiest = self._queues.states.busiest(self._catalog.index.by_uid)
-        return [q for q in busiest if not q.startswith(PUSH_PREFIX)]
+        return [q for q in busiest if not q.startswith(INTERNAL)]
 
     def require_queue(self, name: str) -> QueueRecord:
         """Return the queue, or raise ``QueueNotFound`` (before a request body is read);
-        a push subscription's own queue is no client's to name."""
-        if name.startswith(PUSH_PREFIX):
+        the node's own queues (a push subscription's, an archive) are no client's to name."""
+        if name.startswith(INTERNAL):
             raise QueueNotFound(name)
         return self._catalog.queue(name)
 
@@ -151,39 +152,6 @@ class Node:
         """
         return await self._queues.purge(name, self._janitor.drop_time_ms())
 
-    # -- redrive -----------------------------------------------------------------
-
-    async def redrive(
-        self, queue: str, to: str | None = None, max_per_second: float | None = None
-    ) -> RedriveView:
-        """Start moving a dead-letter queue's messages back (or ``to`` a queue)."""
-        task = await self._redriver.start(queue, to, max_per_second)
-        return await self._redrive_view(task)
-
-    async def redrive_status(self, queue: str) -> RedriveView:
-        """Return the latest redrive of a queue, or raise ``NotFound``."""
-        return await self._redrive_view(await self._redriver.status(queue))
-
-    async def cancel_redrive(self, queue: str) -> RedriveView:
-        """Stop a running redrive (what it moved stays moved); return where it stopped."""
-        return await self._redrive_view(await self._redriver.cancel(queue))
-
-    async def _redrive_view(self, task: RedriveTask | None) -> RedriveView:
-        if task is None:
-            raise NotFound("This queue has never been redriven.")
-        remaining = await self._queues.stats(task.queue)
-        return RedriveView(
-            task.task,
-            task.state,
-            task.moved,
-            remaining.depth,
-            task.to,
-            task.skipped,
-            task.max_per_second,
-            task.error or None,
-            task.started_ms,
-        )
-
     # -- topics ----------------------------------------------------------------
 
     def topic_names(self) -> list[str]:
@@ -220,7 +188,8 @@ class Node:
         await self._catalog.configure_topic(name, settings)
 
     async def delete_topic(self, name: str) -> None:
-        """Delete a topic (its queues stay)."""
+        """Delete a topic (its queues stay; its archive goes)."""
+        await self._archives.drop(name)
         await self._catalog.delete_topic(name)
 
     async def subscribe(

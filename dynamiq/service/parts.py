@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dynamiq.cluster.quorum import Quorum
+from dynamiq.core.archives import Archives
 from dynamiq.core.catalog import Catalog
 from dynamiq.core.janitor import Janitor
 from dynamiq.core.lifecycle.redrive import Redriver
@@ -31,6 +32,7 @@ class Engine:
     janitor: Janitor
     redriver: Redriver
     spreader: Spreader
+    archives: Archives
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from dynamiq.cluster.base import Member, Membership, MemberState
 from dynamiq.core.delivery.state import QueueStats
 from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.routing.filters import FilterScope
-from dynamiq.core.routing.subscriptions import Subscription, Topic
+from dynamiq.core.routing.subscriptions import ARCHIVE_PREFIX, Subscription, Topic
 from dynamiq.keyspace import WORKER_MARK, KeyRange, node_of
 from dynamiq.models import LocalQueueStats, QueueSettings
 
 __all__ = [
+    "INTERNAL",
     "MemberStatus",
     "NodeStats",
     "PushView",
@@ -28,6 +29,7 @@ __all__ = [
     "QueueView",
     "Rates",
     "RedriveView",
+    "ReplayView",
     "Status",
     "Subscribers",
     "SubscriptionView",
@@ -41,6 +43,11 @@ __all__ = [
     "totals",
     "totals_of",
 ]
+
+
+INTERNAL = (PUSH_PREFIX, ARCHIVE_PREFIX)
+"""How the node's own queues' names start (a push subscription's, a topic's archive):
+no client names them, no listing shows them."""
 
 
 class QueueView(msgspec.Struct, frozen=True):
@@ -103,13 +110,15 @@ class Subscribers:
         self._topic = topic
 
     def queues(self) -> list[str]:
-        """The subscribed queues, sorted."""
-        return self._topic.queues()
+        """The subscribed queues, sorted (an archive's left out)."""
+        return [q for q in self._topic.queues() if not q.startswith(ARCHIVE_PREFIX)]
 
     def get(self, queue: str) -> SubscriptionView | None:
-        """The subscription of ``queue`` (None: it has none)."""
+        """The subscription of ``queue`` (None: it has none, or it is an archive's)."""
         found = self._topic.subscriptions.get(queue)
-        return None if found is None else SubscriptionView.of(found)
+        if found is None or queue.startswith(ARCHIVE_PREFIX):
+            return None
+        return SubscriptionView.of(found)
 
     def webhook(self, subscription: str) -> SubscriptionView | None:
         """The push subscription whose id is ``subscription`` (None: there is none)."""
@@ -125,6 +134,8 @@ class Subscribers:
         out: list[SubscriptionView] = []
         for subscription in self._topic.listed(after):
             if subscription.endpoint is not None and not pushes:
+                continue
+            if subscription.queue.startswith(ARCHIVE_PREFIX):
                 continue
             if len(out) == limit:
                 return out, out[-1].queue
@@ -163,6 +174,16 @@ class RedriveView(msgspec.Struct):
     max_per_second: float | None
     error: str | None = None
     started_ms: int = 0
+
+
+class ReplayView(msgspec.Struct, frozen=True):
+    """A replay of a FIFO topic's archive into a subscription: the policy it was asked
+    by (SNS's JSON), its state, how many messages it stored."""
+
+    policy: str
+    state: Literal["running", "done", "failed", "cancelled"]
+    replayed: int
+    started: bool  # whether it passed any of the archive yet
 
 
 class Rates(msgspec.Struct):

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 from dynamiq.cluster.base import Membership
 from dynamiq.core.catalog import Catalog
-from dynamiq.core.push.documents import PUSH_PREFIX
 from dynamiq.core.queues import QueueService
 from dynamiq.keyspace import node_of
 from dynamiq.models import EVERY_QUEUE, LocalQueueStats
 from dynamiq.service.asks import PeerAsks
 from dynamiq.service.reports import (
+    INTERNAL,
     NodeStats,
     QueueStatsDetail,
     live_nodes,
@@ -73,7 +73,7 @@ class StatsReader:
             len(live_nodes(self._membership)),
             queues,
             summed,
-            len(index) - index.count_prefixed(PUSH_PREFIX),  # a client's queues
+            len(index) - index.count_prefixed(*INTERNAL),  # a client's queues
             after,
         )
 

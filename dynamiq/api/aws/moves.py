@@ -44,7 +44,7 @@ async def start_message_move_task(call: Call) -> dict[str, Any]:
     if not call.node.dead_letter_sources(source):
         raise AwsError("InvalidParameterValue", "Source queue must be configured as a DLQ.")
     try:
-        view = await call.node.redrive(source, to, None if rate is None else float(rate))
+        view = await call.node.moves.redrive(source, to, None if rate is None else float(rate))
     except RedriveRunning:
         raise AwsError(
             "UnsupportedOperation", "There is already a task running for this queue."
@@ -56,7 +56,7 @@ async def list_message_move_tasks(call: Call) -> dict[str, Any]:
     source = call.queue_of_arn(call.params.text("SourceArn"), "SourceArn").name
     call.params.integer("MaxResults", None, 1, 10)
     try:
-        view = await call.node.redrive_status(source)
+        view = await call.node.moves.redrive_status(source)
     except NotFound:
         return {"Results": []}
     return {"Results": [_listed(call, source, view)]}
@@ -83,12 +83,12 @@ async def cancel_message_move_task(call: Call) -> dict[str, Any]:
     queue, task = _read_handle(call.params.text("TaskHandle"))
     call.queue_named(*call.accounts.address(queue))
     try:
-        current = await call.node.redrive_status(queue)
+        current = await call.node.moves.redrive_status(queue)
     except NotFound:
         current = None
     if current is None or current.task != task or current.state != "running":
         raise AwsError("ResourceNotFoundException", "The task is not running.")
-    view = await call.node.cancel_redrive(queue)
+    view = await call.node.moves.cancel_redrive(queue)
     return {"ApproximateNumberOfMessagesMoved": view.moved}
 
 

@@ -4,9 +4,10 @@
 other ones is refused, as SNS does); ``Get``/``SetTopicAttributes`` keep and
 show what SNS clients set (``DisplayName``, ``Policy``, ``DeliveryPolicy``,
 ``KmsMasterKeyId``, ``SignatureVersion``, ``TracingConfig``,
-``ContentBasedDeduplication`` and ``FifoThroughputScope`` on a FIFO topic) with
-the counts and SNS's defaults; ``AddPermission``/``RemovePermission`` edit the
-stored policy (SNS's default one until then), which ``Call`` evaluates.
+``ContentBasedDeduplication``, ``FifoThroughputScope`` and ``ArchivePolicy`` on
+a FIFO topic, ``archive``) with the counts and SNS's defaults;
+``AddPermission``/``RemovePermission`` edit the stored policy (SNS's default
+one until then), which ``Call`` evaluates.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from dynamiq.api.aws.archive import archive_days
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import AwsError, SnsError
 from dynamiq.api.aws.policies import (
@@ -24,6 +26,7 @@ from dynamiq.api.aws.policies import (
     statements_of,
 )
 from dynamiq.api.aws.topics import invalid_parameter, named_topic
+from dynamiq.api.bodies import iso_time
 from dynamiq.errors import Invalid, TopicExists, TopicNotFound
 from dynamiq.models.topics import MAX_TOPIC_TAGS, TopicSettings
 from dynamiq.push.policy import effective_topic_policy, topic_policy
@@ -42,9 +45,10 @@ KEPT = frozenset(
         "TracingConfig",
         "ContentBasedDeduplication",
         "FifoThroughputScope",
+        "ArchivePolicy",
     }
 )
-FIFO_ONLY = frozenset({"ContentBasedDeduplication", "FifoThroughputScope"})
+FIFO_ONLY = frozenset({"ContentBasedDeduplication", "FifoThroughputScope", "ArchivePolicy"})
 _CHOICES = {
     "SignatureVersion": ("1", "2"),
     "TracingConfig": ("PassThrough", "Active"),
@@ -75,6 +79,8 @@ def _attribute(name: str, value: object, fifo: bool) -> str:
             policy_document(name, text)
         except AwsError as refused:
             raise invalid_parameter(f"Policy: {refused.message}") from None
+    if name == "ArchivePolicy":
+        return text if archive_days(text) else ""  # {} keeps nothing: not kept
     if name == "DeliveryPolicy" and text:
         try:
             topic_policy(text)
@@ -125,6 +131,8 @@ async def create_topic(call: Call) -> dict[str, Any]:
     )
     try:
         await call.node.create_topic(name, settings)
+        if attributes.get("ArchivePolicy"):
+            await call.node.moves.archive_topic(name, archive_days(attributes["ArchivePolicy"]))
     except TopicExists:  # SNS answers the same ARN, unless asked for other settings
         kept = call.node.topic_settings(name)
         kept_attributes = kept.sns_attributes or {}
@@ -191,6 +199,9 @@ async def get_topic_attributes(call: Call) -> dict[str, Any]:
     if fifo:
         attributes["FifoTopic"] = "true"
         attributes.setdefault("ContentBasedDeduplication", "false")
+        beginning = call.node.moves.archive_beginning_ms(topic)
+        if beginning is not None:
+            attributes["BeginningArchiveTime"] = iso_time(beginning)
     return {"Attributes": attributes}
 
 
@@ -211,6 +222,8 @@ async def set_topic_attributes(call: Call) -> dict[str, Any]:
         raise invalid_parameter(
             "FifoThroughputScope: a topic's scope cannot change from MessageGroup to Topic"
         )
+    if name == "ArchivePolicy":
+        await call.node.moves.archive_topic(topic, archive_days(value))
     await _set_attributes(call, topic, {name: value})
     return {}
 

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from dynamiq.access.roles import SEPARATOR
+from dynamiq.api.aws.archive import replay, replay_attributes, replay_points
 from dynamiq.api.aws.attributes import sent_attributes, valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
@@ -38,7 +39,9 @@ from dynamiq.service.reports import SubscriptionView
 __all__ = ["TOPIC_ACTIONS", "invalid_parameter", "named_topic"]
 
 PAGE = 100
-SUBSCRIPTION_ATTRIBUTES = frozenset({"FilterPolicy", "FilterPolicyScope", "RawMessageDelivery"})
+SUBSCRIPTION_ATTRIBUTES = frozenset(
+    {"FilterPolicy", "FilterPolicyScope", "RawMessageDelivery", "ReplayPolicy"}
+)
 SCOPES = {"MessageAttributes": "attributes", "MessageBody": "body"}
 SCOPE_NAMES = {scope: name for name, scope in SCOPES.items()}
 
@@ -147,7 +150,11 @@ async def subscribe(call: Call) -> dict[str, Any]:
             "FIFO SQS Queues can not be subscribed to standard SNS topics"
         )
     settings = _subscription_settings(given, None)
+    asked = given.get("ReplayPolicy")
+    points = None if asked is None else replay_points(call, topic, asked)
     await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
+    if asked is not None and points is not None:
+        await replay(call, topic, queue, asked, points)
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue_end(topic, queue)}"}
 
 
@@ -229,6 +236,10 @@ async def get_subscription_attributes(call: Call) -> dict[str, Any]:
     if found.filter is not None:
         attributes["FilterPolicy"] = json.dumps(found.filter)
         attributes["FilterPolicyScope"] = SCOPE_NAMES[found.filter_scope]
+    if found.push is None and topic.endswith(".fifo"):
+        attributes.update(
+            replay_attributes(await call.node.moves.replay_status(topic, found.queue))
+        )
     return {"Attributes": attributes}
 
 
@@ -241,6 +252,9 @@ async def set_subscription_attributes(call: Call) -> dict[str, Any]:
         return {}
     if name not in SUBSCRIPTION_ATTRIBUTES:
         raise invalid_parameter(f"AttributeName: {name}")
+    if name == "ReplayPolicy":
+        await replay(call, topic, found.queue, value, replay_points(call, topic, value))
+        return {}
     settings = _subscription_settings({name: value}, found)
     await _subscribe(call, topic, found.queue, settings)
     return {}

@@ -184,7 +184,7 @@ async def redrive(request: web.Request) -> web.Response:
     caller = who(request)
     body = await read_json(request, s.RedriveRequest, optional=True)
     to = None if body.to is None else caller.name_of(body.to)
-    view = await node(request).redrive(name, to, body.max_per_second)
+    view = await node(request).moves.redrive(name, to, body.max_per_second)
     return json_response(_redrive(view, caller), status=202)
 
 
@@ -196,13 +196,13 @@ def _redrive(view: RedriveView, caller: Principal) -> RedriveView:
 
 async def redrive_status(request: web.Request) -> web.Response:
     """Return the latest redrive of a queue."""
-    view = await node(request).redrive_status(queue_param(request))
+    view = await node(request).moves.redrive_status(queue_param(request))
     return json_response(_redrive(view, who(request)))
 
 
 async def cancel_redrive(request: web.Request) -> web.Response:
     """Cancel a running redrive; what it moved stays moved."""
-    view = await node(request).cancel_redrive(queue_param(request))
+    view = await node(request).moves.cancel_redrive(queue_param(request))
     return json_response(_redrive(view, who(request)))
 
 

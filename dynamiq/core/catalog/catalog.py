@@ -462,17 +462,18 @@ class Catalog:
         strict: bool = False,
         endpoint: PushEndpoint | None = None,
         missing_ok: bool = False,
+        internal: bool = False,
     ) -> Topic:
         """Subscribe a queue to a topic, or change what it takes (a routing-key
         ``pattern``, a ``filter_policy`` on the attributes or, by ``filter_scope``,
         the body; ``strict``: only in SNS's shape) and how (``envelope``: as SNS
-        notifications; to an ``endpoint``, a push subscription's queue); return the
-        topic. With ``missing_ok`` the queue may not exist yet (SNS takes that): the
-        copies it would get are counted as failed until it does."""
+        notifications; to an ``endpoint``, a push subscription's queue; ``internal``:
+        into an archive, the node's own); return the topic. With ``missing_ok`` the
+        queue may not exist yet (SNS takes that): its copies fail until it does."""
         current = self.topic(topic)
         if endpoint is None and queue in current.subscriptions:
             endpoint = current.subscriptions[queue].endpoint  # a push subscription stays one
-        if endpoint is None:
+        if endpoint is None and not internal:
             validate_name("queue", queue, "queue")
         if not missing_ok:
             self.queue(queue)

@@ -124,16 +124,20 @@ class QueueIndex:
                 return
             yield name
 
-    def count_prefixed(self, prefix: str) -> int:
-        """How many names start with ``prefix`` (non-empty)."""
-        lo, hi = self._prefixed(prefix)
-        return hi - lo
+    def count_prefixed(self, *prefixes: str) -> int:
+        """How many names start with one of ``prefixes`` (non-empty, none another's start)."""
+        return sum(hi - lo for lo, hi in map(self._prefixed, prefixes))
 
-    def names_without(self, prefix: str) -> list[str]:
-        """Every name but those starting with ``prefix`` (non-empty), sorted (a copy)."""
-        lo, hi = self._prefixed(prefix)
+    def names_without(self, *prefixes: str) -> list[str]:
+        """Every name but those starting with one of ``prefixes`` (non-empty, none
+        another's start), sorted (a copy)."""
         names = self._sorted()
-        return names[:lo] + names[hi:]
+        out: list[str] = []
+        at = 0
+        for lo, hi in sorted(map(self._prefixed, prefixes)):
+            out += names[at:lo]
+            at = hi
+        return out + names[at:]
 
     def _prefixed(self, prefix: str) -> tuple[int, int]:
         """Where the names starting with ``prefix`` lie among the sorted names."""

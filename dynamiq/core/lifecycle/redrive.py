@@ -17,7 +17,6 @@ dead-letter note.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import secrets
@@ -28,9 +27,10 @@ import msgspec
 from dynamiq.core.context import EngineContext
 from dynamiq.core.delivery.registry import QueueStates
 from dynamiq.core.lifecycle.life import Lifecycle
+from dynamiq.core.lifecycle.tasks import Runners
 from dynamiq.core.publish.attempts import placed
 from dynamiq.core.records import Meta, meta_of, new_life, with_meta
-from dynamiq.errors import DynamiqError, Invalid, RedriveRunning
+from dynamiq.errors import Invalid, RedriveRunning
 from dynamiq.keyspace import ID_MAX
 
 __all__ = ["RedriveTask", "Redriver"]
@@ -38,8 +38,6 @@ __all__ = ["RedriveTask", "Redriver"]
 log = logging.getLogger("dynamiq.core")
 
 BATCH = 100
-RETRY_SECONDS = 1.0
-STOP_SECONDS = 10.0  # how long a stop waits for the batch in hand
 TaskState = Literal["running", "done", "cancelled", "failed"]
 Move = tuple[str, int, str, bytes]  # (source bucket, key, target bucket, record)
 
@@ -84,9 +82,7 @@ class Redriver:
         self._node = node
         self._states = states  # fresh ids in this node's slice; who to tell of arrivals
         self._life = life  # counts what was redriven
-        self._running: dict[str, asyncio.Task[None]] = {}
-        # Set to stop a runner between two batches (a batch moved is always saved).
-        self._stops: dict[str, asyncio.Event] = {}
+        self._runners: Runners[RedriveTask] = Runners("redrive")
 
     async def start(self, queue: str, to: str | None, max_per_second: float | None) -> RedriveTask:
         """Start moving ``queue``'s messages; raise ``RedriveRunning`` if a redrive of it runs."""
@@ -119,7 +115,7 @@ class Redriver:
 
     async def cancel(self, queue: str) -> RedriveTask | None:
         """Stop a running redrive of ``queue`` (what it moved stays moved); return it."""
-        await self._stop([queue])  # stopped here first: no progress saved after wins
+        await self._runners.stop([queue])  # stopped here first: no progress saved after wins
         task = await self.status(queue)
         if task is not None and task.state == "running":
             # The state only: a runner elsewhere owns the progress, and stops at its
@@ -130,7 +126,7 @@ class Redriver:
 
     def running(self) -> list[str]:
         """The dead-letter queues whose redrive runs on this node now, sorted."""
-        return sorted(self._running)
+        return self._runners.running()
 
     async def resume(self) -> None:
         """Resume the redrives this node was running when it stopped."""
@@ -143,54 +139,13 @@ class Redriver:
 
     async def close(self) -> None:
         """Stop running here; the tasks stay ``running`` and resume at the next start."""
-        await self._stop(list(self._running))
-
-    async def _stop(self, queues: list[str]) -> None:
-        """Stop the runners of ``queues`` once their batch in hand is moved and saved."""
-        runners = [(q, self._running.pop(q, None)) for q in queues]
-        for queue, runner in runners:
-            if runner is not None:
-                self._stops[queue].set()
-        for _, runner in runners:
-            if runner is not None:
-                try:
-                    await asyncio.wait_for(runner, STOP_SECONDS)
-                except TimeoutError:  # a store that hangs: cancelled (at-least-once still)
-                    log.warning("a redrive did not stop within %g s", STOP_SECONDS)
+        await self._runners.close()
 
     def _spawn(self, task: RedriveTask) -> None:
-        self._stops[task.queue] = asyncio.Event()
-        self._running[task.queue] = asyncio.create_task(self._run(task))
+        self._runners.spawn(task.queue, task, self._step, self._failed)
 
-    async def _run(self, task: RedriveTask) -> None:
-        stop = self._stops[task.queue]
-        try:
-            while task.state == "running" and not stop.is_set():
-                try:
-                    task, pause = await self._step(task)
-                    if pause > 0:
-                        await self._pause(stop, pause)
-                except DynamiqError as exc:  # the store failed: try again shortly
-                    log.warning("redrive of %s: %s; retrying", task.queue, exc)
-                    await self._pause(stop, RETRY_SECONDS)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug must end the task visibly, not silently
-            log.exception("redrive of %s failed", task.queue)
-            await self._save(msgspec.structs.replace(task, state="failed", error=repr(exc)))
-        finally:
-            if self._running.get(task.queue) is asyncio.current_task():
-                del self._running[task.queue]
-            if self._stops.get(task.queue) is stop:
-                del self._stops[task.queue]
-
-    @staticmethod
-    async def _pause(stop: asyncio.Event, seconds: float) -> None:
-        """Sleep ``seconds``, or less when asked to stop (``asyncio.timeout``: on 3.11,
-        ``wait_for`` swallows a cancellation that arrives as the event is set)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await stop.wait()
+    async def _failed(self, task: RedriveTask, exc: Exception) -> None:
+        await self._save(msgspec.structs.replace(task, state="failed", error=repr(exc)))
 
     async def _step(self, task: RedriveTask) -> tuple[RedriveTask, float]:
         """Move one batch; return the task as it then stands (saved), and how long to

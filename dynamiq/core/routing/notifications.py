@@ -8,6 +8,10 @@ was given, ``Message`` (the body as text), ``Timestamp`` and the message's
 attributes as ``{"Type", "Value"}``. The copy carries no attributes of its
 own and no routing key; its delay, group and deduplication id are kept.
 Envelopes are not signed: there is no certificate to check them against.
+
+A FIFO topic's archive keeps each message as its envelope, which holds all a
+replay needs: ``replayed`` marks it for a queue that takes envelopes,
+``unwrapped`` gives back the message for one that takes raw deliveries.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import msgspec
 from dynamiq.core.clock import Clock
 from dynamiq.models import AttributeValue, Notice, Outgoing, natural_type, topic_arn
 
-__all__ = ["Address", "Envelopes", "sns_timestamp"]
+__all__ = ["Address", "Envelopes", "replayed", "sns_timestamp", "unwrapped"]
 
 
 def sns_timestamp(wall_ms: int) -> str:
@@ -79,3 +83,45 @@ def _typed(value: AttributeValue, label: str | None) -> dict[str, str]:
     if isinstance(value, bool):
         return {"Type": label or "String", "Value": str(value).lower()}
     return {"Type": label or natural_type(value), "Value": str(value)}
+
+
+def replayed(envelope: bytes) -> bytes:
+    """A stored notification as a replay delivers it: the same, marked ``Replayed``."""
+    document = json.loads(envelope)
+    document["Replayed"] = True
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
+def unwrapped(envelope: bytes) -> Outgoing:
+    """The message a stored notification holds, as a raw delivery stores it: its body,
+    and its attributes under the types they were sent with."""
+    document = json.loads(envelope)
+    attributes: dict[str, AttributeValue] = {}
+    labels: dict[str, str] = {}
+    for name, typed in (document.get("MessageAttributes") or {}).items():
+        label, value = typed["Type"], typed["Value"]
+        kept = _untyped(label, value)
+        attributes[name] = kept
+        if natural_type(kept) != label:
+            labels[name] = label
+    return Outgoing(
+        document["Message"].encode(),
+        attributes=attributes or None,
+        attribute_types=labels or None,
+    )
+
+
+def _untyped(label: str, value: str) -> AttributeValue:
+    """An envelope's attribute value as the publish kept it (``_typed``'s inverse)."""
+    if label.startswith("Binary"):
+        return base64.b64decode(value)
+    if label.startswith("Number"):
+        try:
+            number: int | float = int(value)
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return value
+        return number if str(number) == value else value
+    return value

@@ -24,9 +24,15 @@ from dynamiq.core.routing.patterns import PatternTrie, check_pattern
 from dynamiq.errors import Invalid
 from dynamiq.models.topics import TopicSettings
 
-__all__ = ["Subscription", "Topic"]
+__all__ = ["ARCHIVE_PREFIX", "Subscription", "Topic", "archive_queue"]
 
 REACHED_KEYS = 1024  # routing keys whose subscriptions a topic keeps worked out
+ARCHIVE_PREFIX = "archive~"  # no queue a client names has a "~"
+
+
+def archive_queue(topic: str) -> str:
+    """The queue that keeps ``topic``'s archive (``core.archives``), the node's own."""
+    return ARCHIVE_PREFIX + topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +238,12 @@ class Topic:
         """The push subscriptions' own queues (a copy there is delivered when its
         endpoint takes it)."""
         return frozenset(q for q, s in self.subscriptions.items() if s.endpoint is not None)
+
+    @functools.cached_property
+    def own(self) -> frozenset[str]:
+        """The queues of the node's own among the subscribed: the push subscriptions'
+        and the archive's (no client is told of their copies)."""
+        return self.pushed | {q for q in self.subscriptions if q.startswith(ARCHIVE_PREFIX)}
 
     @functools.cached_property
     def _router(self) -> _Router:
