@@ -19,20 +19,24 @@ from tests.servers import flush_redis, require, require_module, require_path
 JS = Path(__file__).parent / "js"
 
 
-def sqs_client(url: str, service: str = "sqs", region: str = "us-east-1") -> Any:
+def sqs_client(
+    url: str, service: str = "sqs", region: str = "us-east-1", validate: bool = True
+) -> Any:
     """A boto3 client of SQS (or SNS) on ``url``, configured as the AWS SDK guides say
-    for emulators (signing for ``region``). Close it when done: a pooled connection
-    collected open (to a node since killed, say) warns, and warnings fail tests."""
+    for emulators (signing for ``region``; without ``validate``, sending what it is
+    given). Close it when done: a pooled connection collected open (to a node since
+    killed, say) warns, and warnings fail tests."""
     import boto3
     from botocore.config import Config
 
+    retries: Any = {"mode": "standard", "max_attempts": 2}
     return boto3.client(
         service,
         endpoint_url=url,
         region_name=region,
         aws_access_key_id="key",
         aws_secret_access_key="secret",
-        config=Config(read_timeout=30, retries={"mode": "standard", "max_attempts": 2}),
+        config=Config(read_timeout=30, retries=retries, parameter_validation=validate),
     )
 
 

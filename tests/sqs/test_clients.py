@@ -24,6 +24,7 @@ from tests.sqs.conftest import run_js
 require_module("boto3", "test")
 
 import botocore.session  # noqa: E402
+from botocore.exceptions import ClientError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERY_MODELS = Path(sys.prefix) / "aws-models"
@@ -242,3 +243,14 @@ def test_the_query_protocol_is_answered_at_a_queue_s_own_url(query_sqs: Any) -> 
     assert "<SendMessageResponse" in document and "<MD5OfMessageBody>" in document
     got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"]
     assert [m["Body"] for m in got] == ["posted"]
+
+
+def test_the_query_protocol_words_its_errors_as_aws_recorded_them(query_sqs: Any) -> None:
+    url = query_sqs.create_queue(QueueName=f"query-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    query_sqs.delete_queue(QueueUrl=url)
+    with pytest.raises(ClientError) as gone:
+        query_sqs.get_queue_attributes(QueueUrl=url)
+    assert gone.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
+    assert gone.value.response["Error"]["Message"] == (
+        "The specified queue does not exist for this wsdl version."
+    )

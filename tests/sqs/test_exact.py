@@ -260,6 +260,16 @@ def test_refusals_use_aws_s_words(sqs: Any, new_queue: NewQueue) -> None:
             {"QueueName": "no-such-queue"},
             ("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."),
         ),
+        (  # an empty body is a missing one
+            sqs.send_message,
+            {"QueueUrl": url, "MessageBody": ""},
+            ("MissingParameter", "The request must contain the parameter MessageBody."),
+        ),
+        (  # a standard queue has no such attribute, whatever its value
+            sqs.create_queue,
+            {"QueueName": "standard-x", "Attributes": {"FifoQueue": "false"}},
+            ("InvalidAttributeName", "Unknown Attribute FifoQueue."),
+        ),
     ]
     for action, given, refusal in refusals:
         with pytest.raises(ClientError) as refused:

@@ -41,8 +41,8 @@ _FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
 
 def valid_body(body: str) -> str:
     """The body, unless it has characters SQS refuses."""
-    if not body:
-        raise AwsError("InvalidParameterValue", "The message body must be at least 1 character.")
+    if not body:  # as absent, to SQS
+        raise AwsError("MissingParameter", "The request must contain the parameter MessageBody.")
     # Printable ASCII is all allowed: the pattern is searched only beyond it.
     if not (body.isascii() and body.isprintable()) and _FORBIDDEN.search(body):
         raise AwsError(

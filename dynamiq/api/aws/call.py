@@ -139,6 +139,8 @@ class Call:
             )
         if len(parts) != 6 or parts[:3] != ["arn", "aws", service] or not parts[5]:
             raise AwsError("InvalidParameterValue", f"Value {arn!r} for {param} is not an ARN.")
+        if service == "sns" and parts[3] != self.settings.region:  # another region's topic
+            raise SnsError("InvalidParameter", f"Invalid parameter: {param}")
         return parts[4], parts[5]
 
     def _full_name(self, account: str, short: str, service: str = "sqs") -> str:

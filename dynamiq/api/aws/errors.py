@@ -98,6 +98,10 @@ _SNS_STATUS = {
 }
 
 
+# Where SQS's query protocol words an error its own way (AWS's recorded answers).
+_QUERY_WORDS = {"QueueDoesNotExist": "The specified queue does not exist for this wsdl version."}
+
+
 class AwsError(DynamiqError):
     """An error as SQS names it: ``code`` (``QueueDoesNotExist``), its JSON ``shape``
     (the same, or ``InvalidParameterValueException`` for ``InvalidParameterValue``),
@@ -109,6 +113,7 @@ class AwsError(DynamiqError):
         self.code = code  # what a batch's ``Failed`` entry names
         self.shape = _JSON_SHAPES.get(code, code)
         self.query_code, self.status = _CODES.get(code, (code, 400))
+        self.query_message = _QUERY_WORDS.get(code, message)  # the query protocol's
         self.sender = self.status < 500
         self.retry_after = retry_after
 
@@ -119,6 +124,7 @@ class SnsError(AwsError):
     def __init__(self, code: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(code, message, retry_after=retry_after)
         self.shape = self.query_code = code
+        self.query_message = message
         self.status = _SNS_STATUS.get(code, 400)
         self.sender = self.status < 500
 

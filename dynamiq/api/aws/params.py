@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dynamiq.api.aws.errors import AwsError
 from dynamiq.errors import DynamiqError
 
-__all__ = ["MAX_BATCH_ENTRIES", "Params", "batch_entries", "checked_entries", "failure"]
+__all__ = [
+    "MAX_BATCH_ENTRIES",
+    "SNS_BATCHES",
+    "SQS_BATCHES",
+    "BatchWords",
+    "Params",
+    "batch_entries",
+    "checked_entries",
+    "failure",
+]
 
 T = TypeVar("T")
 
 MAX_BATCH_ENTRIES = 10
-_ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+MAX_ENTRY_ID = 80
+_ENTRY_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_ENTRY_ID}}}$")
 
 
 class Params:
@@ -78,30 +89,50 @@ def invalid(name: str, value: object) -> AwsError:
     return AwsError("InvalidParameterValue", f"Value {value!r} for parameter {name} is invalid.")
 
 
-def batch_entries(params: Params, entry: str, name: str = "Entries") -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class BatchWords:
+    """How a service words its refusals of a batch's shape."""
+
+    too_many: str = "Maximum number of entries per request are {limit}. You have sent {sent}."
+    bad_id: str = (
+        "A batch entry id can only contain alphanumeric characters, hyphens and "
+        "underscores. It can be at most 80 letters long."
+    )
+    long_id: str = bad_id
+    same_ids: str = "Two or more batch entries have the same Id."
+
+
+SQS_BATCHES = BatchWords()
+SNS_BATCHES = BatchWords(  # AWS's recorded answers
+    "The batch request contains more entries than permissible.",
+    "The Id of a batch entry in the batch request contains an impermissible character: {id}",
+    "The Id of a batch entry in the batch request is too long: {id}",
+    "Two or more batch entries in the request have the same Id.",
+)
+
+
+def batch_entries(
+    params: Params, entry: str, name: str = "Entries", words: BatchWords = SQS_BATCHES
+) -> list[dict[str, Any]]:
     """A batch's entries: 1 to 10 objects with distinct, well-formed ``Id`` s (``entry``:
-    what the action's documentation calls one, ``SendMessageBatchRequestEntry``)."""
+    what the action's documentation calls one, ``SendMessageBatchRequestEntry``), refused
+    in the service's ``words``."""
     entries = params.data.get(name)
     if entries is None or entries == []:
         raise AwsError("EmptyBatchRequest", f"There should be at least one {entry} in the request.")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise invalid(name, entries)
     if len(entries) > MAX_BATCH_ENTRIES:
-        raise AwsError(
-            "TooManyEntriesInBatchRequest",
-            f"Maximum number of entries per request are {MAX_BATCH_ENTRIES}. "
-            f"You have sent {len(entries)}.",
-        )
+        said = words.too_many.format(limit=MAX_BATCH_ENTRIES, sent=len(entries))
+        raise AwsError("TooManyEntriesInBatchRequest", said)
     ids = [e.get("Id") for e in entries]
     for entry_id in ids:
         if not isinstance(entry_id, str) or not _ENTRY_ID.match(entry_id):
-            raise AwsError(
-                "InvalidBatchEntryId",
-                "A batch entry id can only contain alphanumeric characters, hyphens and "
-                "underscores. It can be at most 80 letters long.",
-            )
+            long = isinstance(entry_id, str) and len(entry_id) > MAX_ENTRY_ID
+            said = (words.long_id if long else words.bad_id).format(id=entry_id)
+            raise AwsError("InvalidBatchEntryId", said)
     if len(set(ids)) != len(ids):
-        raise AwsError("BatchEntryIdsNotDistinct", "Two or more batch entries have the same Id.")
+        raise AwsError("BatchEntryIdsNotDistinct", words.same_ids)
     return entries
 
 

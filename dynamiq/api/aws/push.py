@@ -151,10 +151,10 @@ async def configure_push(call: Call, view: SubscriptionView, name: str, value: s
         changes["delivery_policy"] = value or None
     elif name == "RedrivePolicy":
         changes["dead_letter"] = _dead_letter(call, value)
-    elif value in ("true", "false"):
-        changes["raw"] = value == "true"
+    elif value.lower() in ("true", "false"):
+        changes["raw"] = value.lower() == "true"
     else:
-        raise _invalid("RawMessageDelivery: must be true or false")
+        raise _invalid(f"RawMessageDelivery: Invalid value [{value}]. Must be true or false.")
     try:
         await webhooks_of(call).configure(view.push.id, **changes)
     except Invalid as refused:

@@ -188,7 +188,7 @@ def error_document(dialect: Dialect, error: AwsError, request_id: str) -> bytes:
     return (
         f'<?xml version="1.0"?>\n<ErrorResponse xmlns="{dialect.namespace}">'
         f"<Error><Type>{kind}</Type><Code>{_xml(error.query_code)}</Code>"
-        f"<Message>{_xml(error.message)}</Message><Detail/></Error>"
+        f"<Message>{_xml(error.query_message)}</Message><Detail/></Error>"
         f"<RequestId>{request_id}</RequestId></ErrorResponse>"
     ).encode()
 

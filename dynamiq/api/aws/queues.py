@@ -247,6 +247,8 @@ async def create_queue(call: Call) -> dict[str, Any]:
     name = call.params.text("QueueName")
     attributes = call.params.mapping("Attributes")
     fifo = _boolean("FifoQueue", attributes.get("FifoQueue", "false"))
+    if "FifoQueue" in attributes and not fifo:  # a standard queue names no such attribute
+        raise AwsError("InvalidAttributeName", "Unknown Attribute FifoQueue.")
     _check_name(name, fifo)
     name = call.own(name)
     changes = {

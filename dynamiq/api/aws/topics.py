@@ -18,10 +18,10 @@ from typing import Any
 
 from dynamiq.access.roles import SEPARATOR
 from dynamiq.api.aws.archive import replay, replay_attributes, replay_points
-from dynamiq.api.aws.attributes import sent_attributes, valid_body
+from dynamiq.api.aws.attributes import valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
-from dynamiq.api.aws.params import Params, batch_entries, checked_entries
+from dynamiq.api.aws.params import SNS_BATCHES, Params, batch_entries, checked_entries
 from dynamiq.api.aws.push import (
     PROTOCOLS,
     PUSH_ATTRIBUTES,
@@ -31,6 +31,12 @@ from dynamiq.api.aws.push import (
     push_listed,
     subscribe_endpoint,
     webhooks_of,
+)
+from dynamiq.api.aws.sns_attributes import (
+    MAX_SNS_MESSAGE_BYTES,
+    check_batch,
+    message_size,
+    sns_attributes,
 )
 from dynamiq.errors import Invalid, TopicNotFound
 from dynamiq.models import TOKEN, Notice, Outgoing
@@ -43,6 +49,8 @@ SUBSCRIPTION_ATTRIBUTES = frozenset(
     {"FilterPolicy", "FilterPolicyScope", "RawMessageDelivery", "ReplayPolicy"}
 )
 SCOPES = {"MessageAttributes": "attributes", "MessageBody": "body"}
+# SNS's protocols a node does not deliver to (AWS services, phones, mail)
+UNSERVED_PROTOCOLS = frozenset({"email", "email-json", "sms", "lambda", "application", "firehose"})
 SCOPE_NAMES = {scope: name for name, scope in SCOPES.items()}
 
 
@@ -60,7 +68,16 @@ def named_topic(call: Call, param: str = "TopicArn") -> str:
 
 def _subscription(call: Call) -> tuple[str, SubscriptionView]:
     """The topic and subscription a ``SubscriptionArn`` names."""
-    arn = call.params.text("SubscriptionArn")
+    arn = call.params.optional_text("SubscriptionArn")
+    if not arn:
+        raise invalid_parameter("SubscriptionArn Reason: no value for required parameter")
+    elements = arn.count(":") + 1
+    if elements < 6:
+        raise invalid_parameter(
+            f"SubscriptionArn Reason: An ARN must have at least 6 elements, not {elements}"
+        )
+    if elements == 6:  # a topic's ARN: no subscription id
+        raise invalid_parameter("SubscriptionId")
     topic_arn, _, last = arn.rpartition(":")
     try:
         topic = call.topic_of_arn(topic_arn, "SubscriptionArn")
@@ -131,14 +148,16 @@ def _page(names: list[str], after: str | None) -> tuple[list[str], dict[str, str
 async def subscribe(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
     protocol = call.params.text("Protocol")
-    if protocol not in ("sqs", *PROTOCOLS):
+    if protocol not in ("sqs", *PROTOCOLS, *UNSERVED_PROTOCOLS):
+        raise invalid_parameter(f"Amazon SNS does not support this protocol string: {protocol}")
+    if protocol in UNSERVED_PROTOCOLS:
         raise invalid_parameter("Protocol: only sqs, http and https endpoints are delivered to")
     given = call.params.mapping("Attributes")
     known = SUBSCRIPTION_ATTRIBUTES | (PUSH_ATTRIBUTES if protocol in PROTOCOLS else set())
     for name in set(given) - known:
         raise invalid_parameter(f"Attributes Reason: Unknown attribute {name}")
     if protocol in PROTOCOLS:
-        settings = _subscription_settings(given, None)
+        settings = _subscription_settings(given, None, "Attributes Reason: ")
         return await subscribe_endpoint(call, topic, protocol, settings)
     endpoint = call.params.text("Endpoint")
     if not endpoint.startswith("arn:aws:sqs:") or len(endpoint.split(":")) != 6:
@@ -149,7 +168,13 @@ async def subscribe(call: Call) -> dict[str, Any]:
             "Invalid parameter: Endpoint Reason: "
             "FIFO SQS Queues can not be subscribed to standard SNS topics"
         )
-    settings = _subscription_settings(given, None)
+    current = call.node.subscribed(topic).get(queue)
+    settings = _subscription_settings(given, current, "Attributes Reason: ")
+    if current is not None and settings != _subscription_settings({}, current):
+        # as SNS: a subscription is made once; asking it again otherwise is refused
+        raise invalid_parameter(
+            "Attributes Reason: Subscription already exists with different attributes"
+        )
     asked = given.get("ReplayPolicy")
     points = None if asked is None else replay_points(call, topic, asked)
     await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
@@ -176,9 +201,10 @@ async def _subscribe(
 
 
 def _subscription_settings(
-    given: dict[str, Any], current: SubscriptionView | None
+    given: dict[str, Any], current: SubscriptionView | None, said: str = ""
 ) -> dict[str, Any]:
-    """What ``Node.subscribe`` is given for SNS's subscription attributes."""
+    """What ``Node.subscribe`` is given for SNS's subscription attributes (a refusal
+    worded after ``said``, as ``Subscribe``'s are)."""
     policy: object = None if current is None else current.filter
     scope: str = "attributes" if current is None else current.filter_scope
     if "FilterPolicyScope" in given:
@@ -200,10 +226,12 @@ def _subscription_settings(
     raw = given.get("RawMessageDelivery")
     if raw is None:
         envelope = True if current is None else current.envelope
-    elif raw in ("true", "false"):
-        envelope = raw == "false"
+    elif str(raw).lower() in ("true", "false"):
+        envelope = str(raw).lower() == "false"
     else:
-        raise invalid_parameter("RawMessageDelivery: must be true or false")
+        raise invalid_parameter(
+            f"{said}RawMessageDelivery: Invalid value [{raw}]. Must be true or false."
+        )
     pattern = None if current is None else current.pattern
     return {
         "pattern": pattern,
@@ -312,11 +340,15 @@ def _message(call: Call, topic: str, entry: Params) -> tuple[Outgoing, Notice]:
         try:
             structured = json.loads(body)
         except ValueError:
-            structured = None
+            raise invalid_parameter(
+                "Message Structure - JSON message body failed to parse"
+            ) from None
         if not isinstance(structured, dict) or not isinstance(structured.get("default"), str):
             raise invalid_parameter("Message Structure - No default entry in JSON message body")
         body = str(structured.get("sqs", structured["default"]))
-    attributes = sent_attributes(entry.data.get("MessageAttributes"))
+    attributes = sns_attributes(entry.data.get("MessageAttributes"))
+    if message_size(body, attributes) > MAX_SNS_MESSAGE_BYTES:
+        raise invalid_parameter("Message too long")
     group = entry.optional_text("MessageGroupId")
     if group is not None and not TOKEN.fullmatch(group):
         raise invalid_parameter(
@@ -390,7 +422,10 @@ async def publish(call: Call) -> dict[str, Any]:
 
 async def publish_batch(call: Call) -> dict[str, Any]:
     topic = named_topic(call)
-    entries = batch_entries(call.params, "PublishBatchRequestEntry", "PublishBatchRequestEntries")
+    entries = batch_entries(
+        call.params, "PublishBatchRequestEntry", "PublishBatchRequestEntries", SNS_BATCHES
+    )
+    check_batch(entries)
     ok, failed = checked_entries(entries, lambda entry: _message(call, topic, entry), sns_error)
     if ok:
         messages = [message for _, (message, _) in ok]
