@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
+from typing import NamedTuple
 
 from dynamiq.api.aws.call import Call
 from dynamiq.api.aws.errors import SnsError
 from dynamiq.errors import Invalid
 from dynamiq.service.reports import ReplayView
 
-__all__ = ["archive_days", "replay", "replay_attributes", "replay_points"]
+__all__ = ["Replay", "archive_days", "replay", "replay_asked", "replay_attributes"]
 
 MAX_ARCHIVE_DAYS = 365
 POINT_TYPE = "Timestamp"
@@ -73,12 +74,18 @@ def _point(policy: dict[str, object], name: str) -> int | None:
     return round(stamp.timestamp() * 1000)
 
 
-Points = tuple[int, int | None]
+class Replay(NamedTuple):
+    """A replay asked for: the ``ReplayPolicy`` as given, and the range of publish
+    times it names (epoch ms; no end: now)."""
+
+    policy: str
+    start_ms: int
+    end_ms: int | None
 
 
-def replay_points(call: Call, topic: str, text: str) -> Points:
-    """The range of publish times a ``ReplayPolicy`` asks of ``topic``'s archive (epoch
-    ms; no end: now), checked before anything is done."""
+def replay_asked(call: Call, topic: str, text: str) -> Replay:
+    """The replay a ``ReplayPolicy`` asks of ``topic``'s archive, checked before anything
+    is done."""
     try:
         policy = json.loads(text)
     except ValueError:
@@ -99,13 +106,13 @@ def replay_points(call: Call, topic: str, text: str) -> Points:
         raise _invalid("ReplayPolicy Reason: StartingPoint must not be in the future")
     if call.node.moves.archive_beginning_ms(topic) is None:
         raise _invalid("ReplayPolicy Reason: the topic keeps no archive (ArchivePolicy)")
-    return start, end
+    return Replay(text, start, end)
 
 
-async def replay(call: Call, topic: str, queue: str, text: str, points: Points) -> None:
-    """Start the replay a ``ReplayPolicy`` asks of ``queue``'s subscription to ``topic``."""
+async def replay(call: Call, topic: str, queue: str, asked: Replay) -> None:
+    """Start the replay ``asked`` of ``queue``'s subscription to ``topic``."""
     try:
-        await call.node.moves.replay(topic, queue, text, *points)
+        await call.node.moves.replay(topic, queue, *asked)
     except Invalid as refused:
         raise _invalid(f"ReplayPolicy Reason: {refused}") from None
 

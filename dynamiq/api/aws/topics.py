@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from dynamiq.access.roles import SEPARATOR
-from dynamiq.api.aws.archive import replay, replay_attributes, replay_points
+from dynamiq.api.aws.archive import replay, replay_asked, replay_attributes
 from dynamiq.api.aws.attributes import valid_body
 from dynamiq.api.aws.call import Action, Call
 from dynamiq.api.aws.errors import SnsError, sns_error
@@ -175,11 +175,11 @@ async def subscribe(call: Call) -> dict[str, Any]:
         raise invalid_parameter(
             "Attributes Reason: Subscription already exists with different attributes"
         )
-    asked = given.get("ReplayPolicy")
-    points = None if asked is None else replay_points(call, topic, asked)
+    text = given.get("ReplayPolicy")
+    asked = None if text is None else replay_asked(call, topic, text)
     await _subscribe(call, topic, queue, settings, "Attributes Reason: ")
-    if asked is not None and points is not None:
-        await replay(call, topic, queue, asked, points)
+    if asked is not None:
+        await replay(call, topic, queue, asked)
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{queue_end(topic, queue)}"}
 
 
@@ -281,7 +281,7 @@ async def set_subscription_attributes(call: Call) -> dict[str, Any]:
     if name not in SUBSCRIPTION_ATTRIBUTES:
         raise invalid_parameter(f"AttributeName: {name}")
     if name == "ReplayPolicy":
-        await replay(call, topic, found.queue, value, replay_points(call, topic, value))
+        await replay(call, topic, found.queue, replay_asked(call, topic, value))
         return {}
     settings = _subscription_settings({name: value}, found)
     await _subscribe(call, topic, found.queue, settings)
