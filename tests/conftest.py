@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import os
@@ -113,6 +114,16 @@ def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     """One 6-node Redis Cluster for the session (each test flushes it first)."""
     with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
         yield cluster.url
+
+
+@pytest.fixture(params=["lmdb", "redis-cluster"])
+def process_store(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The flags of the store a node process runs on: LMDB, or a flushed Redis Cluster."""
+    if request.param == "lmdb":
+        return ()
+    url: str = request.getfixturevalue("redis_cluster_url")
+    asyncio.run(flush_redis(url))
+    return ("--storage-backend", "redis", "--storage-url", url)
 
 
 async def node_client_with(

@@ -4,17 +4,14 @@ what was in flight at the kill may come twice)."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import urllib.request
 import uuid
 from typing import Any
 
-import pytest
-
 from dynamiq.testing.endpoint import Receiver
 from tests.conftest import NodeFactory
-from tests.servers import flush_redis, require_module
+from tests.servers import require_module
 from tests.sqs.conftest import sqs_client
 from tests.waiting import within
 
@@ -23,20 +20,10 @@ require_module("boto3", "test")
 MESSAGES = 1000
 
 
-@pytest.fixture(params=["lmdb", "redis-cluster"])
-def store(request: pytest.FixtureRequest) -> tuple[str, ...]:
-    """The flags of the store the node runs on."""
-    if request.param == "lmdb":
-        return ()
-    url: str = request.getfixturevalue("redis_cluster_url")
-    asyncio.run(flush_redis(url))
-    return ("--storage-backend", "redis", "--storage-url", url)
-
-
 def test_kill_9_while_pushing_loses_nothing(
-    node_factory: NodeFactory, store: tuple[str, ...]
+    node_factory: NodeFactory, process_store: tuple[str, ...]
 ) -> None:
-    flags = ("--push-timeout", "1", "--push-connecttimeout", "1", *store)
+    flags = ("--push-timeout", "1", "--push-connecttimeout", "1", *process_store)
     node = node_factory(*flags).start()
     receiver = Receiver(delay=0.02)  # a little slow: deliveries are in flight at the kill
     sns: Any = sqs_client(node.url, "sns")

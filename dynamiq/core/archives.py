@@ -163,17 +163,18 @@ class Archives:
         )
         return None if raw is None else _with_progress(raw, done)
 
-    def running(self) -> list[str]:
-        """The replays running on this node now (their keys), sorted."""
-        return self._runners.running()
-
     async def resume(self) -> None:
         """Resume the replays this node was running when it stopped."""
         for raw in (await self._store.meta_scan("replay/")).values():
             task = msgspec.json.decode(raw, type=ReplayTask)
             if task.state == "running" and task.node == self._node:
                 task = await self.status(task.topic, task.queue) or task
-                log.info("resuming the replay of %s into %s", task.topic, task.queue)
+                log.info(
+                    "resuming the replay of %s into %s after %d replayed",
+                    task.topic,
+                    task.queue,
+                    task.replayed,
+                )
                 self._spawn(task)
 
     async def close(self) -> None:

@@ -22,7 +22,9 @@ __all__ = [
     "Attributes",
     "attribute_types_size",
     "attributes_size",
+    "kept_value",
     "natural_type",
+    "parse_number",
 ]
 
 MAX_ATTRIBUTES = 16
@@ -70,6 +72,27 @@ def attributes_size(attributes: Attributes | None) -> int:
             raise Invalid(f"{field}: {rule}", field)
         size += len(name)
     return size
+
+
+def parse_number(text: str) -> int | float | None:
+    """The number ``text`` writes (None: none)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def kept_value(data_type: str, value: str | bytes) -> AttributeValue:
+    """A sent attribute's value as a message keeps it: a ``Number`` written in its
+    canonical form (``12``, ``-3.5``) as that number, anything else as sent."""
+    if isinstance(value, bytes) or not data_type.startswith("Number"):
+        return value
+    number = parse_number(value)
+    return number if number is not None and str(number) == value else value
 
 
 def natural_type(value: AttributeValue) -> str:

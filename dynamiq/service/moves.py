@@ -82,4 +82,4 @@ class Moves:
 
 
 def _replay_view(task: ReplayTask) -> ReplayView:
-    return ReplayView(task.policy, task.state, task.replayed, task.after >= 0)
+    return ReplayView(task.policy, task.state, task.after >= 0)

@@ -70,7 +70,6 @@ class Node:
         self._queues = engine.queues
         self._topics = engine.topics
         self._janitor = engine.janitor
-        self._archives = engine.archives
         # Redrives and replays: what moves messages in the background.
         self.moves = Moves(engine.redriver, engine.archives, engine.queues)
         self._asks = cluster.asks
@@ -189,7 +188,7 @@ class Node:
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic (its queues stay; its archive goes)."""
-        await self._archives.drop(name)
+        await self.moves.archive_topic(name, None)
         await self._catalog.delete_topic(name)
 
     async def subscribe(

@@ -178,12 +178,11 @@ class RedriveView(msgspec.Struct):
 
 class ReplayView(msgspec.Struct, frozen=True):
     """A replay of a FIFO topic's archive into a subscription: the policy it was asked
-    by (SNS's JSON), its state, how many messages it stored."""
+    by (SNS's JSON), its state, and whether it passed any of the archive yet."""
 
     policy: str
     state: Literal["running", "done", "failed", "cancelled"]
-    replayed: int
-    started: bool  # whether it passed any of the archive yet
+    started: bool
 
 
 class Rates(msgspec.Struct):

@@ -3,17 +3,14 @@ it was, and the subscription gets each archived message once, in its group's ord
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from tests.conftest import NodeFactory
-from tests.servers import flush_redis, require_module
+from tests.servers import require_module
 from tests.sqs.conftest import queue_arn, sqs_client
 from tests.sqs.test_sns_archive import DAY, drain, replay_policy, replay_status
 from tests.waiting import within
@@ -25,25 +22,15 @@ GROUPS = 4
 RATE = "60"  # messages a second: the replay takes about five seconds
 
 
-@pytest.fixture(params=["lmdb", "redis-cluster"])
-def store(request: pytest.FixtureRequest) -> tuple[str, ...]:
-    """The flags of the store the node runs on."""
-    if request.param == "lmdb":
-        return ()
-    url: str = request.getfixturevalue("redis_cluster_url")
-    asyncio.run(flush_redis(url))
-    return ("--storage-backend", "redis", "--storage-url", url)
-
-
 def queued(sqs: Any, url: str) -> int:
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     return int(attributes["ApproximateNumberOfMessages"])
 
 
 def test_kill_9_while_replaying_delivers_each_message_once_in_order(
-    node_factory: NodeFactory, store: tuple[str, ...]
+    node_factory: NodeFactory, process_store: tuple[str, ...]
 ) -> None:
-    flags = ("--limits-replayrate", RATE, *store)
+    flags = ("--limits-replayrate", RATE, *process_store)
     node = node_factory(*flags).start()
     sns: Any = sqs_client(node.url, "sns")
     sqs: Any = sqs_client(node.url)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dynamiq.api.aws.call import Call
-from dynamiq.api.aws.errors import SnsError
+from dynamiq.api.aws.errors import invalid_parameter
 from dynamiq.errors import Invalid
 from dynamiq.service.reports import ReplayView
 
@@ -29,29 +29,31 @@ POINT_TYPE = "Timestamp"
 _STATUS = {"done": "Completed", "failed": "Failed", "cancelled": "Failed"}
 
 
-def _invalid(what: str) -> SnsError:
-    return SnsError("InvalidParameter", f"Invalid parameter: {what}")
+def _object(name: str, text: str) -> dict[str, Any]:
+    """The JSON object the policy ``name`` is written as."""
+    try:
+        policy = json.loads(text)
+    except ValueError:
+        policy = None
+    if not isinstance(policy, dict):
+        raise invalid_parameter(f"{name} Reason: must be a JSON object")
+    return policy
 
 
 def archive_days(text: str) -> int | None:
     """The days an ``ArchivePolicy`` keeps messages (None: ``{}`` or empty, none)."""
     if not text:
         return None
-    try:
-        policy = json.loads(text)
-    except ValueError:
-        policy = None
-    if not isinstance(policy, dict):
-        raise _invalid("ArchivePolicy Reason: must be a JSON object")
+    policy = _object("ArchivePolicy", text)
     if not policy:
         return None
     if set(policy) != {"MessageRetentionPeriod"}:
-        raise _invalid("ArchivePolicy Reason: MessageRetentionPeriod is its only key")
+        raise invalid_parameter("ArchivePolicy Reason: MessageRetentionPeriod is its only key")
     days = policy["MessageRetentionPeriod"]
     if isinstance(days, str) and days.isdigit():
         days = int(days)
     if isinstance(days, bool) or not isinstance(days, int) or not 0 < days <= MAX_ARCHIVE_DAYS:
-        raise _invalid(
+        raise invalid_parameter(
             "ArchivePolicy Reason: MessageRetentionPeriod must be "
             f"a number of days from 1 to {MAX_ARCHIVE_DAYS}"
         )
@@ -68,9 +70,11 @@ def _point(policy: dict[str, object], name: str) -> int | None:
             raise ValueError(given)
         stamp = datetime.fromisoformat(given)
     except ValueError:
-        raise _invalid(f"ReplayPolicy Reason: {name} must be an ISO 8601 timestamp") from None
+        raise invalid_parameter(
+            f"ReplayPolicy Reason: {name} must be an ISO 8601 timestamp"
+        ) from None
     if stamp.tzinfo is None:
-        raise _invalid(f"ReplayPolicy Reason: {name} must name its time zone (Z, +00:00)")
+        raise invalid_parameter(f"ReplayPolicy Reason: {name} must name its time zone (Z, +00:00)")
     return round(stamp.timestamp() * 1000)
 
 
@@ -86,26 +90,21 @@ class Replay(NamedTuple):
 def replay_asked(call: Call, topic: str, text: str) -> Replay:
     """The replay a ``ReplayPolicy`` asks of ``topic``'s archive, checked before anything
     is done."""
-    try:
-        policy = json.loads(text)
-    except ValueError:
-        policy = None
-    if not isinstance(policy, dict):
-        raise _invalid("ReplayPolicy Reason: must be a JSON object")
+    policy = _object("ReplayPolicy", text)
     unknown = set(policy) - {"PointType", "StartingPoint", "EndingPoint"}
     if unknown:
-        raise _invalid(f"ReplayPolicy Reason: unknown key {sorted(unknown)[0]}")
+        raise invalid_parameter(f"ReplayPolicy Reason: unknown key {sorted(unknown)[0]}")
     if policy.get("PointType") != POINT_TYPE:
-        raise _invalid(f"ReplayPolicy Reason: PointType must be {POINT_TYPE}")
+        raise invalid_parameter(f"ReplayPolicy Reason: PointType must be {POINT_TYPE}")
     start, end = _point(policy, "StartingPoint"), _point(policy, "EndingPoint")
     if start is None:
-        raise _invalid("ReplayPolicy Reason: StartingPoint is required")
+        raise invalid_parameter("ReplayPolicy Reason: StartingPoint is required")
     if end is not None and end < start:
-        raise _invalid("ReplayPolicy Reason: EndingPoint must not be before StartingPoint")
+        raise invalid_parameter("ReplayPolicy Reason: EndingPoint must not be before StartingPoint")
     if start > time.time() * 1000:
-        raise _invalid("ReplayPolicy Reason: StartingPoint must not be in the future")
+        raise invalid_parameter("ReplayPolicy Reason: StartingPoint must not be in the future")
     if call.node.moves.archive_beginning_ms(topic) is None:
-        raise _invalid("ReplayPolicy Reason: the topic keeps no archive (ArchivePolicy)")
+        raise invalid_parameter("ReplayPolicy Reason: the topic keeps no archive (ArchivePolicy)")
     return Replay(text, start, end)
 
 
@@ -114,7 +113,7 @@ async def replay(call: Call, topic: str, queue: str, asked: Replay) -> None:
     try:
         await call.node.moves.replay(topic, queue, *asked)
     except Invalid as refused:
-        raise _invalid(f"ReplayPolicy Reason: {refused}") from None
+        raise invalid_parameter(f"ReplayPolicy Reason: {refused}") from None
 
 
 def replay_attributes(view: ReplayView | None) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from dynamiq.api.aws.digests import TypedValue
 from dynamiq.api.aws.errors import AwsError
-from dynamiq.models import ATTRIBUTE_TYPE, Attributes, natural_type
+from dynamiq.models import ATTRIBUTE_TYPE, Attributes, kept_value, natural_type, parse_number
 
 __all__ = [
     "MAX_MESSAGE_ATTRIBUTES",
@@ -83,7 +83,7 @@ def sent_attributes(given: object) -> SentAttributes:
                 "set of supported type prefixes is Binary, Number, and String."
             )
         sent.typed[name] = value = _value(name, data_type, spec)
-        sent.kept[name] = kept = _kept(data_type, value[1])
+        sent.kept[name] = kept = kept_value(data_type, value[1])
         if data_type != natural_type(kept):
             sent.types[name] = data_type
     return sent
@@ -117,27 +117,9 @@ def _value(name: str, data_type: str, spec: dict[str, Any]) -> TypedValue:
         raise _invalid(
             f"Message (user) attribute '{name}' must contain a non-empty value of type '{kind}'."
         )
-    if data_type.startswith("Number") and _number(text) is None:
+    if data_type.startswith("Number") and parse_number(text) is None:
         raise _invalid(f"Can't cast the value of message (user) attribute '{name}' to a number.")
     return data_type, text
-
-
-def _number(text: str) -> int | float | None:
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _kept(data_type: str, value: str | bytes) -> Any:
-    if isinstance(value, bytes) or not data_type.startswith("Number"):
-        return value
-    number = _number(value)
-    return number if str(number) == value else value
 
 
 def received_attributes(

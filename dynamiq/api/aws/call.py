@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dynamiq.api.aws.accounts import Accounts
-from dynamiq.api.aws.errors import AwsError, SnsError
+from dynamiq.api.aws.errors import AwsError, invalid_parameter
 from dynamiq.api.aws.grants import Caller
 from dynamiq.api.aws.params import Params
 from dynamiq.config import SqsSettings
@@ -132,15 +132,13 @@ class Call:
     def _arn_parts(self, arn: object, param: str, service: str) -> tuple[str, str]:
         parts = arn.split(":") if isinstance(arn, str) else []
         if service == "sns" and len(parts) < 6:  # SNS's own words
-            raise SnsError(
-                "InvalidParameter",
-                f"Invalid parameter: {param} Reason: An ARN must have at least 6 elements, "
-                f"not {len(parts)}",
+            raise invalid_parameter(
+                f"{param} Reason: An ARN must have at least 6 elements, not {len(parts)}"
             )
         if len(parts) != 6 or parts[:3] != ["arn", "aws", service] or not parts[5]:
             raise AwsError("InvalidParameterValue", f"Value {arn!r} for {param} is not an ARN.")
         if service == "sns" and parts[3] != self.settings.region:  # another region's topic
-            raise SnsError("InvalidParameter", f"Invalid parameter: {param}")
+            raise invalid_parameter(param)
         return parts[4], parts[5]
 
     def _full_name(self, account: str, short: str, service: str = "sqs") -> str:

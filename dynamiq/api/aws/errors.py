@@ -26,7 +26,7 @@ from dynamiq.errors import (
     Unauthorized,
 )
 
-__all__ = ["AwsError", "SnsError", "sns_error", "sqs_error"]
+__all__ = ["AwsError", "SnsError", "invalid_parameter", "sns_error", "sqs_error"]
 
 _QUEUE = "AWS.SimpleQueueService."
 # shape: (legacy query code, HTTP status); a shape not listed is its own code, 400.
@@ -127,6 +127,11 @@ class SnsError(AwsError):
         self.query_message = message
         self.status = _SNS_STATUS.get(code, 400)
         self.sender = self.status < 500
+
+
+def invalid_parameter(what: str) -> SnsError:
+    """SNS's refusal of a parameter: ``Invalid parameter: <what>``."""
+    return SnsError("InvalidParameter", f"Invalid parameter: {what}")
 
 
 def sns_error(error: DynamiqError) -> AwsError:

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from dynamiq.api.aws.call import Call
-from dynamiq.api.aws.errors import SnsError
+from dynamiq.api.aws.errors import SnsError, invalid_parameter
 from dynamiq.errors import Invalid, TopicNotFound
 from dynamiq.push.policy import effective_subscription_policy, shown_policy
 from dynamiq.service.push.webhooks import Webhooks
@@ -33,14 +33,10 @@ PROTOCOLS = ("http", "https")
 PUSH_ATTRIBUTES = frozenset({"DeliveryPolicy", "RedrivePolicy", "RawMessageDelivery"})
 
 
-def _invalid(what: str) -> SnsError:
-    return SnsError("InvalidParameter", f"Invalid parameter: {what}")
-
-
 def webhooks_of(call: Call) -> Webhooks:
     webhooks = call.node.webhooks
     if webhooks is None:
-        raise _invalid("Protocol: this node pushes to no endpoint")
+        raise invalid_parameter("Protocol: this node pushes to no endpoint")
     return webhooks
 
 
@@ -76,8 +72,8 @@ def _refusal(refused: Invalid, said: str = "") -> SnsError:
     """A refusal in SNS's words: the parameter to blame, then why."""
     if refused.field in ("filter", "filter_scope"):
         prefix = "FilterPolicy: " if refused.field == "filter" else ""
-        return _invalid(f"{said}{prefix}{refused}")
-    return _invalid(f"{refused.field or 'Endpoint'}: {refused}")
+        return invalid_parameter(f"{said}{prefix}{refused}")
+    return invalid_parameter(f"{refused.field or 'Endpoint'}: {refused}")
 
 
 def _dead_letter(call: Call, text: object) -> str | None:
@@ -88,7 +84,9 @@ def _dead_letter(call: Call, text: object) -> str | None:
         policy = json.loads(str(text))
         arn = policy["deadLetterTargetArn"]
     except (ValueError, TypeError, KeyError):
-        raise _invalid("RedrivePolicy: deadLetterTargetArn is missing or not JSON") from None
+        raise invalid_parameter(
+            "RedrivePolicy: deadLetterTargetArn is missing or not JSON"
+        ) from None
     return call.name_of_arn(arn, "RedrivePolicy")
 
 
@@ -99,11 +97,11 @@ async def confirm_subscription(call: Call) -> dict[str, Any]:
         topic = call.name_of_arn(arn, "TopicArn", "sns")
         call.node.require_topic(topic)
     except (SnsError, TopicNotFound):
-        raise _invalid("Topic") from None
+        raise invalid_parameter("Topic") from None
     try:
         view = await webhooks_of(call).confirm(topic, call.params.text("Token"))
     except Invalid:
-        raise _invalid("Token") from None
+        raise invalid_parameter("Token") from None
     assert view.push is not None
     return {"SubscriptionArn": f"{call.topic_arn(topic)}:{view.push.id}"}
 
@@ -154,7 +152,9 @@ async def configure_push(call: Call, view: SubscriptionView, name: str, value: s
     elif value.lower() in ("true", "false"):
         changes["raw"] = value.lower() == "true"
     else:
-        raise _invalid(f"RawMessageDelivery: Invalid value [{value}]. Must be true or false.")
+        raise invalid_parameter(
+            f"RawMessageDelivery: Invalid value [{value}]. Must be true or false."
+        )
     try:
         await webhooks_of(call).configure(view.push.id, **changes)
     except Invalid as refused:

@@ -21,6 +21,7 @@ __all__ = ["MAX_SNS_MESSAGE_BYTES", "check_batch", "message_size", "sns_attribut
 MAX_SNS_MESSAGE_BYTES = 256 * 1024
 MAX_NAME_BYTES = 255
 _FIELDS = {"String": "StringValue", "Number": "StringValue", "Binary": "BinaryValue"}
+_EMPTY = (None, "", b"")  # a value not given
 
 
 def _refused(message: str) -> SnsError:
@@ -61,12 +62,12 @@ def _check_value(name: str, spec: Mapping[str, Any], where: str) -> None:
     kind = data_type.split(".", 1)[0]
     field = _FIELDS[kind]
     other = "BinaryValue" if field == "StringValue" else "StringValue"
-    if spec.get(field) in (None, "", b"") and spec.get(other) not in (None, "", b""):
-        must = "Binary" if kind == "Binary" else "String"
-        raise _refused(
-            f"The message attribute '{name}' with type '{kind}' must use field '{must}'."
-        )
-    if spec.get(field) in (None, "", b""):
+    if spec.get(field) in _EMPTY:
+        if spec.get(other) not in _EMPTY:  # given, but in the other type's field
+            must = "Binary" if kind == "Binary" else "String"
+            raise _refused(
+                f"The message attribute '{name}' with type '{kind}' must use field '{must}'."
+            )
         raise _refused(
             f"The message attribute '{name}' must contain non-empty message attribute value "
             f"for message attribute type '{kind}'."

@@ -18,14 +18,14 @@ from typing import Any
 
 from dynamiq.api.aws.archive import archive_days
 from dynamiq.api.aws.call import Action, Call
-from dynamiq.api.aws.errors import AwsError, SnsError
+from dynamiq.api.aws.errors import AwsError, SnsError, invalid_parameter
 from dynamiq.api.aws.policies import (
     one_or_many,
     permission_asked,
     policy_document,
     statements_of,
 )
-from dynamiq.api.aws.topics import invalid_parameter, named_topic
+from dynamiq.api.aws.topics import named_topic
 from dynamiq.api.bodies import iso_time
 from dynamiq.errors import Invalid, TopicExists, TopicNotFound
 from dynamiq.models.topics import MAX_TOPIC_TAGS, TopicSettings

@@ -20,7 +20,7 @@ from dynamiq.access.roles import SEPARATOR
 from dynamiq.api.aws.archive import replay, replay_asked, replay_attributes
 from dynamiq.api.aws.attributes import valid_body
 from dynamiq.api.aws.call import Action, Call
-from dynamiq.api.aws.errors import SnsError, sns_error
+from dynamiq.api.aws.errors import SnsError, invalid_parameter, sns_error
 from dynamiq.api.aws.params import SNS_BATCHES, Params, batch_entries, checked_entries
 from dynamiq.api.aws.push import (
     PROTOCOLS,
@@ -42,7 +42,7 @@ from dynamiq.errors import Invalid, TopicNotFound
 from dynamiq.models import TOKEN, Notice, Outgoing
 from dynamiq.service.reports import SubscriptionView
 
-__all__ = ["TOPIC_ACTIONS", "invalid_parameter", "named_topic"]
+__all__ = ["TOPIC_ACTIONS", "named_topic"]
 
 PAGE = 100
 SUBSCRIPTION_ATTRIBUTES = frozenset(
@@ -55,10 +55,6 @@ SCOPE_NAMES = {scope: name for name, scope in SCOPES.items()}
 
 
 MAX_SUBJECT = 100  # characters a subject stays under
-
-
-def invalid_parameter(what: str) -> SnsError:
-    return SnsError("InvalidParameter", f"Invalid parameter: {what}")
 
 
 def named_topic(call: Call, param: str = "TopicArn") -> str:

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from dynamiq.core.clock import Clock
-from dynamiq.models import AttributeValue, Notice, Outgoing, natural_type, topic_arn
+from dynamiq.models import AttributeValue, Notice, Outgoing, kept_value, natural_type, topic_arn
 
 __all__ = ["Address", "Envelopes", "replayed", "sns_timestamp", "unwrapped"]
 
@@ -113,15 +113,4 @@ def unwrapped(envelope: bytes) -> Outgoing:
 
 def _untyped(label: str, value: str) -> AttributeValue:
     """An envelope's attribute value as the publish kept it (``_typed``'s inverse)."""
-    if label.startswith("Binary"):
-        return base64.b64decode(value)
-    if label.startswith("Number"):
-        try:
-            number: int | float = int(value)
-        except ValueError:
-            try:
-                number = float(value)
-            except ValueError:
-                return value
-        return number if str(number) == value else value
-    return value
+    return kept_value(label, base64.b64decode(value) if label.startswith("Binary") else value)
